@@ -1,0 +1,282 @@
+//! The command-line definition, in one place (clap derive). Raw values only:
+//! validation against the machine happens in each command's plan step.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::workload::WorkloadKind;
+
+/// ptelab: a lab for Linux large-folio page-table batching.
+///
+/// Measures mprotect/mremap/reclaim on the running kernel with a requested and
+/// verified folio layout, and models the kernel's PTE batching for x86-64 and
+/// arm64 (contpte).
+#[derive(Debug, Parser)]
+#[command(name = "ptelab", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// What this machine and kernel offer (THP/mTHP knobs, pagemap, tracepoint, KVM, ...).
+    Doctor(DoctorArgs),
+    /// One measurement cell on the running kernel.
+    Bench(BenchArgs),
+    /// A grid of cells (sizes x folio layouts) on the running kernel.
+    Sweep(SweepArgs),
+    /// The same workload on the executable model: primitive counts per strategy.
+    Model(ModelArgs),
+    /// Compare every kernel-observable effect of a workload with the model's prediction.
+    Crosscheck(CrosscheckArgs),
+    /// List runs in the results database.
+    Runs(RunsArgs),
+    /// Print one run from the results database.
+    Show(ShowArgs),
+    /// Compare two runs cell by cell with a verdict per cell.
+    Compare(CompareArgs),
+    /// Write an HTML or Markdown report of a run.
+    Report(ReportArgs),
+    /// Every seed experiment: published figure, measured here, modelled, verdicts.
+    Reproduce(ReproduceArgs),
+}
+
+/// Output and database options shared by most commands.
+#[derive(Debug, Args, Clone)]
+pub struct OutputOpts {
+    /// Print one JSON document on stdout instead of tables.
+    #[arg(long, global = false)]
+    pub json: bool,
+    /// Results database (SQLite).
+    #[arg(long, default_value = "ptelab.db", value_name = "PATH")]
+    pub db: PathBuf,
+    /// Do not store results in the database.
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How a cell is measured on the running kernel.
+#[derive(Debug, Args, Clone)]
+pub struct MeasureOpts {
+    /// Number of regions, each its own VMA, each operated on per iteration.
+    #[arg(long, default_value_t = 1)]
+    pub regions: u32,
+    /// CPU to pin the measuring thread to (default: the last online CPU).
+    #[arg(long, value_name = "CPU")]
+    pub pin: Option<usize>,
+    /// Do not pin the measuring thread.
+    #[arg(long, conflicts_with = "pin")]
+    pub no_pin: bool,
+    /// Fixed number of timed iterations (disables the adaptive stop rule).
+    #[arg(long, value_name = "N", conflicts_with = "time")]
+    pub iters: Option<u64>,
+    /// Time budget for the samples of one cell (adaptive: stops early once the
+    /// 95% CI half-width of the median is under 1%).
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub time: String,
+    /// Keep a cell whose observed folio layout differs from the request.
+    #[arg(long)]
+    pub allow_mismatch: bool,
+    /// Measure without layout control or verification (needed when not root).
+    #[arg(long)]
+    pub allow_unverified: bool,
+    /// Place an anonymous mapping right below the region so they merge into one
+    /// VMA (reproduces the seed 001 reproducer's merging case).
+    #[arg(long)]
+    pub neighbor: bool,
+    /// Skip the TLB-flush counting pass.
+    #[arg(long)]
+    pub no_flush_count: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Workload to run.
+    #[arg(value_enum)]
+    pub workload: WorkloadKind,
+    /// Region size (binary suffixes: 4K, 400K, 40M, 1G). Default: the seed's.
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Folio layout: 4K, 16K..1M (mTHP), 2M (PMD THP), 2M-pte (PMD THP mapped by PTEs).
+    #[arg(long, default_value = "4K")]
+    pub folio: String,
+    #[command(flatten)]
+    pub measure: MeasureOpts,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Workload to run.
+    #[arg(value_enum)]
+    pub workload: WorkloadKind,
+    /// Comma-separated region sizes.
+    #[arg(long, default_value = "4K,40K,400K,4M,40M")]
+    pub sizes: String,
+    /// Comma-separated folio layouts.
+    #[arg(long, default_value = "4K")]
+    pub folios: String,
+    #[command(flatten)]
+    pub measure: MeasureOpts,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// Workload to model.
+    #[arg(value_enum, required_unless_present = "list_strategies")]
+    pub workload: Option<WorkloadKind>,
+    /// Architecture: x86_64 or arm64.
+    #[arg(long, default_value = "x86_64")]
+    pub arch: String,
+    /// Base page size (arm64: 4K, 16K or 64K; x86_64: 4K).
+    #[arg(long, default_value = "4K")]
+    pub granule: String,
+    /// Kernel strategy name, or `all`.
+    #[arg(long, default_value = "all")]
+    pub strategy: String,
+    /// Region size.
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Folio layout.
+    #[arg(long, default_value = "4K")]
+    pub folio: String,
+    /// Start the region this many base pages into its first folio.
+    #[arg(long, default_value_t = 0)]
+    pub offset: u64,
+    /// arm64: model without CONFIG_ARM64_CONTPTE.
+    #[arg(long)]
+    pub no_contpte: bool,
+    /// arm64: model a CPU with BBML2-noabort (contpte_convert elides its TLBI).
+    #[arg(long)]
+    pub bbml2: bool,
+    /// List the strategies with the kernel versions they stand for.
+    #[arg(long)]
+    pub list_strategies: bool,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct CrosscheckArgs {
+    /// Workloads to check (default: all that can be observed here).
+    #[arg(value_enum)]
+    pub workloads: Vec<WorkloadKind>,
+    /// Comma-separated region sizes.
+    #[arg(long, default_value = "4K,64K,2M,64M")]
+    pub sizes: String,
+    /// Comma-separated folio layouts.
+    #[arg(long, default_value = "4K,64K,2M-pte")]
+    pub folios: String,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Run id.
+    pub run: String,
+    /// Print CSV (one row per cell).
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline run id (or tag).
+    pub a: String,
+    /// Candidate run id (or tag).
+    pub b: String,
+    /// Relative change below which a difference is "no change".
+    #[arg(long, default_value_t = 0.02)]
+    pub noise: f64,
+    /// Family-wise significance level (Holm-corrected across cells).
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Output format: text, markdown.
+    #[arg(long, default_value = "text")]
+    pub format: String,
+    /// Exit 1 when any cell regressed.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run id.
+    pub run: String,
+    /// Baseline run to plot ratios against.
+    #[arg(long)]
+    pub vs: Option<String>,
+    /// Output file (.html or .md).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct ReproduceArgs {
+    /// Seeds to reproduce (000..004; default all).
+    pub seeds: Vec<String>,
+    /// Small sizes and short budgets: finishes in under 3 minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// HTML report path.
+    #[arg(short, long, default_value = "ptelab-report.html")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bench_parses_common_options() {
+        let cli = Cli::try_parse_from([
+            "ptelab", "bench", "mprotect-toggle", "--size", "400K", "--folio", "64K", "--pin", "1",
+            "--iters", "100", "--json",
+        ])
+        .unwrap();
+        let Command::Bench(b) = cli.command else { panic!() };
+        assert_eq!(b.size.as_deref(), Some("400K"));
+        assert_eq!(b.measure.iters, Some(100));
+        assert!(b.out.json);
+    }
+
+    #[test]
+    fn unknown_workload_is_a_usage_error() {
+        let err = Cli::try_parse_from(["ptelab", "bench", "mprotect-foo"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("mprotect-toggle"));
+    }
+}

@@ -1,0 +1,3 @@
+//! Command-line definition (`flags`) and the dispatch to each command.
+
+pub mod flags;

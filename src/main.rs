@@ -1,0 +1,51 @@
+//! ptelab: measure and model Linux large-folio PTE batching.
+//!
+//! All I/O lives in this binary; the model (`ptelab-model`) and statistics
+//! (`ptelab-stats`) are pure crates.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+mod cmd;
+mod error;
+mod kernel;
+mod measure;
+mod store;
+mod workload;
+
+use cli::flags::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            // A closed stdout (ptelab ... | head) is not a failure.
+            if err.chain().any(|e| {
+                e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("ptelab: error: {err:#}");
+            ExitCode::from(if error::is_usage(&err) { 2 } else { 1 })
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Doctor(args) => cmd::doctor::run(&args),
+        Command::Bench(args) => cmd::bench::run(&args),
+        Command::Sweep(args) => cmd::sweep::run(&args),
+        Command::Model(args) => cmd::model::run(&args),
+        Command::Crosscheck(args) => cmd::crosscheck::run(&args),
+        Command::Runs(args) => cmd::runs::run(&args),
+        Command::Show(args) => cmd::show::run(&args),
+        Command::Compare(args) => cmd::compare::run(&args),
+        Command::Report(args) => cmd::report::run(&args),
+        Command::Reproduce(args) => cmd::reproduce::run(&args),
+    }
+}

@@ -1,0 +1,4 @@
+//! Measurement on the running kernel: phases (prepare, warm up, calibrate,
+//! sample, teardown), the workload syscall sequences, and result shapes.
+
+pub mod result;

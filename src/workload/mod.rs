@@ -1,0 +1,78 @@
+//! Workloads are plain data: which mm operation is timed or modelled, on what
+//! region, with which folio layout. Backends (the running kernel, the model)
+//! run them; nothing here touches the machine.
+
+pub mod folio;
+pub mod size;
+
+use serde::{Deserialize, Serialize};
+
+pub use folio::FolioSpec;
+
+/// The catalogue of experiments, one per seed (ARCHITECTURE.md, "Workloads").
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// Seed 001: touch once, then mprotect alternating PROT_NONE and PROT_READ|PROT_WRITE.
+    MprotectToggle,
+    /// Seed 000: mprotect PROT_READ, then PROT_READ|PROT_WRITE, then re-touch every page.
+    MprotectRoRw,
+    /// Seed 002: map, fill, mremap MAYMOVE|FIXED to addr+len, munmap.
+    MremapMove,
+    /// Seed 003: NONE->RW and RW->NONE timed separately (TLB-flush elision).
+    ProtTransition,
+    /// Seed 004: large folios reclaimed, young bits cleared.
+    Reclaim,
+}
+
+impl WorkloadKind {
+    /// The kebab-case name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::MprotectToggle => "mprotect-toggle",
+            WorkloadKind::MprotectRoRw => "mprotect-ro-rw",
+            WorkloadKind::MremapMove => "mremap-move",
+            WorkloadKind::ProtTransition => "prot-transition",
+            WorkloadKind::Reclaim => "reclaim",
+        }
+    }
+
+    /// The seed document this workload reproduces.
+    pub fn seed(self) -> &'static str {
+        match self {
+            WorkloadKind::MprotectRoRw => "000",
+            WorkloadKind::MprotectToggle => "001",
+            WorkloadKind::MremapMove => "002",
+            WorkloadKind::ProtTransition => "003",
+            WorkloadKind::Reclaim => "004",
+        }
+    }
+
+    /// Default region size when `--size` is not given (the seed's own).
+    pub fn default_size(self) -> u64 {
+        match self {
+            WorkloadKind::MprotectRoRw => 1 << 30,
+            WorkloadKind::MprotectToggle => 400 << 10,
+            WorkloadKind::MremapMove => 1 << 20,
+            WorkloadKind::ProtTransition => 400 << 10,
+            WorkloadKind::Reclaim => 64 << 20,
+        }
+    }
+
+    /// mm calls one timed iteration makes (ns/call divides by this).
+    pub fn calls_per_iteration(self) -> u64 {
+        match self {
+            // PROT_READ then PROT_READ|PROT_WRITE (+ a re-touch that is not a call).
+            WorkloadKind::MprotectRoRw => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
