@@ -1,11 +1,271 @@
-//! Layout verification from /proc/self/pagemap + /proc/kpageflags (+ smaps for
-//! PMD mappings): the observed folio-size histogram of a region.
+//! Layout verification: the folio-size histogram of a region, observed from
+//! /proc/self/pagemap (present bit, PFN) + /proc/kpageflags (compound head and
+//! tail) + /proc/self/smaps (`AnonHugePages`, i.e. PMD-mapped bytes).
 //!
-//! CONTRACT (implemented by the layout helper; keep these signatures):
-//!
-//! ```ignore
-//! /// Whether pagemap PFNs and kpageflags are readable (root, not restricted).
-//! pub fn verification_available() -> Result<(), String>;
-//! /// Observe [addr, addr+len) and judge it against `spec` (fills `matches`, `mismatch`).
-//! pub fn observe(addr: *const u8, len: usize, spec: FolioSpec) -> anyhow::Result<Layout>;
-//! ```
+//! Folio sizes come from runs of one COMPOUND_HEAD page followed by
+//! COMPOUND_TAIL pages at consecutive PFNs and consecutive virtual pages. The
+//! THP flag is not used to tell mTHP from PMD THP: on 6.18 it is set on mTHP
+//! folios too. PFNs are only visible with CAP_SYS_ADMIN; without them nothing
+//! can be verified and the caller must say so.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+
+use anyhow::Context;
+use procfs::process::{PageInfo, Process};
+use procfs::{KPageFlags, PhysicalPageFlags};
+
+use super::region::PAGE_SIZE;
+use crate::measure::result::Layout;
+use crate::workload::FolioSpec;
+
+/// Whether PFNs in pagemap and /proc/kpageflags are readable. `Err` says why not.
+pub fn verification_available() -> Result<(), String> {
+    let probe = Box::new([1u8; PAGE_SIZE]);
+    let vaddr = std::hint::black_box(probe.as_ptr()) as usize;
+    let mut pm = Process::myself()
+        .and_then(|p| p.pagemap())
+        .map_err(|e| format!("/proc/self/pagemap unreadable: {e}"))?;
+    let info = pm.get_info(vaddr / PAGE_SIZE).map_err(|e| format!("/proc/self/pagemap unreadable: {e}"))?;
+    match info {
+        PageInfo::MemoryPage(f) if f.get_page_frame_number().0 != 0 => {}
+        _ => return Err("pagemap hides PFNs (needs CAP_SYS_ADMIN: run as root)".into()),
+    }
+    KPageFlags::new().map_err(|e| format!("/proc/kpageflags unreadable ({e}): run as root"))?;
+    Ok(())
+}
+
+/// The layout a region of `len` bytes aligned to its folio size should get for
+/// `spec`: whole folios where one fits, order-0 pages for the remainder (the
+/// kernel's fault path never allocates a folio that would cross the VMA end).
+pub fn expected(spec: FolioSpec, len: u64) -> (BTreeMap<u64, u64>, u64) {
+    let f = spec.folio_bytes();
+    let mut h = BTreeMap::new();
+    let full = len / f;
+    let rest_pages = (len % f) / PAGE_SIZE as u64;
+    if full > 0 {
+        h.insert(f, full);
+    }
+    if rest_pages > 0 {
+        *h.entry(PAGE_SIZE as u64).or_insert(0) += rest_pages;
+    }
+    let pmd_bytes = if spec.pmd_mapped() { full * f } else { 0 };
+    (h, pmd_bytes)
+}
+
+/// Observe `[addr, addr+len)` and judge it against `spec`.
+pub fn observe(addr: *const u8, len: usize, spec: FolioSpec) -> anyhow::Result<Layout> {
+    let start = addr as usize;
+    let npages = len / PAGE_SIZE;
+    let first = start / PAGE_SIZE;
+    let infos = Process::myself()
+        .and_then(|p| p.pagemap())
+        .and_then(|mut pm| pm.get_range_info(first..first + npages))
+        .context("reading /proc/self/pagemap")?;
+    let pfns: Vec<Option<u64>> = infos
+        .iter()
+        .map(|i| match i {
+            PageInfo::MemoryPage(f) if f.contains(procfs::process::MemoryPageFlags::PRESENT) => {
+                Some(f.get_page_frame_number().0)
+            }
+            _ => None,
+        })
+        .collect();
+    if pfns.iter().flatten().any(|&p| p == 0) {
+        anyhow::bail!("pagemap hides PFNs (needs CAP_SYS_ADMIN): layout cannot be verified");
+    }
+    let mut kpf = KPageFlags::new().context("opening /proc/kpageflags")?;
+    let flags = read_flags(&mut kpf, &pfns)?;
+    let mut layout = Layout {
+        pages_total: npages as u64,
+        pages_present: pfns.iter().flatten().count() as u64,
+        pmd_mapped_bytes: pmd_mapped_bytes(start, len)?,
+        ..Layout::default()
+    };
+    let mut partial = 0u64;
+    let mut i = 0;
+    while i < npages {
+        let (Some(pfn), Some(fl)) = (pfns[i], flags[i]) else {
+            i += 1;
+            continue;
+        };
+        let head = fl.contains(PhysicalPageFlags::COMPOUND_HEAD);
+        let tail = fl.contains(PhysicalPageFlags::COMPOUND_TAIL);
+        if !head && !tail {
+            *layout.histogram.entry(PAGE_SIZE as u64).or_insert(0) += 1;
+            i += 1;
+            continue;
+        }
+        // A run of tails at consecutive PFNs and virtual pages.
+        let mut n = 1;
+        while i + n < npages
+            && pfns[i + n] == Some(pfn + n as u64)
+            && flags[i + n].is_some_and(|f| f.contains(PhysicalPageFlags::COMPOUND_TAIL))
+        {
+            n += 1;
+        }
+        // A folio may continue past the region's end (or start before it):
+        // such a folio is only partly inside and is counted apart.
+        let runs_on = i + n == npages && is_tail(&mut kpf, pfn + n as u64);
+        if tail || runs_on {
+            partial += 1;
+        } else {
+            let bytes = (n * PAGE_SIZE) as u64;
+            *layout.histogram.entry(bytes).or_insert(0) += 1;
+            if (start + i * PAGE_SIZE) as u64 % bytes != 0 {
+                layout.misaligned_folios += 1;
+            }
+        }
+        i += n;
+    }
+    judge(&mut layout, spec, len as u64, partial);
+    Ok(layout)
+}
+
+fn is_tail(kpf: &mut KPageFlags, pfn: u64) -> bool {
+    kpf.get_info(procfs::process::Pfn(pfn))
+        .is_ok_and(|f| f.contains(PhysicalPageFlags::COMPOUND_TAIL))
+}
+
+/// kpageflags for every present page, read in runs of consecutive PFNs.
+fn read_flags(kpf: &mut KPageFlags, pfns: &[Option<u64>]) -> anyhow::Result<Vec<Option<PhysicalPageFlags>>> {
+    let mut out = vec![None; pfns.len()];
+    let mut i = 0;
+    while i < pfns.len() {
+        let Some(p0) = pfns[i] else {
+            i += 1;
+            continue;
+        };
+        let mut n = 1;
+        while i + n < pfns.len() && pfns[i + n] == Some(p0 + n as u64) {
+            n += 1;
+        }
+        let v = kpf
+            .get_range_info(procfs::process::Pfn(p0), procfs::process::Pfn(p0 + n as u64))
+            .context("reading /proc/kpageflags")?;
+        for (k, f) in v.into_iter().enumerate() {
+            out[i + k] = Some(f);
+        }
+        i += n;
+    }
+    Ok(out)
+}
+
+/// Sum of `AnonHugePages` over the VMAs overlapping `[start, start+len)`.
+fn pmd_mapped_bytes(start: usize, len: usize) -> anyhow::Result<u64> {
+    let f = std::fs::File::open("/proc/self/smaps").context("reading /proc/self/smaps")?;
+    let end = start + len;
+    let mut inside = false;
+    let mut total = 0;
+    for line in BufReader::new(f).lines() {
+        let line = line?;
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = first.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) {
+                inside = lo < end && hi > start;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(rest) = line.strip_prefix("AnonHugePages:") {
+                let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                total += kb * 1024;
+            }
+        }
+    }
+    Ok(total)
+}
+
+fn describe(h: &BTreeMap<u64, u64>) -> String {
+    if h.is_empty() {
+        return "nothing".into();
+    }
+    h.iter()
+        .rev()
+        .map(|(b, n)| format!("{n} x {}", crate::workload::size::format_size(*b)))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// Fill `matches`/`mismatch` by comparing with [`expected`].
+fn judge(layout: &mut Layout, spec: FolioSpec, len: u64, partial: u64) {
+    let (want, want_pmd) = expected(spec, len);
+    let mut why = Vec::new();
+    if layout.pages_present != layout.pages_total {
+        why.push(format!("{} of {} pages not present", layout.pages_total - layout.pages_present, layout.pages_total));
+    }
+    if layout.histogram != want {
+        why.push(format!("expected {}, observed {}", describe(&want), describe(&layout.histogram)));
+    }
+    if partial > 0 {
+        why.push(format!("{partial} folio(s) only partly inside the region"));
+    }
+    if layout.misaligned_folios > 0 {
+        why.push(format!("{} folio(s) not aligned to their size", layout.misaligned_folios));
+    }
+    if layout.pmd_mapped_bytes != want_pmd {
+        why.push(format!(
+            "{} bytes PMD-mapped where {want_pmd} were expected",
+            layout.pmd_mapped_bytes
+        ));
+    }
+    layout.matches = why.is_empty();
+    layout.mismatch = (!why.is_empty()).then(|| format!("requested {spec} folios: {}", why.join("; ")));
+}
+
+/// Short human form of a layout: `100% 64K` or `94% 2M, 6% 4K (PMD-mapped 0%)`.
+pub fn summary(layout: &Layout) -> String {
+    let total: u64 = layout.histogram.iter().map(|(b, n)| b * n).sum();
+    if total == 0 {
+        return "-".into();
+    }
+    let mut parts: Vec<String> = layout
+        .histogram
+        .iter()
+        .rev()
+        .map(|(b, n)| {
+            let pct = 100.0 * (*b * *n) as f64 / total as f64;
+            format!("{pct:.0}% {}", crate::workload::size::format_size(*b))
+        })
+        .collect();
+    if layout.pmd_mapped_bytes > 0 {
+        parts.push(format!("{:.0}% PMD-mapped", 100.0 * layout.pmd_mapped_bytes as f64 / total as f64));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_splits_remainder_into_base_pages() {
+        let (h, pmd) = expected(FolioSpec::Mthp(64 << 10), 400 << 10);
+        assert_eq!(h, BTreeMap::from([(4096, 4), (65536, 6)]));
+        assert_eq!(pmd, 0);
+        let (h, pmd) = expected(FolioSpec::Pmd, 40000 << 10);
+        assert_eq!(h, BTreeMap::from([(4096, 272), (2 << 20, 19)]));
+        assert_eq!(pmd, 19 * (2 << 20));
+        assert_eq!(expected(FolioSpec::PmdPte, 4 << 20).1, 0);
+    }
+
+    #[test]
+    fn judge_explains_a_mismatch() {
+        let mut l = Layout {
+            histogram: BTreeMap::from([(4096, 16)]),
+            pages_present: 16,
+            pages_total: 16,
+            ..Layout::default()
+        };
+        judge(&mut l, FolioSpec::Mthp(64 << 10), 64 << 10, 0);
+        assert!(!l.matches);
+        let msg = l.mismatch.unwrap();
+        assert!(msg.contains("expected 1 x 64K, observed 16 x 4K"), "{msg}");
+    }
+
+    #[test]
+    fn summary_reads_well() {
+        let l = Layout { histogram: BTreeMap::from([(4096, 16), (65536, 3)]), ..Layout::default() };
+        assert_eq!(summary(&l), "75% 64K, 25% 4K");
+    }
+}

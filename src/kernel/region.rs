@@ -1,20 +1,275 @@
 //! A timed region: its own VMA with unmapped gaps on both sides, aligned to its
-//! folio size, populated so the requested folio layout arises.
+//! folio size, populated so that the requested folio layout arises.
 //!
-//! CONTRACT (implemented by the layout helper; keep these signatures):
+//! Why placement matters (measured on this VM for issue 2): the seed 001
+//! reproducer's 4 KiB figure moves 2.8x depending on whether its region merges
+//! with a neighbouring anonymous mapping (every mprotect then splits and
+//! re-merges a VMA), and an unaligned 40000 KiB region gets 18 or 19 PMD
+//! folios, which makes forced-PMD runs bimodal. So by default the region is
+//! aligned to its folio size and isolated by unmapped gaps; `neighbor` builds
+//! the merging case on purpose.
 //!
-//! ```ignore
-//! pub struct Region { .. }               // Drop unmaps region, gaps and neighbour
-//! impl Region {
-//!     /// Map (not populate). `neighbor`: an anonymous RW mapping right below it
-//!     /// with identical flags, so the two merge into one VMA.
-//!     pub fn map(size: u64, spec: FolioSpec, neighbor: bool) -> anyhow::Result<Region>;
-//!     /// Fault in every page with a write so the kernel allocates the layout
-//!     /// (knobs must already be configured); for 2M-pte also PTE-map the PMDs.
-//!     pub fn populate(&mut self) -> anyhow::Result<()>;
-//!     pub fn addr(&self) -> *mut u8;
-//!     pub fn len(&self) -> usize;
-//!     /// VMAs in /proc/self/maps that overlap the region.
-//!     pub fn vma_count(&self) -> anyhow::Result<u64>;
-//! }
-//! ```
+//! How each layout is obtained (the THP knobs are set by `thp::KnobGuard`
+//! before `populate`):
+//! - `4K`: MADV_NOHUGEPAGE, then a write to every page.
+//! - `16K`..`1M`, `2M`: MADV_HUGEPAGE (that one size is enabled in `madvise`
+//!   mode), then a write to every page; the first write to a folio-aligned
+//!   chunk allocates the whole folio.
+//! - `2M-pte`: as `2M`, then each PMD mapping is split (not the folio) by a
+//!   temporary VMA split: MADV_DONTFORK then MADV_DOFORK on the first page of
+//!   each 2 MiB chunk (seed 000's `pte_map_thps`); MADV_NOHUGEPAGE afterwards
+//!   keeps khugepaged from collapsing the PTE-mapped THPs back.
+//!
+//! Left out: file-backed and shared regions (a later issue), hugetlbfs.
+
+use std::io::{BufRead, BufReader};
+use std::ptr;
+
+use anyhow::{bail, Context};
+
+use crate::workload::folio::PMD_SIZE;
+use crate::workload::FolioSpec;
+
+/// Base page size this code assumes for layout decisions (checked against
+/// sysconf at map time).
+pub const PAGE_SIZE: usize = 4096;
+
+/// Pages in the deliberately merging neighbour mapping (`--neighbor`).
+const NEIGHBOR_PAGES: usize = 4;
+
+/// An anonymous private region with a requested folio layout.
+pub struct Region {
+    addr: *mut u8,
+    len: usize,
+    spec: FolioSpec,
+    /// The neighbour mapping right below `addr`, when asked for.
+    neighbor: Option<(*mut u8, usize)>,
+}
+
+// SAFETY: the region is plain anonymous memory owned by this value; moving the
+// owner to another thread moves the ownership.
+unsafe impl Send for Region {}
+
+fn mmap_anon(hint: *mut u8, len: usize, prot: i32, extra: i32) -> anyhow::Result<*mut u8> {
+    // SAFETY: anonymous mapping; with MAP_FIXED the caller owns [hint, hint+len).
+    let p = unsafe {
+        libc::mmap(
+            hint.cast(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error()).context(format!("mmap of {len} bytes"));
+    }
+    Ok(p.cast())
+}
+
+fn munmap(addr: *mut u8, len: usize) {
+    if len > 0 {
+        // SAFETY: callers pass ranges they mapped and no longer reference.
+        unsafe { libc::munmap(addr.cast(), len) };
+    }
+}
+
+/// `madvise` with the advice's name in the error.
+pub fn madvise(addr: *mut u8, len: usize, advice: i32, name: &str) -> anyhow::Result<()> {
+    // SAFETY: advice on a range of our own mapping; no memory is reinterpreted.
+    let rc = unsafe { libc::madvise(addr.cast(), len, advice) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context(format!("madvise({name}) on {len} bytes"));
+    }
+    Ok(())
+}
+
+impl Region {
+    /// Map (not populate) a region of `size` bytes aligned to the folio size of
+    /// `spec`, with unmapped gaps on both sides. With `neighbor`, an anonymous
+    /// read-write mapping is placed right below it with identical flags so that
+    /// the two merge into one VMA.
+    pub fn map(size: u64, spec: FolioSpec, neighbor: bool) -> anyhow::Result<Region> {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        if page != PAGE_SIZE {
+            bail!("base page size is {page} bytes; ptelab's layout control assumes 4096");
+        }
+        let len = usize::try_from(size).context("size does not fit the address space")?;
+        if len == 0 || len % PAGE_SIZE != 0 {
+            bail!("region size {size} is not a positive multiple of the 4096-byte page");
+        }
+        let align = (spec.alignment() as usize).max(PAGE_SIZE);
+        // Gaps at least one alignment unit wide (and at least 64 KiB) on both
+        // sides, so that small mappings made later rarely land next to us.
+        let gap = align.max(64 << 10);
+        let below = if neighbor { NEIGHBOR_PAGES * PAGE_SIZE } else { 0 };
+        let reserve = len + below + 2 * gap + align;
+        let base = mmap_anon(ptr::null_mut(), reserve, libc::PROT_NONE, libc::MAP_NORESERVE)?;
+        let lowest = base as usize + gap + below;
+        let start = lowest.next_multiple_of(align);
+        let start_ptr = start as *mut u8;
+        // Release the reservation, then map exactly what we want inside it: the
+        // gaps stay unmapped (a PROT_NONE guard would merge with the region
+        // whenever the region itself is PROT_NONE).
+        munmap(base, reserve);
+        let mut neighbor_map = None;
+        if neighbor {
+            let nb = (start - below) as *mut u8;
+            let p = mmap_anon(nb, below, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_FIXED_NOREPLACE)
+                .context("mapping the --neighbor mapping")?;
+            neighbor_map = Some((p, below));
+        }
+        let addr = match mmap_anon(
+            start_ptr,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_FIXED_NOREPLACE,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                if let Some((p, l)) = neighbor_map {
+                    munmap(p, l);
+                }
+                return Err(e.context("another thread mapped into the reserved range; try again"));
+            }
+        };
+        Ok(Region { addr, len, spec, neighbor: neighbor_map })
+    }
+
+    /// Fault in every page with a write so that the kernel allocates the
+    /// requested layout (knobs must already be configured), and for `2M-pte`
+    /// split every PMD mapping into PTEs.
+    pub fn populate(&mut self) -> anyhow::Result<()> {
+        let hugepage = !matches!(self.spec, FolioSpec::Base);
+        let (advice, name) = if hugepage {
+            (libc::MADV_HUGEPAGE, "MADV_HUGEPAGE")
+        } else {
+            (libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE")
+        };
+        // The neighbour must carry the same VMA flags or it will not merge.
+        if let Some((p, l)) = self.neighbor {
+            madvise(p, l, advice, name)?;
+            touch(p, l);
+        }
+        madvise(self.addr, self.len, advice, name)?;
+        touch(self.addr, self.len);
+        if self.spec == FolioSpec::PmdPte {
+            self.pte_map_thps()?;
+        }
+        Ok(())
+    }
+
+    /// PTE-map every PMD-mapped THP by temporarily splitting the VMA at the
+    /// first page of each PMD (seed 000's trick), then forbid collapse.
+    fn pte_map_thps(&mut self) -> anyhow::Result<()> {
+        let pmd = PMD_SIZE as usize;
+        let mut off = 0;
+        while off + pmd <= self.len {
+            // SAFETY: in bounds of our mapping.
+            let p = unsafe { self.addr.add(off) };
+            madvise(p, PAGE_SIZE, libc::MADV_DONTFORK, "MADV_DONTFORK")?;
+            madvise(p, PAGE_SIZE, libc::MADV_DOFORK, "MADV_DOFORK")?;
+            off += pmd;
+        }
+        if let Some((p, l)) = self.neighbor {
+            madvise(p, l, libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE")?;
+        }
+        madvise(self.addr, self.len, libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE")
+    }
+
+    /// First byte of the region.
+    pub fn addr(&self) -> *mut u8 {
+        self.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The layout that was requested.
+    pub fn spec(&self) -> FolioSpec {
+        self.spec
+    }
+
+    /// VMAs in /proc/self/maps that overlap the region.
+    pub fn vma_count(&self) -> anyhow::Result<u64> {
+        vmas_overlapping(self.addr as usize, self.len)
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        munmap(self.addr, self.len);
+        if let Some((p, l)) = self.neighbor.take() {
+            munmap(p, l);
+        }
+    }
+}
+
+/// Write one byte to every page of `[addr, addr+len)`.
+pub fn touch(addr: *mut u8, len: usize) {
+    let mut off = 0;
+    while off < len {
+        // SAFETY: the caller passes a range it mapped read-write.
+        unsafe { ptr::write_volatile(addr.add(off), 1) };
+        off += PAGE_SIZE;
+    }
+}
+
+/// Count VMAs in /proc/self/maps that overlap `[start, start+len)`.
+pub fn vmas_overlapping(start: usize, len: usize) -> anyhow::Result<u64> {
+    let f = std::fs::File::open("/proc/self/maps").context("reading /proc/self/maps")?;
+    let end = start + len;
+    let mut n = 0;
+    for line in BufReader::new(f).lines() {
+        let line = line?;
+        let Some(range) = line.split_whitespace().next() else { continue };
+        let Some((lo, hi)) = range.split_once('-') else { continue };
+        let (lo, hi) = (usize::from_str_radix(lo, 16)?, usize::from_str_radix(hi, 16)?);
+        if lo < end && hi > start {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_is_aligned_and_its_own_vma() {
+        let mut r = Region::map(400 << 10, FolioSpec::Mthp(64 << 10), false).unwrap();
+        assert_eq!(r.addr() as usize % (64 << 10), 0);
+        r.populate().unwrap();
+        assert_eq!(r.vma_count().unwrap(), 1);
+        // The gaps are unmapped: a page-sized window on each side sees no VMA.
+        let below = r.addr() as usize - PAGE_SIZE;
+        assert_eq!(vmas_overlapping(below, PAGE_SIZE).unwrap(), 0);
+        assert_eq!(vmas_overlapping(r.addr() as usize + r.len(), PAGE_SIZE).unwrap(), 0);
+    }
+
+    #[test]
+    fn neighbor_merges_into_one_vma() {
+        let mut r = Region::map(40 << 10, FolioSpec::Base, true).unwrap();
+        r.populate().unwrap();
+        let start = r.addr() as usize - NEIGHBOR_PAGES * PAGE_SIZE;
+        // One VMA spans the neighbour and the region.
+        assert_eq!(vmas_overlapping(start, r.len() + NEIGHBOR_PAGES * PAGE_SIZE).unwrap(), 1);
+        // mprotect of the region alone splits it off.
+        // SAFETY: our own mapping.
+        assert_eq!(unsafe { libc::mprotect(r.addr().cast(), r.len(), libc::PROT_NONE) }, 0);
+        assert_eq!(vmas_overlapping(start, r.len() + NEIGHBOR_PAGES * PAGE_SIZE).unwrap(), 2);
+    }
+
+    #[test]
+    fn unmaps_on_drop() {
+        let r = Region::map(64 << 10, FolioSpec::Base, false).unwrap();
+        let (a, l) = (r.addr() as usize, r.len());
+        drop(r);
+        assert_eq!(vmas_overlapping(a, l).unwrap(), 0);
+    }
+}
