@@ -12,6 +12,7 @@ mod cmd;
 mod error;
 mod kernel;
 mod measure;
+mod report;
 mod store;
 mod workload;
 

@@ -1,0 +1,152 @@
+//! Tables of measured cells in the seeds' style (`size_kib | nsec_per_call`),
+//! with the columns a reviewer asks for next: the 95% CI of the median,
+//! ns per page, TLB flushes per call and the observed layout.
+
+use std::fmt::Write;
+
+use crate::kernel::layout;
+use crate::measure::result::CellResult;
+use crate::workload::FolioSpec;
+
+/// Heading line naming what was measured where.
+pub fn heading(workload: &str, kernel: &str, cpu: &str, pin: Option<usize>) -> String {
+    let pin = pin.map_or("unpinned".to_string(), |c| format!("pinned to CPU {c}"));
+    format!("{workload} on Linux {kernel} ({cpu}, {pin})")
+}
+
+/// One table per (folio, phase, placement) group, rows by size.
+pub fn render_table(cells: &[CellResult]) -> String {
+    let mut out = String::new();
+    let mut groups: Vec<(FolioSpec, Option<String>, bool)> = Vec::new();
+    for c in cells {
+        let key = (c.folio, c.phase.clone(), c.neighbor);
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
+    for (folio, phase, neighbor) in groups {
+        let mut title = format!("folio {folio}");
+        if let Some(p) = &phase {
+            write!(title, ", {p}").unwrap();
+        }
+        if neighbor {
+            title.push_str(", merged with a neighbour mapping");
+        }
+        writeln!(out, "{title}").unwrap();
+        writeln!(
+            out,
+            "{:>9} | {:>13} | {:>7} | {:>9} | {:>12} | {:>5} | layout",
+            "size_kib", "nsec_per_call", "95% CI", "ns/page", "flushes/call", "VMAs"
+        )
+        .unwrap();
+        for c in cells.iter().filter(|c| c.folio == folio && c.phase == phase && c.neighbor == neighbor) {
+            let ns = &c.ns_per_call;
+            let ci = if ns.ci_low.is_finite() && ns.median > 0.0 {
+                format!("±{:.1}%", (ns.ci_high - ns.ci_low) / 2.0 / ns.median * 100.0)
+            } else {
+                "n/a".into()
+            };
+            let flushes = c.tlb_flushes.per_call.map_or("n/a".into(), |f| format!("{f:.2}"));
+            let lay = if c.verified {
+                let mut s = layout::summary(&c.layout);
+                if !c.layout.matches {
+                    s.push_str(" (MISMATCH)");
+                }
+                s
+            } else {
+                "unverified".into()
+            };
+            let vmas = if c.vmas_before == c.vmas_after {
+                c.vmas_before.to_string()
+            } else {
+                format!("{}->{}", c.vmas_before, c.vmas_after)
+            };
+            writeln!(
+                out,
+                "{:>9} | {:>13.0} | {:>7} | {:>9.1} | {:>12} | {:>5} | {}",
+                c.size_bytes / 1024,
+                ns.median,
+                ci,
+                c.ns_per_page,
+                flushes,
+                vmas,
+                lay
+            )
+            .unwrap();
+        }
+        out.push('\n');
+    }
+    let warnings: Vec<String> = cells
+        .iter()
+        .flat_map(|c| {
+            c.warnings.iter().map(move |w| format!("{} {}K {}: {w}", c.folio, c.size_bytes / 1024, c.phase.as_deref().unwrap_or("")))
+        })
+        .collect();
+    if !warnings.is_empty() {
+        out.push_str("warnings:\n");
+        for w in warnings {
+            writeln!(out, "  {}", w.replace("  ", " ")).unwrap();
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::measure::result::{Layout, NsPerCall, TlbFlushes};
+    use crate::workload::WorkloadKind;
+
+    /// A fixed cell for renderer snapshots.
+    pub fn fixture(size_kib: u64, median: f64, folio: FolioSpec) -> CellResult {
+        let fb = folio.folio_bytes();
+        CellResult {
+            workload: WorkloadKind::MprotectToggle,
+            size_bytes: size_kib * 1024,
+            folio,
+            regions: 1,
+            neighbor: false,
+            phase: None,
+            layout: Layout {
+                histogram: BTreeMap::from([(fb, size_kib * 1024 / fb)]),
+                pages_present: size_kib / 4,
+                pages_total: size_kib / 4,
+                pmd_mapped_bytes: 0,
+                misaligned_folios: 0,
+                matches: true,
+                mismatch: None,
+            },
+            layout_after: None,
+            verified: true,
+            vmas_before: 1,
+            vmas_after: 1,
+            ns_per_call: NsPerCall {
+                median,
+                ci_low: median * 0.995,
+                ci_high: median * 1.005,
+                min: median * 0.98,
+                mean: median,
+                samples: vec![median; 10],
+            },
+            ns_per_page: median / (size_kib / 4) as f64,
+            calls: 1000,
+            calls_per_sample: 100,
+            pinned_cpu: Some(1),
+            tlb_flushes: TlbFlushes { per_call: Some(0.5), events: 32, calls: 64, ..Default::default() },
+            elapsed_s: 1.0,
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn table_snapshot() {
+        let cells = vec![
+            fixture(4, 1713.0, FolioSpec::Base),
+            fixture(400, 34530.0, FolioSpec::Base),
+            fixture(4096, 180400.0, FolioSpec::Mthp(64 << 10)),
+        ];
+        insta::assert_snapshot!(render_table(&cells));
+    }
+}

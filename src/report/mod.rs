@@ -1,0 +1,3 @@
+//! Renderers: pure functions from results (or view models) to text.
+
+pub mod cells;
