@@ -4,4 +4,6 @@
 pub mod host;
 pub mod layout;
 pub mod region;
+pub mod signals;
 pub mod thp;
+pub mod tlbtrace;
