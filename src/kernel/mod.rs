@@ -6,4 +6,3 @@ pub mod layout;
 pub mod region;
 pub mod signals;
 pub mod thp;
-pub mod tlbtrace;
