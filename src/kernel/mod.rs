@@ -6,3 +6,4 @@ pub mod layout;
 pub mod region;
 pub mod signals;
 pub mod thp;
+pub mod tlbtrace;
