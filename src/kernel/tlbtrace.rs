@@ -18,8 +18,10 @@
 //!   handled in IRQ context on this thread's CPU while it runs (caused by
 //!   someone else's flush);
 //! * not seen: the `remote_shootdown` handlers that *our* flush runs on other
-//!   CPUs (other contexts), and `flush_on_task_switch` (emitted inside
-//!   `switch_mm`, between the scheduling out of one task and in of the next).
+//!   CPUs (other contexts), and `flush_on_task_switch` at context switches
+//!   (emitted inside `switch_mm`, after perf has switched the old task's
+//!   events off and before it switches the new one's on); it is seen only
+//!   when the thread switches mm itself (`exec`).
 //!
 //! Measured on this 6.18 x86-64 guest (perf record, pinned, 100 calls each):
 //! `mprotect` RW→RO, RO→RW and RW→NONE of a touched private anonymous VMA give
@@ -28,8 +30,10 @@
 //! PMD-mapped 2M: `pages = 2`, the PMD-stride count); NONE→RW gives none.
 //! When the process has ever run on another CPU (or other threads of it run
 //! there), that CPU stays in `mm_cpumask` and each flush additionally emits one
-//! `remote_ipi_send` with the same `pages` — pinning does not remove it, so
-//! read the breakdown, not only the total.
+//! `remote_ipi_send` with the same `pages` (pinning did not remove it here:
+//! an idle CPU keeps the mm in lazy-TLB mode), so read the breakdown, not only
+//! the total. Under the multi-threaded test harness every flush had one; a
+//! single-threaded process that only ever ran on one CPU had none.
 //!
 //! # tracefs
 //!
