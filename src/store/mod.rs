@@ -1,21 +1,475 @@
-//! The results database (SQLite via rusqlite, bundled). One module owns SQL.
+//! The results database (SQLite via rusqlite, bundled). This module owns every
+//! SQL statement in ptelab; callers see domain types ([`CellResult`],
+//! [`ModelCellRecord`], [`Host`]) and never rows.
 //!
-//! CONTRACT (implemented by the store helper; keep these signatures):
+//! - The schema is `schema.sql` (version 1) plus numbered files under
+//!   `migrations/`, embedded with `include_str!` and applied in one
+//!   transaction through `PRAGMA user_version`.
+//! - WAL journal, a busy timeout and `BEGIN IMMEDIATE` write transactions let
+//!   two ptelab processes write one database at once without corrupting it or
+//!   failing with "database is locked".
+//! - One transaction per finished cell: a sweep killed halfway (even by
+//!   SIGKILL) keeps every cell it finished. Its run stays `running` in the
+//!   table; readers report it as [`RunStatus::Interrupted`] once the process
+//!   that owned it is gone.
+//! - Every error names the database path and the operation.
 //!
-//! ```ignore
-//! pub type RunId = i64;
-//! pub enum RunStatus { Running, Complete, Interrupted, Failed }
-//! pub struct Store { .. }
-//! impl Store {
-//!     /// Open or create; apply migrations (PRAGMA user_version); WAL; busy timeout.
-//!     pub fn open(path: &Path) -> anyhow::Result<Store>;
-//!     /// kind: "bench" | "sweep" | "model" | "crosscheck" | "reproduce".
-//!     pub fn begin_run(&self, kind: &str, command: &str, host: &Host, tags: &[String]) -> anyhow::Result<RunId>;
-//!     /// One transaction per finished cell.
-//!     pub fn insert_cell(&self, run: RunId, cell: &CellResult) -> anyhow::Result<i64>;
-//!     pub fn insert_model_cell(&self, run: RunId, cell: &ModelCellRecord) -> anyhow::Result<i64>;
-//!     pub fn finish_run(&self, run: RunId, status: RunStatus) -> anyhow::Result<()>;
-//!     pub fn runs(&self) -> anyhow::Result<Vec<RunSummary>>;
-//!     pub fn load_run(&self, id: &str) -> anyhow::Result<StoredRun>;
-//! }
-//! ```
+//! Runs are named on the command line by id, `latest`, `latest~N` or a tag
+//! (the newest run carrying it), see [`Store::resolve`].
+
+mod rows;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+
+use crate::error::usage;
+use crate::kernel::host::Host;
+use crate::measure::result::{CellResult, ModelCellRecord};
+
+/// Row id of a run.
+pub type RunId = i64;
+
+/// Schema steps: index i takes the database from version i to i + 1.
+const MIGRATIONS: &[&str] = &[include_str!("schema.sql")];
+
+/// The `schema` value of a run document ([`StoredRun`] as JSON): what
+/// `ptelab show RUN --json` prints and what the store can import back.
+pub const RUN_SCHEMA: &str = "ptelab/run/v1";
+
+/// How long a writer waits for another process's transaction before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where a run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Still being written by a live process.
+    Running,
+    /// Finished normally.
+    Complete,
+    /// Stopped before its end (SIGINT, or its process vanished).
+    Interrupted,
+    /// Stopped by an error.
+    Failed,
+}
+
+impl RunStatus {
+    /// The name stored in the `run.status` column and printed by `ptelab runs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> anyhow::Result<RunStatus> {
+        Ok(match s {
+            "running" => RunStatus::Running,
+            "complete" => RunStatus::Complete,
+            "interrupted" => RunStatus::Interrupted,
+            "failed" => RunStatus::Failed,
+            other => anyhow::bail!("unknown run status '{other}'"),
+        })
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One line of `ptelab runs`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub id: RunId,
+    /// "bench", "sweep", "model", "crosscheck", "reproduce".
+    pub kind: String,
+    /// The command line that made the run.
+    pub command: String,
+    /// UTC, ISO 8601.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// Effective status: a run left `running` by a process that is gone reads
+    /// [`RunStatus::Interrupted`].
+    pub status: RunStatus,
+    pub kernel_release: String,
+    pub arch: String,
+    pub machine_id: String,
+    pub tool_version: String,
+    pub git_revision: Option<String>,
+    pub tags: Vec<String>,
+    /// Cells stored so far.
+    pub cells: u64,
+}
+
+/// One stored cell, measured on the kernel or computed by the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "backend", content = "cell", rename_all = "lowercase")]
+pub enum StoredCell {
+    Kernel(CellResult),
+    Model(ModelCellRecord),
+}
+
+impl StoredCell {
+    /// The measured cell, when this is one.
+    pub fn kernel(&self) -> Option<&CellResult> {
+        match self {
+            StoredCell::Kernel(c) => Some(c),
+            StoredCell::Model(_) => None,
+        }
+    }
+}
+
+/// A whole run: summary, host and every cell in the order they finished.
+/// Serialized with `"schema": "ptelab/run/v1"` ([`RUN_SCHEMA`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredRun {
+    pub schema: String,
+    pub run: RunSummary,
+    /// The [`Host`] captured with the run, as stored (kept as JSON so that a
+    /// database written by another ptelab version still loads).
+    pub host: serde_json::Value,
+    pub cells: Vec<StoredCell>,
+}
+
+impl StoredRun {
+    /// The host as a typed [`Host`], when its JSON has this version's shape.
+    #[allow(dead_code)]
+    pub fn host(&self) -> anyhow::Result<Host> {
+        serde_json::from_value(self.host.clone())
+            .context("the run's host record has an unknown shape")
+    }
+
+    /// The measured (kernel) cells.
+    pub fn kernel_cells(&self) -> impl Iterator<Item = &CellResult> {
+        self.cells.iter().filter_map(StoredCell::kernel)
+    }
+}
+
+/// An open results database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open or create; apply migrations (PRAGMA user_version); WAL; busy timeout.
+    pub fn open(path: &Path) -> anyhow::Result<Store> {
+        let conn = Connection::open(path)
+            .with_context(|| format!("cannot open results database {}", path.display()))?;
+        let store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.configure().with_context(|| store.what("configure"))?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Open a database that must already exist (commands that only read).
+    pub fn open_existing(path: &Path) -> anyhow::Result<Store> {
+        if !path.exists() {
+            return Err(usage(format!(
+                "no results database at {}: run `ptelab bench` or `ptelab sweep` first, or pass \
+                 --db PATH",
+                path.display()
+            )));
+        }
+        Store::open(path)
+    }
+
+    /// The database file.
+    #[allow(dead_code)]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn what(&self, op: &str) -> String {
+        format!("{op} in results database {}", self.path.display())
+    }
+
+    fn configure(&self) -> rusqlite::Result<()> {
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        // journal_mode answers with a row; WAL persists in the file.
+        let _mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        // NORMAL is safe in WAL mode: a crashed process loses nothing
+        // committed; only a power cut may lose the last transactions.
+        self.conn.pragma_update(None, "synchronous", "NORMAL")?;
+        self.conn.pragma_update(None, "foreign_keys", true)?;
+        Ok(())
+    }
+
+    fn migrate(&self) -> anyhow::Result<()> {
+        let tx = self
+            .write_tx()
+            .with_context(|| self.what("migrate schema"))?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .with_context(|| self.what("read schema version"))?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            anyhow::bail!(
+                "results database {} has schema version {version}, newer than this ptelab knows \
+                 ({known}): use a newer ptelab or another --db",
+                self.path.display()
+            );
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(sql)
+                .with_context(|| self.what(&format!("apply schema migration {}", i + 1)))?;
+        }
+        if version < known {
+            tx.pragma_update(None, "user_version", known)
+                .with_context(|| self.what("set schema version"))?;
+        }
+        tx.commit()
+            .with_context(|| self.what("commit schema migration"))
+    }
+
+    /// A write transaction that takes the write lock up front, so that two
+    /// writers queue on the busy timeout instead of failing on lock upgrade.
+    fn write_tx(&self) -> rusqlite::Result<Transaction<'_>> {
+        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+    }
+
+    /// kind: "bench" | "sweep" | "model" | "crosscheck" | "reproduce".
+    pub fn begin_run(
+        &self,
+        kind: &str,
+        command: &str,
+        host: &Host,
+        tags: &[String],
+    ) -> anyhow::Result<RunId> {
+        let host_json = serde_json::to_value(host).context("serialize host")?;
+        let tx = self.write_tx().with_context(|| self.what("begin run"))?;
+        let id = rows::insert_run(
+            &tx,
+            &rows::NewRun {
+                kind,
+                command,
+                started_at: None,
+                finished_at: None,
+                status: RunStatus::Running,
+                pid: Some(std::process::id()),
+                boot_id: boot_id(),
+                host: &host_json,
+            },
+            tags,
+        )
+        .with_context(|| self.what("begin run"))?;
+        tx.commit().with_context(|| self.what("begin run"))?;
+        Ok(id)
+    }
+
+    /// One transaction per finished cell.
+    pub fn insert_cell(&self, run: RunId, cell: &CellResult) -> anyhow::Result<i64> {
+        let op = || {
+            self.what(&format!(
+                "store cell {} {}K of run {run}",
+                cell.folio,
+                cell.size_bytes >> 10
+            ))
+        };
+        let tx = self.write_tx().with_context(op)?;
+        let id = rows::insert_kernel_cell(&tx, run, cell).with_context(op)?;
+        tx.commit().with_context(op)?;
+        Ok(id)
+    }
+
+    /// One transaction per model cell.
+    pub fn insert_model_cell(&self, run: RunId, cell: &ModelCellRecord) -> anyhow::Result<i64> {
+        let op = || {
+            self.what(&format!(
+                "store model cell {} {} of run {run}",
+                cell.arch, cell.strategy
+            ))
+        };
+        let tx = self.write_tx().with_context(op)?;
+        let id = rows::insert_model_cell(&tx, run, cell).with_context(op)?;
+        tx.commit().with_context(op)?;
+        Ok(id)
+    }
+
+    /// Set the final status and the finish time.
+    pub fn finish_run(&self, run: RunId, status: RunStatus) -> anyhow::Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE run SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') \
+                 WHERE id = ?2",
+                params![status.as_str(), run],
+            )
+            .with_context(|| self.what(&format!("finish run {run}")))?;
+        anyhow::ensure!(n == 1, "{}: no run {run}", self.what("finish run"));
+        Ok(())
+    }
+
+    /// Add tags to a run (existing tags are kept).
+    #[allow(dead_code)]
+    pub fn add_tags(&self, run: RunId, tags: &[String]) -> anyhow::Result<()> {
+        let tx = self.write_tx().with_context(|| self.what("tag run"))?;
+        rows::insert_tags(&tx, run, tags).with_context(|| self.what(&format!("tag run {run}")))?;
+        tx.commit().with_context(|| self.what("tag run"))
+    }
+
+    /// Every run, oldest first, with its effective status.
+    pub fn runs(&self) -> anyhow::Result<Vec<RunSummary>> {
+        let mut runs =
+            rows::select_runs(&self.conn, None).with_context(|| self.what("list runs"))?;
+        for r in &mut runs {
+            r.status = self.effective_status(r.id, r.status)?;
+        }
+        Ok(runs)
+    }
+
+    /// Load a run named by id, `latest`, `latest~N` or tag.
+    pub fn load_run(&self, id: &str) -> anyhow::Result<StoredRun> {
+        let run = self.resolve(id)?;
+        self.load(run)
+    }
+
+    /// Load a run by id.
+    pub fn load(&self, run: RunId) -> anyhow::Result<StoredRun> {
+        let op = || self.what(&format!("load run {run}"));
+        let mut summary = rows::select_runs(&self.conn, Some(run))
+            .with_context(op)?
+            .pop()
+            .ok_or_else(|| usage(format!("no run {run} in {}", self.path.display())))?;
+        summary.status = self.effective_status(run, summary.status)?;
+        let host = rows::select_host(&self.conn, run).with_context(op)?;
+        let cells = rows::select_cells(&self.conn, run).with_context(op)?;
+        Ok(StoredRun {
+            schema: RUN_SCHEMA.into(),
+            run: summary,
+            host,
+            cells,
+        })
+    }
+
+    /// Resolve a run name: a number is an id; `latest` is the newest run and
+    /// `latest~N` the one N before it; anything else is a tag, naming the
+    /// newest run that carries it.
+    pub fn resolve(&self, spec: &str) -> anyhow::Result<RunId> {
+        let spec = spec.trim();
+        let accepted = "give a run id (see `ptelab runs`), `latest`, `latest~N`, or a tag";
+        let found = if let Ok(id) = spec.parse::<RunId>() {
+            self.conn
+                .query_row("SELECT id FROM run WHERE id = ?1", [id], |r| r.get(0))
+                .optional()
+        } else if let Some(back) = spec.strip_prefix("latest") {
+            let back: i64 = match back {
+                "" => 0,
+                n => match n.strip_prefix('~').and_then(|n| n.parse().ok()) {
+                    Some(n) if n >= 0 => n,
+                    _ => return Err(usage(format!("bad run name '{spec}': {accepted}"))),
+                },
+            };
+            self.conn
+                .query_row(
+                    "SELECT id FROM run ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                    [back],
+                    |r| r.get(0),
+                )
+                .optional()
+        } else {
+            self.conn
+                .query_row("SELECT MAX(run) FROM run_tag WHERE tag = ?1", [spec], |r| {
+                    r.get::<_, Option<RunId>>(0)
+                })
+        };
+        found
+            .with_context(|| self.what(&format!("find run '{spec}'")))?
+            .ok_or_else(|| {
+                usage(format!(
+                    "no run '{spec}' in {}: {accepted}",
+                    self.path.display()
+                ))
+            })
+    }
+
+    /// Store a run document (as printed by `ptelab show RUN --json`) as a new
+    /// run, keeping its times, status and tags, in one transaction. Returns
+    /// the new id.
+    pub fn import_run(&self, doc: &StoredRun) -> anyhow::Result<RunId> {
+        anyhow::ensure!(
+            doc.schema == RUN_SCHEMA,
+            "cannot import a '{}' document: expected schema '{RUN_SCHEMA}'",
+            doc.schema
+        );
+        let op = || self.what(&format!("import run {}", doc.run.id));
+        let tx = self.write_tx().with_context(op)?;
+        let r = &doc.run;
+        let id = rows::insert_run(
+            &tx,
+            &rows::NewRun {
+                kind: &r.kind,
+                command: &r.command,
+                started_at: Some(&r.started_at),
+                finished_at: r.finished_at.as_deref(),
+                status: r.status,
+                pid: None,
+                boot_id: None,
+                host: &doc.host,
+            },
+            &r.tags,
+        )
+        .with_context(op)?;
+        for c in &doc.cells {
+            match c {
+                StoredCell::Kernel(k) => rows::insert_kernel_cell(&tx, id, k).map(drop),
+                StoredCell::Model(m) => rows::insert_model_cell(&tx, id, m).map(drop),
+            }
+            .with_context(op)?;
+        }
+        tx.commit().with_context(op)?;
+        Ok(id)
+    }
+
+    /// A run marked `running` whose process is gone (killed, crashed, another
+    /// boot) is reported as interrupted.
+    fn effective_status(&self, run: RunId, stored: RunStatus) -> anyhow::Result<RunStatus> {
+        if stored != RunStatus::Running {
+            return Ok(stored);
+        }
+        let (pid, boot): (Option<i64>, Option<String>) = self
+            .conn
+            .query_row("SELECT pid, boot_id FROM run WHERE id = ?1", [run], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .with_context(|| self.what(&format!("read owner of run {run}")))?;
+        let alive = match (pid, boot) {
+            (Some(pid), Some(boot)) => Some(boot) == boot_id() && process_is_ptelab(pid),
+            _ => false,
+        };
+        Ok(if alive {
+            RunStatus::Running
+        } else {
+            RunStatus::Interrupted
+        })
+    }
+}
+
+/// This boot's id, to tell a live owner from a pid reused after a reboot.
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Whether `pid` is a live process whose command name starts with "ptelab"
+/// (the binary, or its unit-test harness).
+fn process_is_ptelab(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("ptelab"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,334 @@
+//! Store tests on a temporary database file.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::measure::result::{Layout, NsPerCall, TlbFlushes};
+use crate::workload::{FolioSpec, WorkloadKind};
+
+pub(crate) fn host() -> Host {
+    Host {
+        kernel_release: "6.18.0-test".into(),
+        kernel_version: "#1 SMP".into(),
+        kernel_cmdline: "quiet".into(),
+        arch: "x86_64".into(),
+        page_size: 4096,
+        cpu_model: "Test CPU".into(),
+        cores: 2,
+        mem_total_bytes: 1 << 34,
+        mem_available_bytes: 1 << 33,
+        is_root: true,
+        paravirt: None,
+        thp_knobs: BTreeMap::from([("enabled".into(), "madvise".into())]),
+        machine_id: "0123456789abcdef0123456789abcdef".into(),
+        tool_version: "0.1.0".into(),
+        git_revision: Some("abc1234".into()),
+    }
+}
+
+pub(crate) fn cell(size_kib: u64, folio: FolioSpec, median: f64) -> CellResult {
+    let fb = folio.folio_bytes();
+    CellResult {
+        workload: WorkloadKind::MprotectToggle,
+        size_bytes: size_kib << 10,
+        folio,
+        regions: 1,
+        neighbor: false,
+        phase: Some("none-to-rw".into()),
+        layout: Layout {
+            histogram: BTreeMap::from([(fb, (size_kib << 10) / fb)]),
+            pages_present: size_kib / 4,
+            pages_total: size_kib / 4,
+            pmd_mapped_bytes: 0,
+            misaligned_folios: 0,
+            matches: true,
+            mismatch: None,
+        },
+        layout_after: None,
+        verified: true,
+        vmas_before: 1,
+        vmas_after: 1,
+        ns_per_call: NsPerCall {
+            median,
+            ci_low: median * 0.99,
+            ci_high: median * 1.01,
+            min: median * 0.97,
+            mean: median * 1.001,
+            samples: (0..12).map(|i| median + i as f64).collect(),
+        },
+        ns_per_page: median / (size_kib / 4) as f64,
+        calls: 1200,
+        calls_per_sample: 100,
+        pinned_cpu: Some(1),
+        tlb_flushes: TlbFlushes {
+            per_call: Some(1.0),
+            events: 64,
+            calls: 64,
+            breakdown: BTreeMap::from([("0/all".into(), 4), ("1/16".into(), 60)]),
+            unavailable: None,
+        },
+        elapsed_s: 0.5,
+        warnings: vec!["budget spent".into()],
+    }
+}
+
+fn model_cell() -> ModelCellRecord {
+    ModelCellRecord {
+        workload: WorkloadKind::MprotectToggle,
+        size_bytes: 64 << 10,
+        folio: FolioSpec::Mthp(64 << 10),
+        arch: "arm64".into(),
+        strategy: "batched".into(),
+        params: serde_json::json!({"contpte": true}),
+        counters: BTreeMap::from([("ptep_get".into(), 16.0), ("tlbi".into(), 1.0)]),
+    }
+}
+
+fn temp() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    (dir, path)
+}
+
+#[test]
+fn round_trips_cells_host_and_tags() {
+    let (_d, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let tags = vec!["v6.18".to_string(), "baseline".to_string()];
+    let run = store
+        .begin_run("sweep", "ptelab sweep mprotect-toggle", &host(), &tags)
+        .unwrap();
+    let a = cell(4, FolioSpec::Base, 1713.0);
+    let b = cell(400, FolioSpec::Mthp(64 << 10), 3453.5);
+    store.insert_cell(run, &a).unwrap();
+    store.insert_cell(run, &b).unwrap();
+    store.insert_model_cell(run, &model_cell()).unwrap();
+    store.finish_run(run, RunStatus::Complete).unwrap();
+
+    let loaded = store.load_run(&run.to_string()).unwrap();
+    assert_eq!(loaded.schema, RUN_SCHEMA);
+    assert_eq!(
+        loaded.cells,
+        vec![
+            StoredCell::Kernel(a),
+            StoredCell::Kernel(b),
+            StoredCell::Model(model_cell())
+        ]
+    );
+    assert_eq!(loaded.host().unwrap(), host());
+    let s = &loaded.run;
+    assert_eq!(s.status, RunStatus::Complete);
+    assert!(s.finished_at.is_some());
+    assert_eq!(s.tags, vec!["baseline".to_string(), "v6.18".to_string()]);
+    assert_eq!((s.kernel_release.as_str(), s.cells), ("6.18.0-test", 3));
+    assert_eq!(s.git_revision.as_deref(), Some("abc1234"));
+    // The samples live in their own table, not in the JSON.
+    let json: String = store
+        .conn
+        .query_row("SELECT cell_json FROM cell LIMIT 1", [], |r| r.get(0))
+        .unwrap();
+    assert!(json.contains("\"samples\":[]"), "{json}");
+    let n: i64 = store
+        .conn
+        .query_row("SELECT COUNT(*) FROM sample", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 24);
+}
+
+#[test]
+fn json_document_round_trips_through_import() {
+    let (_d, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let run = store
+        .begin_run("bench", "ptelab bench", &host(), &["x".into()])
+        .unwrap();
+    store
+        .insert_cell(run, &cell(40, FolioSpec::Base, 2071.0))
+        .unwrap();
+    store.finish_run(run, RunStatus::Complete).unwrap();
+    let doc = store.load(run).unwrap();
+    let text = serde_json::to_string(&doc).unwrap();
+    let back: StoredRun = serde_json::from_str(&text).unwrap();
+    let id = store.import_run(&back).unwrap();
+    let again = store.load(id).unwrap();
+    assert_eq!(again.cells, doc.cells);
+    assert_eq!(again.run.started_at, doc.run.started_at);
+    assert_eq!(again.run.tags, doc.run.tags);
+    assert_eq!(
+        store.resolve("x").unwrap(),
+        id,
+        "a tag names its newest run"
+    );
+}
+
+#[test]
+fn resolves_ids_latest_and_tags() {
+    let (_d, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let r1 = store
+        .begin_run("bench", "1", &host(), &["base".into()])
+        .unwrap();
+    let r2 = store
+        .begin_run("bench", "2", &host(), &["base".into(), "new".into()])
+        .unwrap();
+    let r3 = store.begin_run("bench", "3", &host(), &[]).unwrap();
+    assert_eq!(store.resolve("latest").unwrap(), r3);
+    assert_eq!(store.resolve("latest~1").unwrap(), r2);
+    assert_eq!(store.resolve("latest~2").unwrap(), r1);
+    assert_eq!(store.resolve(&r1.to_string()).unwrap(), r1);
+    assert_eq!(store.resolve("base").unwrap(), r2);
+    assert_eq!(store.resolve("new").unwrap(), r2);
+    for bad in ["latest~3", "nope", "99", "latest~x"] {
+        let err = store.resolve(bad).unwrap_err();
+        assert!(crate::error::is_usage(&err), "{bad}: {err:#}");
+        assert!(err.to_string().contains("latest~N"), "{err}");
+    }
+}
+
+#[test]
+fn each_cell_is_its_own_transaction() {
+    // A second connection sees every finished cell of a run that never
+    // finishes, as a reader would after the writer was SIGKILLed.
+    let (_d, path) = temp();
+    let writer = Store::open(&path).unwrap();
+    let run = writer
+        .begin_run("sweep", "ptelab sweep", &host(), &[])
+        .unwrap();
+    writer
+        .insert_cell(run, &cell(4, FolioSpec::Base, 100.0))
+        .unwrap();
+    let reader = Store::open(&path).unwrap();
+    assert_eq!(reader.load(run).unwrap().cells.len(), 1);
+    writer
+        .insert_cell(run, &cell(40, FolioSpec::Base, 200.0))
+        .unwrap();
+    assert_eq!(reader.load(run).unwrap().cells.len(), 2);
+    // A failing cell insert (here: a size no SQLite integer holds) leaves nothing behind.
+    let mut huge = cell(4, FolioSpec::Base, 1.0);
+    huge.size_bytes = u64::MAX;
+    let err = writer.insert_cell(run, &huge).unwrap_err();
+    assert!(
+        format!("{err:#}").contains(&path.display().to_string()),
+        "{err:#}"
+    );
+    assert_eq!(reader.load(run).unwrap().cells.len(), 2);
+    let n: i64 = reader
+        .conn
+        .query_row("SELECT COUNT(*) FROM sample", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 24);
+}
+
+#[test]
+fn reopen_after_an_unfinished_run() {
+    let (_d, path) = temp();
+    let run = {
+        let store = Store::open(&path).unwrap();
+        let run = store
+            .begin_run("sweep", "ptelab sweep", &host(), &[])
+            .unwrap();
+        store
+            .insert_cell(run, &cell(4, FolioSpec::Base, 100.0))
+            .unwrap();
+        // This process still owns the run.
+        assert_eq!(store.runs().unwrap()[0].status, RunStatus::Running);
+        run
+    };
+    let store = Store::open(&path).unwrap();
+    // Pretend the owner died: a pid that does not exist.
+    store
+        .conn
+        .execute("UPDATE run SET pid = 999999999 WHERE id = ?1", [run])
+        .unwrap();
+    let runs = store.runs().unwrap();
+    assert_eq!(runs[0].status, RunStatus::Interrupted);
+    assert_eq!(runs[0].cells, 1);
+    assert!(runs[0].finished_at.is_none());
+    // The database stays writable: a new run goes in after it.
+    let next = store.begin_run("sweep", "again", &host(), &[]).unwrap();
+    assert!(next > run);
+}
+
+#[test]
+fn concurrent_writers_both_succeed() {
+    let (_d, path) = temp();
+    Store::open(&path).unwrap();
+    let threads: Vec<_> = (0..2)
+        .map(|t| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let store = Store::open(&path).unwrap();
+                let run = store
+                    .begin_run("sweep", &format!("writer {t}"), &host(), &[])
+                    .unwrap();
+                for i in 0..40 {
+                    store
+                        .insert_cell(run, &cell(4 * (i + 1), FolioSpec::Base, 100.0 + i as f64))
+                        .unwrap();
+                }
+                store.finish_run(run, RunStatus::Complete).unwrap();
+                run
+            })
+        })
+        .collect();
+    let runs: Vec<RunId> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let store = Store::open(&path).unwrap();
+    for run in runs {
+        let r = store.load(run).unwrap();
+        assert_eq!(r.cells.len(), 40);
+        assert_eq!(r.run.status, RunStatus::Complete);
+    }
+    let check: String = store
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
+#[test]
+fn concurrent_first_opens_migrate_once() {
+    let (_d, path) = temp();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || Store::open(&path).map(|_| ()).map_err(|e| format!("{e:#}")))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let v: i64 = store
+        .conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, MIGRATIONS.len() as i64);
+    let mode: String = store
+        .conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn refuses_a_newer_schema_and_names_the_path() {
+    let (_d, path) = temp();
+    {
+        let store = Store::open(&path).unwrap();
+        store.conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let err = Store::open(&path).err().unwrap();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("schema version 99") && msg.contains(&path.display().to_string()),
+        "{msg}"
+    );
+}
+
+#[test]
+fn open_existing_refuses_a_missing_file() {
+    let (_d, path) = temp();
+    let err = Store::open_existing(&path).err().unwrap();
+    assert!(crate::error::is_usage(&err));
+    assert!(!path.exists());
+}
