@@ -369,6 +369,7 @@ fn kallsyms_facts(text: &str) -> KallsymsFacts {
 fn cpuid_hypervisor_vendor() -> Option<String> {
     // SAFETY: CPUID is available on every x86-64 CPU; leaves in the
     // hypervisor range return zeros or vendor data, never fault.
+    #[allow(unused_unsafe)] // safe to call since Rust 1.87; rust-version is 1.80
     let r = unsafe { core::arch::x86_64::__cpuid(0x4000_0000) };
     let mut sig = Vec::with_capacity(12);
     for reg in [r.ebx, r.ecx, r.edx] {
