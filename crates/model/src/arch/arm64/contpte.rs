@@ -1,0 +1,209 @@
+//! arm64 contpte slow paths: gathering, folding, unfolding, repainting.
+//!
+//! Kernel counterpart: arch/arm64/mm/contpte.c and the inline
+//! `contpte_try_fold`/`contpte_try_unfold` of arch/arm64/include/asm/pgtable.h.
+//! Two kernel versions: v6.16 (full-scan gather, TLBI in every convert) and
+//! v6.17+ (093ae7a033cf early-exit gather, 83bbd6be7d17 BBML2 TLBI elision),
+//! selected by [`crate::Kernel`]. Only user mms are modelled (`mm_is_user`).
+
+use crate::arch::Arch;
+use crate::cx::Cx;
+use crate::folio::page_folio;
+use crate::tlb::FlushSource;
+use crate::types::Pfn;
+
+use super::{raw, Arm64, Arm64Pte};
+
+fn align_down(addr: u64, n: u64) -> u64 {
+    addr & !(n - 1)
+}
+
+/// `contpte_convert()`: break-before-make repaint of the whole block
+/// containing `addr` with `pte`'s prot (its CONT bit decides fold/unfold).
+///
+/// Cost: C xchg + (1 TLBI over C pages unless BBML2-noabort, v6.17+) + C stores.
+pub fn contpte_convert(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
+    let arch = cx.arch;
+    let c = arch.cont_geometry();
+    let start = align_down(addr, c);
+    let mut pte = arch.pfn_pte(
+        Pfn(align_down(arch.pte_pfn(pte).0, c)),
+        arch.pte_pgprot(pte),
+    );
+    for i in 0..c {
+        let ptent = raw::ptep_get_and_clear(cx, start + i);
+        if arch.pte_dirty(ptent) {
+            pte = arch.pte_mkdirty(pte);
+        }
+        if arch.pte_young(ptent) {
+            pte = arch.pte_mkyoung(pte);
+        }
+    }
+    if !(arch.bbml2 && cx.kernel.contpte_bbml2_elision) {
+        cx.arch_flush(start, start + c, FlushSource::ContpteConvert);
+    }
+    raw::set_ptes(cx, start, pte, c);
+}
+
+/// `__contpte_try_unfold()`: repaint the block non-contiguous.
+pub fn contpte_unfold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
+    cx.call();
+    cx.counters.contpte_unfolds += 1;
+    let pte = cx.arch.pte_mknoncont(pte);
+    contpte_convert(cx, addr, pte);
+}
+
+/// `contpte_try_unfold()`: unfold if `pte` (a raw value) is valid and contiguous.
+pub fn contpte_try_unfold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
+    if cx.arch.pte_valid_cont(pte) {
+        contpte_unfold(cx, addr, pte);
+    }
+}
+
+/// `contpte_try_fold()`: after a single-entry set, try to fold when `addr` is
+/// the last entry of a block and the PFN is aligned the same way.
+pub fn contpte_try_fold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
+    let arch = cx.arch;
+    let mask = arch.cont_geometry() - 1;
+    let valign = addr & mask == mask;
+    if valign {
+        let palign = arch.pte_pfn(pte).0 & mask == mask;
+        if palign && arch.pte_hw_valid(pte) && !arch.pte_cont(pte) && !arch.pte_special(pte) {
+            contpte_fold(cx, addr, pte);
+        }
+    }
+}
+
+/// `__contpte_try_fold()`: fold the block if one folio covers it and all C
+/// entries are valid with consecutive PFNs and equal prot (ignoring A/D).
+///
+/// Cost: 2 struct-page reads, C loads, and a convert if it folds.
+pub fn contpte_fold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
+    cx.call();
+    let arch = cx.arch;
+    let c = arch.cont_geometry();
+    let page = arch.pte_pfn(pte);
+    let Some(_) = cx.mm.memmap.page(page) else {
+        return;
+    };
+    let folio = page_folio(cx, page);
+    cx.touch_page(folio.head); // folio_nr_pages()
+    let folio_start = addr - (page.0 - folio.head.0);
+    let folio_end = folio_start + folio.nr_pages();
+    let cont_start = align_down(addr, c);
+    if folio_start > cont_start || folio_end < cont_start + c {
+        return;
+    }
+    let prot = arch.pte_pgprot(arch.pte_mkold(arch.pte_mkclean(pte)));
+    let mut expected = arch.pfn_pte(Pfn(align_down(page.0, c)), prot);
+    for i in 0..c {
+        let sub = raw::ptep_get(cx, cont_start + i);
+        if arch.pte_mkold(arch.pte_mkclean(sub)) != expected {
+            return;
+        }
+        expected = arch.pte_advance_pfn(expected, 1);
+    }
+    cx.counters.contpte_folds += 1;
+    contpte_convert(cx, addr, arch.pte_mkcont(pte));
+}
+
+/// `contpte_ptep_get()`: OR the access/dirty bits of the whole block into
+/// `orig`. v6.16 scans all C entries; v6.17+ stops once it saw both.
+pub fn contpte_ptep_get(cx: &mut Cx<Arm64>, addr: u64, orig: Arm64Pte) -> Arm64Pte {
+    cx.call();
+    cx.counters.contpte_gathers += 1;
+    let arch = cx.arch;
+    let c = arch.cont_geometry();
+    let start = align_down(addr, c);
+    let mut orig = orig;
+    if !cx.kernel.contpte_gather_early_exit {
+        for i in 0..c {
+            let pte = raw::ptep_get(cx, start + i);
+            if arch.pte_dirty(pte) {
+                orig = arch.pte_mkdirty(orig);
+            }
+            if arch.pte_young(pte) {
+                orig = arch.pte_mkyoung(orig);
+            }
+        }
+        return orig;
+    }
+    let mut i = 0;
+    while i < c {
+        let pte = raw::ptep_get(cx, start + i);
+        if arch.pte_dirty(pte) {
+            orig = arch.pte_mkdirty(orig);
+            while i < c {
+                let pte = raw::ptep_get(cx, start + i);
+                if arch.pte_young(pte) {
+                    orig = arch.pte_mkyoung(orig);
+                    break;
+                }
+                i += 1;
+            }
+            break;
+        }
+        if arch.pte_young(pte) {
+            orig = arch.pte_mkyoung(orig);
+            i += 1;
+            while i < c {
+                let pte = raw::ptep_get(cx, start + i);
+                if arch.pte_dirty(pte) {
+                    orig = arch.pte_mkdirty(orig);
+                    break;
+                }
+                i += 1;
+            }
+            break;
+        }
+        i += 1;
+    }
+    orig
+}
+
+/// `contpte_set_ptes()`: set `nr ≥ 2` not-present entries, painting CONT on
+/// every chunk that is a whole block with aligned VA and PA.
+pub fn contpte_set_ptes(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte, nr: u64) {
+    cx.call();
+    let arch = cx.arch;
+    let c = arch.cont_geometry();
+    let end = addr + nr;
+    let mut pfn = arch.pte_pfn(pte).0;
+    let prot = arch.pte_pgprot(pte);
+    let mut addr = addr;
+    while addr != end {
+        let next = (align_down(addr, c) + c).min(end);
+        let n = next - addr;
+        let mut p = arch.pfn_pte(Pfn(pfn), prot);
+        p = if (addr | next | pfn) & (c - 1) == 0 {
+            arch.pte_mkcont(p)
+        } else {
+            arch.pte_mknoncont(p)
+        };
+        raw::set_ptes(cx, addr, p, n);
+        addr = next;
+        pfn += n;
+    }
+}
+
+/// `contpte_try_unfold_partial()`: unfold the partially covered first and
+/// last blocks of `[addr, addr + nr)`.
+pub fn contpte_try_unfold_partial(cx: &mut Cx<Arm64>, addr: u64, nr: u64) {
+    let c = cx.arch.cont_geometry();
+    if addr != align_down(addr, c) || nr < c {
+        let pte = raw::ptep_get(cx, addr);
+        contpte_try_unfold(cx, addr, pte);
+    }
+    if addr + nr != align_down(addr + nr, c) {
+        let last = addr + nr - 1;
+        let pte = raw::ptep_get(cx, last);
+        contpte_try_unfold(cx, last, pte);
+    }
+}
+
+/// `contpte_get_and_clear_full_ptes()`.
+pub fn contpte_get_and_clear_full_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> Arm64Pte {
+    cx.call();
+    contpte_try_unfold_partial(cx, addr, nr);
+    raw::get_and_clear_full_ptes(cx, addr, nr)
+}

@@ -1,0 +1,143 @@
+//! Counters of page-table primitives, named after what the kernel does.
+//!
+//! Kernel counterpart: none — these are the model's measurement. The
+//! vocabulary is KERNEL-SPEC.md §1 (`LOAD`, `GATHER`, `XCHG0`, `STORE`,
+//! `PGREAD`, `NEEDS_FLUSH`, `GATHER_RANGE`, `TLB_FLUSH`, `TLBI_SYNC`,
+//! `CALL(f)`). Counters live in the context ([`crate::Cx`]) that every model
+//! function receives, never in globals, so two strategies can run side by side.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// Every counted event. Each field is one primitive; see the field docs
+        /// and docs/model.md for the exact counting rule.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct Counters {
+            $( $(#[$doc])* pub $name: u64, )*
+            /// Histogram of mprotect/mremap batch sizes (`nr_ptes` per loop
+            /// iteration over present PTEs): size -> count.
+            pub batch_sizes: BTreeMap<u64, u64>,
+        }
+
+        impl Counters {
+            /// Counter names in display order (the histogram excluded).
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            /// `(name, value)` for every scalar counter, in display order.
+            pub fn scalars(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name)),*]
+            }
+
+            /// Add `other` into `self` (histograms merged).
+            pub fn add(&mut self, other: &Counters) {
+                $( self.$name += other.$name; )*
+                for (k, v) in &other.batch_sizes {
+                    *self.batch_sizes.entry(*k).or_default() += v;
+                }
+            }
+        }
+    };
+}
+
+counters! {
+    /// Raw loads of one PTE word (`READ_ONCE`/`__ptep_get`), including the
+    /// loads made inside an arm64 contpte gather.
+    pte_loads,
+    /// arm64 `contpte_ptep_get()` calls: a `ptep_get()` that hit a valid
+    /// contiguous entry and scanned its block for access/dirty bits.
+    contpte_gathers,
+    /// Atomic exchanges of a PTE with zero (`ptep_get_and_clear`, `xchg`).
+    pte_xchg,
+    /// Plain stores of a PTE word (`set_pte`, `__set_ptes`, `WRITE_ONCE`).
+    pte_stores,
+    /// Cache lines of `struct page` metadata read (memmap): a helper that
+    /// reads the same struct page as the previous read costs nothing.
+    page_reads,
+    /// `vm_normal_page()`/`vm_normal_folio()` lookups (+ `page_folio()`).
+    folio_lookups,
+    /// `PageAnonExclusive()` tests.
+    anon_exclusive_tests,
+    /// Evaluations of `pte_needs_flush(old, new)`.
+    needs_flush_evals,
+    /// `tlb_flush_pte_range()` calls (mmu_gather range bookkeeping).
+    tlb_gather_ranges,
+    /// Arch TLB flush calls (`tlb_flush()` from the mmu_gather, or
+    /// `flush_tlb_range()`), not counting contpte repaint TLBIs.
+    tlb_flush_calls,
+    /// Pages asked for by those flush calls (before any full-flush conversion).
+    tlb_flush_pages,
+    /// Flush calls executed as a full (whole-mm/ASID) flush.
+    full_flushes,
+    /// Hardware invalidation instructions: x86 INVLPG (or 1 per full flush),
+    /// arm64 TLBI operations (range or single page, or 1 ASID-wide), including
+    /// those of contpte repaints.
+    tlbi_ops,
+    /// arm64 synchronous range TLBIs issued inside `contpte_convert()`
+    /// (break-before-make), one per repaint not elided by BBML2.
+    tlbi_sync,
+    /// arm64 contpte blocks unfolded (`__contpte_try_unfold` → convert).
+    contpte_unfolds,
+    /// arm64 contpte blocks folded (`__contpte_try_fold` → convert).
+    contpte_folds,
+    /// Present PTEs whose protection `change_pte_range()` changed (its
+    /// `pages` return value) or PTEs `move_ptes()` moved.
+    ptes_changed,
+    /// Loop iterations over present PTEs (batches; 1 PTE each when per-PTE).
+    batches,
+    /// Out-of-line calls of the helpers the kernel versions differ in
+    /// (`vm_normal_page`, `can_change_pte_writable`, the v6.17 static helpers
+    /// that Pedro Falcato's v3 marks `__always_inline`, arm64 `contpte_*`).
+    calls,
+    /// Write faults taken by the workload's re-touch (not an mprotect
+    /// primitive; reported separately).
+    write_faults,
+}
+
+impl Counters {
+    /// Record one batch of `nr` PTEs.
+    pub fn record_batch(&mut self, nr: u64) {
+        self.batches += 1;
+        *self.batch_sizes.entry(nr).or_default() += 1;
+    }
+
+    /// Scalar counters as a name → value map (for JSON and result records).
+    pub fn to_map(&self) -> BTreeMap<String, u64> {
+        self.scalars()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    /// Scalar counters divided by `calls`, as a name → per-call value map.
+    pub fn per_call(&self, calls: u64) -> BTreeMap<String, f64> {
+        let d = calls.max(1) as f64;
+        self.scalars()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v as f64 / d))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_merges_histograms() {
+        let mut a = Counters::default();
+        a.record_batch(16);
+        a.pte_loads = 3;
+        let mut b = Counters::default();
+        b.record_batch(16);
+        b.record_batch(1);
+        b.pte_loads = 4;
+        a.add(&b);
+        assert_eq!(a.pte_loads, 7);
+        assert_eq!(a.batches, 3);
+        assert_eq!(a.batch_sizes[&16], 2);
+        assert_eq!(Counters::NAMES[0], "pte_loads");
+    }
+}

@@ -1,0 +1,172 @@
+//! The context every model function receives (`&mut Cx<A>`): the arch
+//! configuration, the kernel version's feature switches, the mm, the
+//! counters, the hardware TLB model and the log of flushes.
+//!
+//! Kernel counterpart: none directly — it plays the role of the state the
+//! kernel threads through a walk (`struct mm_struct`, `struct mmu_gather`,
+//! the CPU's TLB). Counting happens here, at the primitive that costs
+//! (`load`, `store`, `xchg0`, `touch_page`), so no caller can forget it.
+
+use crate::arch::{Arch, PteValue};
+use crate::counters::Counters;
+use crate::mm::Mm;
+use crate::strategy::Kernel;
+use crate::tlb::{FlushOp, FlushSource, TlbModel};
+use crate::types::Pfn;
+
+/// See the module documentation.
+#[derive(Clone, Debug)]
+pub struct Cx<A: Arch> {
+    /// Architecture and its runtime configuration.
+    pub arch: A,
+    /// Kernel version being modelled.
+    pub kernel: Kernel,
+    /// The address space.
+    pub mm: Mm<A::Pte>,
+    /// Counted primitives since the last [`Cx::take_counters`].
+    pub counters: Counters,
+    /// Hardware TLB model (`None`: not checked, faster).
+    pub tlb: Option<TlbModel<A::Pte>>,
+    /// Flushes issued since the last [`Cx::take_flushes`].
+    pub flushes: Vec<FlushOp>,
+    /// The struct page read last (for `page_reads`).
+    last_page: Option<u64>,
+}
+
+impl<A: Arch> Cx<A> {
+    /// A context over `mm`; `check_tlb` enables the hardware TLB model.
+    pub fn new(arch: A, kernel: Kernel, mm: Mm<A::Pte>, check_tlb: bool) -> Self {
+        let tlb = check_tlb.then(|| TlbModel::new(mm.pt.base(), mm.pt.len()));
+        Cx {
+            arch,
+            kernel,
+            mm,
+            counters: Counters::default(),
+            tlb,
+            flushes: Vec::new(),
+            last_page: None,
+        }
+    }
+
+    /// The entry at `addr`, without counting (for checks and setup).
+    #[inline]
+    pub fn peek(&self, addr: u64) -> A::Pte {
+        self.mm.pt.get(addr)
+    }
+
+    /// Write an entry without counting or TLB effects (setup only).
+    #[inline]
+    pub fn poke(&mut self, addr: u64, pte: A::Pte) {
+        self.mm.pt.set(addr, pte)
+    }
+
+    /// One load of a PTE word (`READ_ONCE`, `__ptep_get`).
+    #[inline]
+    pub fn load(&mut self, addr: u64) -> A::Pte {
+        self.counters.pte_loads += 1;
+        self.mm.pt.get(addr)
+    }
+
+    /// One plain store of a PTE word (`WRITE_ONCE`, `__set_pte_nosync`).
+    /// Another CPU may walk the new entry at once, so a hardware-valid value
+    /// enters the TLB model.
+    #[inline]
+    pub fn store(&mut self, addr: u64, pte: A::Pte) {
+        self.counters.pte_stores += 1;
+        self.mm.pt.set(addr, pte);
+        if let Some(tlb) = self.tlb.as_mut() {
+            if self.arch.pte_hw_valid(pte) {
+                tlb.cache(addr, pte);
+            }
+        }
+    }
+
+    /// One atomic exchange of a PTE with 0 (`xchg`, `__ptep_get_and_clear`).
+    #[inline]
+    pub fn xchg0(&mut self, addr: u64) -> A::Pte {
+        self.counters.pte_xchg += 1;
+        let old = self.mm.pt.get(addr);
+        self.mm.pt.set(addr, A::Pte::from_val(0));
+        old
+    }
+
+    /// A read of the struct page of `pfn` (one memmap cache line, free when
+    /// it is the struct page read just before).
+    #[inline]
+    pub fn touch_page(&mut self, pfn: Pfn) {
+        if self.last_page != Some(pfn.0) {
+            self.counters.page_reads += 1;
+            self.last_page = Some(pfn.0);
+        }
+    }
+
+    /// One out-of-line call of a counted helper.
+    #[inline]
+    pub fn call(&mut self) {
+        self.counters.calls += 1;
+    }
+
+    /// Issue an arch range flush of `[start, end)` (pages), count it, log it
+    /// and apply it to the TLB model.
+    pub fn arch_flush(&mut self, start: u64, end: u64, source: FlushSource) {
+        let pages = end.saturating_sub(start);
+        let cost = self.arch.flush_cost(pages);
+        match source {
+            FlushSource::ContpteConvert => self.counters.tlbi_sync += 1,
+            FlushSource::MmuGather | FlushSource::FlushTlbRange => {
+                self.counters.tlb_flush_calls += 1;
+                self.counters.tlb_flush_pages += pages;
+                self.counters.full_flushes += u64::from(cost.full);
+            }
+        }
+        self.counters.tlbi_ops += cost.ops;
+        self.flushes.push(FlushOp {
+            start,
+            pages,
+            full: cost.full,
+            ops: cost.ops,
+            source,
+        });
+        let arch = self.arch;
+        if let Some(tlb) = self.tlb.as_mut() {
+            if cost.full {
+                tlb.invalidate_all();
+            } else {
+                tlb.invalidate(start, end, |p| arch.tlb_entry_span(p));
+            }
+        }
+    }
+
+    /// Return the counters and start from zero.
+    pub fn take_counters(&mut self) -> Counters {
+        self.last_page = None;
+        std::mem::take(&mut self.counters)
+    }
+
+    /// Return the flush log and start a new one.
+    pub fn take_flushes(&mut self) -> Vec<FlushOp> {
+        std::mem::take(&mut self.flushes)
+    }
+
+    /// Syscall entry: a worst-case TLB holds every hardware-valid entry of
+    /// `[start, end)` (user space has touched everything).
+    pub fn tlb_fill(&mut self, start: u64, end: u64) {
+        let arch = self.arch;
+        if let Some(tlb) = self.tlb.as_mut() {
+            for addr in start..end {
+                let pte = self.mm.pt.get(addr);
+                if arch.pte_hw_valid(pte) {
+                    tlb.cache(addr, pte);
+                }
+            }
+        }
+    }
+
+    /// Syscall return: no TLB entry grants more than its PTE.
+    pub fn tlb_check(&self) -> Result<(), String> {
+        match &self.tlb {
+            None => Ok(()),
+            Some(tlb) => tlb.check(&self.arch, &self.mm.pt),
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Building an address space in a given folio layout, the way faults would
+//! have built it.
+//!
+//! Kernel counterpart: `do_anonymous_page()` / `finish_fault()` (mm/memory.c):
+//! a folio is mapped with one `set_ptes()` of `mk_pte(folio, vm_page_prot)`
+//! made young, dirty and writable, so arm64 paints CONT exactly where
+//! `contpte_set_ptes()` would. Per-page tweaks then reproduce states that
+//! other kernel paths leave behind (aging, writeback, clear_refs, uffd-wp,
+//! fork-shared pages that are no longer AnonExclusive).
+
+use crate::arch::Arch;
+use crate::cx::Cx;
+use crate::mm::Mm;
+use crate::strategy::Kernel;
+use crate::types::{Pfn, VmFlags};
+
+/// A change applied to one mapped PTE after fault-in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PteTweak {
+    /// Aging cleared the accessed bit.
+    Old,
+    /// Writeback/`MADV_FREE` cleaned it.
+    Clean,
+    /// `clear_refs` soft-dirty: write-protect and clear soft-dirty.
+    ClearSoftDirty,
+    /// uffd-wp armed on it (write-protects).
+    UffdWp,
+    /// Write-protected (e.g. by fork).
+    WrProtect,
+}
+
+/// One folio of a layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FolioPlacement {
+    /// Folio order.
+    pub order: u8,
+    /// Pages `[lo, hi)` of the folio that are mapped (partial coverage).
+    pub mapped: (u64, u64),
+    /// `PageAnonExclusive` per page (missing entries: exclusive).
+    pub exclusive: Vec<bool>,
+    /// Tweaks per mapped page index within the folio.
+    pub tweaks: Vec<(u64, PteTweak)>,
+    /// Map this many pages *before* the natural VA alignment hole is skipped:
+    /// `true` places the folio at a VA not congruent with its PA modulo its
+    /// size (then arm64 never paints CONT on it).
+    pub va_misaligned: bool,
+}
+
+impl FolioPlacement {
+    /// A fully mapped, exclusive folio of `order` with no tweaks.
+    pub fn whole(order: u8) -> Self {
+        FolioPlacement {
+            order,
+            mapped: (0, 1 << order),
+            exclusive: Vec::new(),
+            tweaks: Vec::new(),
+            va_misaligned: false,
+        }
+    }
+}
+
+/// A whole layout: one VMA with folios placed one after another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayoutSpec {
+    /// First page of the VMA.
+    pub base: u64,
+    /// VMA flags (`VM_READ | VM_WRITE`, maybe `VM_SHARED`, `VM_SOFTDIRTY`, ...).
+    pub vma_flags: VmFlags,
+    /// Folios in VA order; each is placed at the next VA aligned to its size.
+    pub folios: Vec<FolioPlacement>,
+    /// Pages of page-table window to keep after the VMA (mremap targets).
+    pub extra_window: u64,
+}
+
+/// Where the layout put things.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// VMA `[start, end)`.
+    pub vma: (u64, u64),
+    /// Per folio: first page VA (of page 0 of the folio) and head PFN.
+    pub folios: Vec<(u64, Pfn)>,
+}
+
+fn align_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+/// Build the mm of `spec` by faulting its folios in under `kernel` on `arch`.
+/// Counters are reset afterwards.
+pub fn build<A: Arch>(
+    arch: A,
+    kernel: Kernel,
+    spec: &LayoutSpec,
+    check_tlb: bool,
+) -> (Cx<A>, Placed) {
+    let ptrs = arch.ptrs_per_pte();
+    // Lay out VAs first to size the window.
+    let mut va = spec.base;
+    let mut vas = Vec::with_capacity(spec.folios.len());
+    for f in &spec.folios {
+        let n = 1u64 << f.order;
+        va = align_up(va, n);
+        if f.va_misaligned && n > 1 {
+            va += n / 2;
+        }
+        vas.push(va);
+        va += n;
+    }
+    let vma_end = va.max(spec.base + 1);
+    let wbase = spec.base / ptrs * ptrs;
+    let wend = align_up(vma_end + spec.extra_window, ptrs);
+    let mut mm: Mm<A::Pte> = Mm::new(wbase, wend - wbase);
+    mm.add_vma(&arch, spec.base, vma_end, spec.vma_flags);
+    let shared = spec.vma_flags.contains(VmFlags::SHARED);
+    // Physical placement: naturally aligned, consecutive.
+    let mut pfn = 1u64 << 20;
+    let mut heads = Vec::with_capacity(spec.folios.len());
+    for f in &spec.folios {
+        let n = 1u64 << f.order;
+        pfn = align_up(pfn, n.max(512));
+        let ex = f.exclusive.clone();
+        mm.memmap.add_folio(pfn, f.order, !shared, |i| {
+            ex.get(i as usize).copied().unwrap_or(true)
+        });
+        heads.push(Pfn(pfn));
+        pfn += n;
+    }
+    let mut cx = Cx::new(arch, kernel, mm, check_tlb);
+    let vma = cx.mm.vmas[0];
+    for (i, f) in spec.folios.iter().enumerate() {
+        let (lo, hi) = f.mapped;
+        if lo >= hi {
+            continue;
+        }
+        let mut pte = arch.pfn_pte(Pfn(heads[i].0 + lo), vma.page_prot);
+        pte = arch.pte_mkyoung(pte);
+        if vma.flags.contains(VmFlags::WRITE) {
+            pte = arch.pte_mkwrite(arch.pte_mkdirty(pte));
+        }
+        A::set_ptes(&mut cx, vas[i] + lo, pte, hi - lo);
+    }
+    // A writable PTE of a private anon page implies PageAnonExclusive:
+    // write-protect the others (whole contig blocks on arm64, to stay uniform).
+    for (i, f) in spec.folios.iter().enumerate() {
+        for k in f.mapped.0..f.mapped.1 {
+            let excl = cx
+                .mm
+                .memmap
+                .page(Pfn(heads[i].0 + k))
+                .is_some_and(|p| p.anon_exclusive);
+            if !shared && !excl {
+                wrprotect_at(&mut cx, vas[i] + k);
+            }
+        }
+        for &(k, tweak) in &f.tweaks {
+            if k < f.mapped.0 || k >= f.mapped.1 {
+                continue;
+            }
+            apply_tweak(&mut cx, vas[i] + k, tweak);
+        }
+    }
+    cx.take_counters();
+    cx.take_flushes();
+    (
+        cx,
+        Placed {
+            vma: (spec.base, vma_end),
+            folios: vas.into_iter().zip(heads).collect(),
+        },
+    )
+}
+
+fn block_of<A: Arch>(cx: &Cx<A>, addr: u64) -> (u64, u64) {
+    let pte = cx.peek(addr);
+    if cx.arch.pte_cont(pte) {
+        let c = cx.arch.tlb_entry_span(pte).max(1);
+        (addr & !(c - 1), c)
+    } else {
+        (addr, 1)
+    }
+}
+
+fn wrprotect_at<A: Arch>(cx: &mut Cx<A>, addr: u64) {
+    let (b, n) = block_of(cx, addr);
+    for a in b..b + n {
+        let p = cx.peek(a);
+        if cx.arch.pte_present(p) {
+            let w = cx.arch.pte_wrprotect(p);
+            cx.poke(a, w);
+        }
+    }
+}
+
+fn apply_tweak<A: Arch>(cx: &mut Cx<A>, addr: u64, tweak: PteTweak) {
+    let arch = cx.arch;
+    let p = cx.peek(addr);
+    if !arch.pte_present(p) {
+        return;
+    }
+    let cont = arch.pte_cont(p);
+    match tweak {
+        // Hardware and aging change A/D per entry, even inside a contig block.
+        PteTweak::Old => cx.poke(addr, arch.pte_mkold(p)),
+        PteTweak::Clean => cx.poke(addr, arch.pte_mkclean(p)),
+        PteTweak::ClearSoftDirty if !cont => {
+            cx.poke(addr, arch.pte_clear_soft_dirty(arch.pte_wrprotect(p)))
+        }
+        PteTweak::UffdWp if !cont => cx.poke(addr, arch.pte_mkuffd_wp(p)),
+        PteTweak::WrProtect => wrprotect_at(cx, addr),
+        _ => {}
+    }
+}

@@ -1,0 +1,414 @@
+//! mprotect: `do_mprotect_pkey` → `mprotect_fixup` → `change_protection` →
+//! `change_pte_range`, in the v6.16 (per-PTE) and v6.17+ (batched) forms.
+//!
+//! Kernel counterpart: mm/mprotect.c — v6.16 `change_pte_range` (per PTE,
+//! `can_change_pte_writable`), v6.17/v6.18 (cac1db8c3aad + cf1b80dc31a1:
+//! `mprotect_folio_pte_batch`, `prot_commit_flush_ptes`,
+//! `page_anon_exclusive_sub_batch`, `commit_anon_folio_batch`,
+//! `set_write_prot_commit_flush_ptes`), and Pedro Falcato's v3 (2026:
+//! `change_present_ptes`, always-inline helpers, same primitives).
+//! Left out: `MM_CP_PROT_NUMA` (NUMA hinting), swap/migration/device entries
+//! and uffd-wp markers (non-present entries other than none), PMD-mapped THPs
+//! (`change_huge_pmd`), hugetlb, mmu notifiers, `flush_tlb_batched_pending`
+//! (no deferred reclaim flush is pending in the modelled workloads).
+
+use bitflags::bitflags;
+
+use crate::arch::Arch;
+use crate::cx::Cx;
+use crate::folio::{
+    folio_pte_batch_flags, folio_test_anon, folio_test_large, page_anon, page_anon_exclusive,
+    page_folio, vm_normal_page, Folio, FpbFlags,
+};
+use crate::mm::{pmd_addr_end, Vma};
+use crate::strategy::MprotectImpl;
+use crate::tlb::MmuGather;
+use crate::types::{Pfn, Pgprot, Prot, VmFlags};
+use crate::ModelError;
+
+bitflags! {
+    /// `cp_flags` of `change_protection()` (include/linux/mm.h `MM_CP_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct CpFlags: u32 {
+        /// `MM_CP_TRY_CHANGE_WRITABLE`: upgrade to writable where no write
+        /// fault would be needed.
+        const TRY_CHANGE_WRITABLE = 1 << 0;
+        /// `MM_CP_UFFD_WP`: arm uffd-wp.
+        const UFFD_WP = 1 << 2;
+        /// `MM_CP_UFFD_WP_RESOLVE`: clear uffd-wp.
+        const UFFD_WP_RESOLVE = 1 << 3;
+    }
+}
+
+/// `pte_needs_flush()` as called by mprotect: counted, with the injected
+/// fault of the negative tests.
+pub fn pte_needs_flush<A: Arch>(cx: &mut Cx<A>, old: A::Pte, new: A::Pte) -> bool {
+    cx.counters.needs_flush_evals += 1;
+    if cx.kernel.faults.elide_protnone_flush && cx.arch.pte_protnone(new) {
+        return false;
+    }
+    cx.arch.pte_needs_flush(&cx.kernel, old, new)
+}
+
+/// `mprotect(start, len, prot)` on pages `[start, start + len)`.
+///
+/// # Errors
+/// [`ModelError::Enomem`] when the range is not fully mapped by VMAs.
+pub fn mprotect<A: Arch>(
+    cx: &mut Cx<A>,
+    start: u64,
+    len: u64,
+    prot: Prot,
+) -> Result<(), ModelError> {
+    let end = start + len;
+    // do_mprotect_pkey(): the whole range must be mapped.
+    let mut covered = start;
+    for v in cx.mm.vmas.iter().filter(|v| v.end > start && v.start < end) {
+        if v.start > covered {
+            break;
+        }
+        covered = covered.max(v.end);
+    }
+    if covered < end {
+        return Err(ModelError::Enomem { start, end });
+    }
+    let arch = cx.arch;
+    let mut tlb = MmuGather::tlb_gather_mmu();
+    cx.mm.split_at(start);
+    cx.mm.split_at(end);
+    let pieces: Vec<usize> = (0..cx.mm.vmas.len())
+        .filter(|&i| cx.mm.vmas[i].start >= start && cx.mm.vmas[i].end <= end)
+        .collect();
+    for i in pieces {
+        let old = cx.mm.vmas[i];
+        let newflags =
+            (old.flags - (VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC)) | prot.vm_flags();
+        if newflags == old.flags {
+            continue; // mprotect_fixup(): nothing to change
+        }
+        let mut vma = old;
+        vma.flags = newflags;
+        vma.set_page_prot(&arch);
+        cx.mm.vmas[i] = vma;
+        let cp_flags = if vma.wants_manual_pte_write_upgrade(&arch) {
+            CpFlags::TRY_CHANGE_WRITABLE
+        } else {
+            CpFlags::empty()
+        };
+        change_protection(cx, &mut tlb, &vma, vma.start, vma.end, cp_flags);
+    }
+    cx.mm.merge_vmas();
+    tlb.tlb_finish_mmu(cx);
+    Ok(())
+}
+
+/// `change_protection()` → `change_protection_range()`: walk the VMA piece
+/// PMD by PMD, then flush its hull at `tlb_end_vma()`.
+pub fn change_protection<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cp_flags: CpFlags,
+) -> u64 {
+    let newprot = vma.page_prot;
+    let ptrs = cx.arch.ptrs_per_pte();
+    let mut pages = 0;
+    tlb.tlb_start_vma();
+    let mut addr = start;
+    while addr < end {
+        let next = pmd_addr_end(addr, end, ptrs);
+        pages += change_pte_range(cx, tlb, vma, addr, next, newprot, cp_flags);
+        addr = next;
+    }
+    tlb.tlb_end_vma(cx);
+    pages
+}
+
+/// `change_pte_range()` over one PTE table: `[addr, end)` lies within one PMD.
+/// Returns the number of present PTEs changed.
+pub fn change_pte_range<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    addr: u64,
+    end: u64,
+    newprot: Pgprot,
+    cp_flags: CpFlags,
+) -> u64 {
+    let mut pages = 0;
+    let mut addr = addr;
+    while addr < end {
+        let mut nr_ptes = 1;
+        let oldpte = A::ptep_get(cx, addr);
+        if cx.arch.pte_present(oldpte) {
+            nr_ptes = match cx.kernel.mprotect {
+                MprotectImpl::PerPte => {
+                    change_present_pte_v6_16(cx, tlb, vma, addr, newprot, cp_flags)
+                }
+                MprotectImpl::Batched => {
+                    change_present_ptes(cx, tlb, vma, addr, end, oldpte, newprot, cp_flags)
+                }
+            };
+            cx.counters.record_batch(nr_ptes);
+            cx.counters.ptes_changed += nr_ptes;
+            pages += nr_ptes;
+        }
+        addr += nr_ptes;
+    }
+    pages
+}
+
+fn apply_uffd<A: Arch>(arch: &A, ptent: A::Pte, cp_flags: CpFlags) -> A::Pte {
+    if cp_flags.contains(CpFlags::UFFD_WP) {
+        arch.pte_mkuffd_wp(ptent)
+    } else if cp_flags.contains(CpFlags::UFFD_WP_RESOLVE) {
+        arch.pte_clear_uffd_wp(ptent)
+    } else {
+        ptent
+    }
+}
+
+/// v6.16 loop body for one present PTE.
+fn change_present_pte_v6_16<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    addr: u64,
+    newprot: Pgprot,
+    cp_flags: CpFlags,
+) -> u64 {
+    let arch = cx.arch;
+    let oldpte = A::ptep_modify_prot_start(cx, vma, addr);
+    let mut ptent = apply_uffd(&arch, arch.pte_modify(oldpte, newprot), cp_flags);
+    if cp_flags.contains(CpFlags::TRY_CHANGE_WRITABLE)
+        && !arch.pte_write(ptent)
+        && can_change_pte_writable(cx, vma, addr, ptent)
+    {
+        ptent = arch.pte_mkwrite(ptent);
+    }
+    A::ptep_modify_prot_commit(cx, vma, addr, oldpte, ptent);
+    if pte_needs_flush(cx, oldpte, ptent) {
+        tlb.tlb_flush_pte_range(cx, addr, 1);
+    }
+    1
+}
+
+/// `maybe_change_pte_writable()` (v6.17): the VMA/PTE-only part of the check.
+pub fn maybe_change_pte_writable<A: Arch>(cx: &Cx<A>, vma: &Vma, pte: A::Pte) -> bool {
+    let arch = &cx.arch;
+    debug_assert!(vma.flags.contains(VmFlags::WRITE)); // WARN_ON_ONCE(!(vm_flags & VM_WRITE))
+    if !vma.flags.contains(VmFlags::WRITE) || arch.pte_protnone(pte) {
+        return false;
+    }
+    // pte_needs_soft_dirty_wp()
+    if vma.soft_dirty_enabled(arch) && !arch.pte_soft_dirty(pte) {
+        return false;
+    }
+    // userfaultfd_pte_wp()
+    !(vma.uffd_wp() && arch.pte_uffd_wp(pte))
+}
+
+/// `can_change_pte_writable()` (v6.16 single function; exported, out of line).
+pub fn can_change_pte_writable<A: Arch>(cx: &mut Cx<A>, vma: &Vma, addr: u64, pte: A::Pte) -> bool {
+    cx.call();
+    if !maybe_change_pte_writable(cx, vma, pte) {
+        return false;
+    }
+    if !vma.is_shared() {
+        let Some(page) = vm_normal_page(cx, vma, addr, pte) else {
+            return false;
+        };
+        return page_anon(cx, page) && page_anon_exclusive(cx, page);
+    }
+    cx.arch.pte_dirty(pte)
+}
+
+/// `can_change_shared_pte_writable()` (v6.17).
+fn can_change_shared_pte_writable<A: Arch>(cx: &Cx<A>, vma: &Vma, pte: A::Pte) -> bool {
+    maybe_change_pte_writable(cx, vma, pte) && cx.arch.pte_dirty(pte)
+}
+
+/// One out-of-line call of a v6.17 static helper that Pedro Falcato's v3
+/// marks `__always_inline`.
+fn helper_call<A: Arch>(cx: &mut Cx<A>) {
+    if !cx.kernel.always_inline_commit {
+        cx.call();
+    }
+}
+
+/// `mprotect_folio_pte_batch()`: 1 for no folio or a small folio.
+pub fn mprotect_folio_pte_batch<A: Arch>(
+    cx: &mut Cx<A>,
+    folio: Option<&Folio>,
+    addr: u64,
+    pte: A::Pte,
+    max_nr_ptes: u64,
+    flags: FpbFlags,
+) -> u64 {
+    let Some(folio) = folio else { return 1 };
+    if !folio_test_large(cx, folio) {
+        return 1;
+    }
+    let mut pte = pte;
+    folio_pte_batch_flags(cx, folio, addr, &mut pte, max_nr_ptes, flags)
+}
+
+/// v6.17+ loop body for a present PTE (Pedro Falcato's v3 calls the same
+/// steps `change_present_ptes()`): batch, start, modify, commit + flush.
+#[allow(clippy::too_many_arguments)]
+fn change_present_ptes<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    addr: u64,
+    end: u64,
+    oldpte: A::Pte,
+    newprot: Pgprot,
+    cp_flags: CpFlags,
+) -> u64 {
+    let arch = cx.arch;
+    let flags = FpbFlags::RESPECT_SOFT_DIRTY | FpbFlags::RESPECT_WRITE;
+    let max_nr_ptes = end - addr;
+    let page = vm_normal_page(cx, vma, addr, oldpte);
+    let folio = page.map(|p| page_folio(cx, p));
+    let nr_ptes = mprotect_folio_pte_batch(cx, folio.as_ref(), addr, oldpte, max_nr_ptes, flags);
+
+    let oldpte = A::modify_prot_start_ptes(cx, vma, addr, nr_ptes);
+    let ptent = apply_uffd(&arch, arch.pte_modify(oldpte, newprot), cp_flags);
+    if cp_flags.contains(CpFlags::TRY_CHANGE_WRITABLE) && !arch.pte_write(ptent) {
+        set_write_prot_commit_flush_ptes(
+            cx,
+            tlb,
+            vma,
+            folio.as_ref(),
+            page,
+            addr,
+            oldpte,
+            ptent,
+            nr_ptes,
+        );
+    } else {
+        prot_commit_flush_ptes(cx, tlb, vma, addr, oldpte, ptent, nr_ptes, 0, false);
+    }
+    nr_ptes
+}
+
+/// `prot_commit_flush_ptes()`: commit `nr_ptes` entries starting `idx` into
+/// the batch, with one `pte_needs_flush()` and at most one
+/// `tlb_flush_pte_range()` for all of them.
+#[allow(clippy::too_many_arguments)]
+pub fn prot_commit_flush_ptes<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    addr: u64,
+    oldpte: A::Pte,
+    ptent: A::Pte,
+    nr_ptes: u64,
+    idx: u64,
+    set_write: bool,
+) {
+    helper_call(cx);
+    let arch = cx.arch;
+    let addr = addr + idx;
+    let oldpte = arch.pte_advance_pfn(oldpte, idx);
+    let mut ptent = arch.pte_advance_pfn(ptent, idx);
+    if set_write {
+        ptent = arch.pte_mkwrite(ptent);
+    }
+    A::modify_prot_commit_ptes(cx, vma, addr, oldpte, ptent, nr_ptes);
+    if pte_needs_flush(cx, oldpte, ptent) {
+        tlb.tlb_flush_pte_range(cx, addr, nr_ptes);
+    }
+}
+
+/// `page_anon_exclusive_sub_batch()`: length of the run of pages from
+/// `start_idx` whose `PageAnonExclusive` equals `expected`.
+pub fn page_anon_exclusive_sub_batch<A: Arch>(
+    cx: &mut Cx<A>,
+    start_idx: u64,
+    max_len: u64,
+    first_page: Pfn,
+    expected: bool,
+) -> u64 {
+    helper_call(cx);
+    let mut idx = start_idx + 1;
+    while idx < start_idx + max_len {
+        if expected != page_anon_exclusive(cx, Pfn(first_page.0 + idx)) {
+            break;
+        }
+        idx += 1;
+    }
+    idx - start_idx
+}
+
+/// `commit_anon_folio_batch()`: split the batch into runs of equal
+/// AnonExclusive-ness, because exclusivity is per page, and commit each run
+/// writable iff its pages are exclusive.
+#[allow(clippy::too_many_arguments)]
+pub fn commit_anon_folio_batch<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    first_page: Pfn,
+    addr: u64,
+    oldpte: A::Pte,
+    ptent: A::Pte,
+    nr_ptes: u64,
+) {
+    helper_call(cx);
+    let mut sub_batch_idx = 0;
+    let mut nr_ptes = nr_ptes;
+    while nr_ptes > 0 {
+        let expected = page_anon_exclusive(cx, Pfn(first_page.0 + sub_batch_idx));
+        let len = page_anon_exclusive_sub_batch(cx, sub_batch_idx, nr_ptes, first_page, expected);
+        prot_commit_flush_ptes(
+            cx,
+            tlb,
+            vma,
+            addr,
+            oldpte,
+            ptent,
+            len,
+            sub_batch_idx,
+            expected,
+        );
+        sub_batch_idx += len;
+        nr_ptes -= len;
+    }
+}
+
+/// `set_write_prot_commit_flush_ptes()`: the write-upgrade dispatch.
+#[allow(clippy::too_many_arguments)]
+pub fn set_write_prot_commit_flush_ptes<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    folio: Option<&Folio>,
+    page: Option<Pfn>,
+    addr: u64,
+    oldpte: A::Pte,
+    ptent: A::Pte,
+    nr_ptes: u64,
+) {
+    helper_call(cx);
+    if vma.is_shared() {
+        let set_write = can_change_shared_pte_writable(cx, vma, ptent);
+        prot_commit_flush_ptes(cx, tlb, vma, addr, oldpte, ptent, nr_ptes, 0, set_write);
+        return;
+    }
+    let set_write =
+        maybe_change_pte_writable(cx, vma, ptent) && folio.is_some_and(|f| folio_test_anon(cx, f));
+    if !set_write {
+        prot_commit_flush_ptes(cx, tlb, vma, addr, oldpte, ptent, nr_ptes, 0, false);
+        return;
+    }
+    let folio = folio.expect("anon folio");
+    let mut first_page = page.expect("page of an anon folio");
+    if cx.kernel.faults.anon_exclusive_from_folio_head {
+        first_page = folio.head; // v6.17-rc1: folio_page(folio, 0)
+    }
+    commit_anon_folio_batch(cx, tlb, vma, first_page, addr, oldpte, ptent, nr_ptes);
+}

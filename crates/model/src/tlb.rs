@@ -1,0 +1,234 @@
+//! TLB flushing: the mmu_gather that accumulates ranges, the log of flushes
+//! issued, and a hardware TLB model that checks the result.
+//!
+//! Kernel counterpart: include/asm-generic/tlb.h (`struct mmu_gather`,
+//! `tlb_gather_mmu`, `tlb_flush_pte_range`, `tlb_end_vma`,
+//! `tlb_flush_mmu_tlbonly`, `tlb_finish_mmu`), as used by mprotect since
+//! v6.2. The arch flush itself is [`crate::arch::Arch::tlb_flush`]. The TLB
+//! model has no kernel counterpart: it is the oracle for invariant 10.2 of
+//! KERNEL-SPEC.md (no stale permission when the syscall returns).
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::{Arch, PteValue};
+use crate::cx::Cx;
+use crate::mm::PageTable;
+
+/// Who issued a flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlushSource {
+    /// `tlb_flush()` from an mmu_gather (mprotect's per-VMA flush).
+    MmuGather,
+    /// `flush_tlb_range()` (mremap's per-PMD-extent flush).
+    FlushTlbRange,
+    /// The synchronous TLBI of arm64 `contpte_convert()` (break-before-make).
+    ContpteConvert,
+}
+
+/// One flush operation as issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushOp {
+    /// First page (virtual page number).
+    pub start: u64,
+    /// Pages requested.
+    pub pages: u64,
+    /// Executed as a whole-mm flush (x86 `TLB_FLUSH_ALL`, arm64 ASID flush).
+    pub full: bool,
+    /// Hardware invalidation instructions.
+    pub ops: u64,
+    /// Issuer.
+    pub source: FlushSource,
+}
+
+impl FlushOp {
+    /// The `pages` field of the x86 `tlb:tlb_flush` tracepoint record this
+    /// flush produces: the page count, or -1 (`TLB_FLUSH_ALL`) for a full flush.
+    pub fn trace_pages(&self) -> i64 {
+        if self.full {
+            -1
+        } else {
+            self.pages as i64
+        }
+    }
+}
+
+/// `struct mmu_gather` for a PTE-level walk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MmuGather {
+    start: u64,
+    end: u64,
+    cleared_ptes: bool,
+}
+
+impl MmuGather {
+    /// `tlb_gather_mmu()`.
+    pub fn tlb_gather_mmu() -> Self {
+        MmuGather {
+            start: u64::MAX,
+            end: 0,
+            cleared_ptes: false,
+        }
+    }
+
+    /// `tlb_flush_pte_range()`: widen the pending range to cover `nr` pages at
+    /// `addr`. Bookkeeping only, no hardware operation.
+    pub fn tlb_flush_pte_range<A: Arch>(&mut self, cx: &mut Cx<A>, addr: u64, nr: u64) {
+        cx.counters.tlb_gather_ranges += 1;
+        self.start = self.start.min(addr);
+        self.end = self.end.max(addr + nr);
+        self.cleared_ptes = true;
+    }
+
+    /// `tlb_start_vma()`: nothing to do for x86/arm64 user VMAs.
+    pub fn tlb_start_vma(&mut self) {}
+
+    /// `tlb_end_vma()`: flush and reset the range at each VMA boundary.
+    pub fn tlb_end_vma<A: Arch>(&mut self, cx: &mut Cx<A>) {
+        self.tlb_flush_mmu_tlbonly(cx);
+    }
+
+    /// `tlb_flush_mmu_tlbonly()`: one arch flush over the hull, if any PTE
+    /// needed one.
+    pub fn tlb_flush_mmu_tlbonly<A: Arch>(&mut self, cx: &mut Cx<A>) {
+        if self.cleared_ptes {
+            A::tlb_flush(cx, self.start, self.end);
+        }
+        *self = MmuGather::tlb_gather_mmu();
+    }
+
+    /// `tlb_finish_mmu()`: flush whatever is left.
+    pub fn tlb_finish_mmu<A: Arch>(mut self, cx: &mut Cx<A>) {
+        self.tlb_flush_mmu_tlbonly(cx);
+    }
+}
+
+const WAYS: usize = 4;
+
+/// A worst-case TLB: for each page, every hardware-valid value any CPU may
+/// have cached since the last invalidation covering it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlbModel<P> {
+    base: u64,
+    slots: Vec<[P; WAYS]>,
+    overflow: Vec<(u64, P)>,
+}
+
+impl<P: PteValue> TlbModel<P> {
+    /// An empty TLB for pages `[base, base + len)`.
+    pub fn new(base: u64, len: u64) -> Self {
+        TlbModel {
+            base,
+            slots: vec![[P::default(); WAYS]; len as usize],
+            overflow: Vec::new(),
+        }
+    }
+
+    /// A CPU walked `addr` and cached `pte`.
+    pub fn cache(&mut self, addr: u64, pte: P) {
+        let slot = &mut self.slots[(addr - self.base) as usize];
+        for way in slot.iter_mut() {
+            if *way == pte {
+                return;
+            }
+            if way.is_none() {
+                *way = pte;
+                return;
+            }
+        }
+        if !self.overflow.contains(&(addr, pte)) {
+            self.overflow.push((addr, pte));
+        }
+    }
+
+    /// Invalidate `[start, end)`; entries spanning a block (arm64 contiguous)
+    /// that overlaps the range are invalidated too, as a TLBI by VA would.
+    pub fn invalidate(&mut self, start: u64, end: u64, span: impl Fn(P) -> u64) {
+        let lo = start.max(self.base);
+        let hi = end.min(self.base + self.slots.len() as u64);
+        if lo >= hi {
+            return;
+        }
+        for s in &mut self.slots[(lo - self.base) as usize..(hi - self.base) as usize] {
+            *s = [P::default(); WAYS];
+        }
+        self.overflow.retain(|(a, _)| *a < lo || *a >= hi);
+        // Entries outside the range whose span covers part of it.
+        let max_span = 512u64;
+        let scan_lo = lo.saturating_sub(max_span).max(self.base);
+        let scan_hi = (hi + max_span).min(self.base + self.slots.len() as u64);
+        for addr in (scan_lo..lo).chain(hi..scan_hi) {
+            let slot = &mut self.slots[(addr - self.base) as usize];
+            for way in slot.iter_mut() {
+                if way.is_none() {
+                    continue;
+                }
+                let n = span(*way);
+                if n > 1 {
+                    let bstart = addr & !(n - 1);
+                    if bstart < hi && bstart + n > lo {
+                        *way = P::default();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Invalidate everything.
+    pub fn invalidate_all(&mut self) {
+        for s in &mut self.slots {
+            *s = [P::default(); WAYS];
+        }
+        self.overflow.clear();
+    }
+
+    /// Check every cached entry against the page table: none may grant more
+    /// than the PTE it translates now. A contiguous entry is checked against
+    /// every page of its block.
+    pub fn check<A: Arch<Pte = P>>(&self, arch: &A, pt: &PageTable<P>) -> Result<(), String> {
+        let entries = self
+            .slots
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                s.iter()
+                    .filter(|p| !p.is_none())
+                    .map(move |p| (self.base + i as u64, *p))
+            })
+            .chain(self.overflow.iter().copied());
+        let mut checked_blocks: Vec<(u64, P)> = Vec::new();
+        for (addr, cached) in entries {
+            let span = arch.tlb_entry_span(cached);
+            if span <= 1 {
+                let cur = pt.get(addr);
+                if arch.tlb_entry_grants_more(cached, cur) {
+                    return Err(format!("stale TLB entry at page {addr:#x}: cached {cached:?} grants more than {cur:?}"));
+                }
+                continue;
+            }
+            let bstart = addr & !(span - 1);
+            let key_pfn = arch.pte_pfn(cached).0.wrapping_sub(addr - bstart);
+            let key = arch.pfn_pte(crate::types::Pfn(key_pfn), arch.pte_pgprot(cached));
+            if checked_blocks.contains(&(bstart, key)) {
+                continue;
+            }
+            checked_blocks.push((bstart, key));
+            if checked_blocks.len() > 64 {
+                checked_blocks.remove(0);
+            }
+            for q in bstart..bstart + span {
+                if q < pt.base() || q >= pt.base() + pt.len() {
+                    continue;
+                }
+                let expect = arch.pte_advance_pfn(key, q - bstart);
+                let cur = pt.get(q);
+                if arch.tlb_entry_grants_more(expect, cur) {
+                    return Err(format!(
+                        "stale contiguous TLB entry cached at page {addr:#x} covers page {q:#x}: {expect:?} grants more than {cur:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
