@@ -1,1 +1,4 @@
+mod common;
 
+mod doctor;
+mod knobs;

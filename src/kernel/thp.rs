@@ -121,6 +121,7 @@ impl KnobPaths {
         }
     }
 
+    #[cfg(test)]
     /// All three under `dir` (`dir/thp`, `dir/ptelab.lock`, `dir/ptelab.knobs.json`).
     pub fn under(dir: &Path) -> KnobPaths {
         KnobPaths {
@@ -788,6 +789,7 @@ impl KnobGuard {
     }
 
     /// Knobs this guard changed so far, with their original values.
+    #[allow(dead_code)] // API for callers that record what a run changed
     pub fn changed(&self) -> &BTreeMap<String, String> {
         &self.recovery.original
     }

@@ -1,0 +1,194 @@
+//! `ptelab doctor`: the table, the JSON schema, exit 0, no knob changed.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Top-level and per-size THP knob files with their content.
+fn knob_snapshot() -> BTreeMap<String, String> {
+    let root = std::path::Path::new("/sys/kernel/mm/transparent_hugepage");
+    let mut files = vec![
+        root.join("enabled"),
+        root.join("defrag"),
+        root.join("shmem_enabled"),
+    ];
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        files.push(e.path().join("enabled"));
+    }
+    files
+        .into_iter()
+        .filter_map(|f| Some((f.display().to_string(), std::fs::read_to_string(&f).ok()?)))
+        .collect()
+}
+
+fn ptelab() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("ptelab").unwrap()
+}
+
+fn doctor_json() -> Value {
+    let out = ptelab().args(["doctor", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("doctor --json prints one JSON document")
+}
+
+/// The JSON with every machine-specific value replaced by its type.
+fn shape(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), shape(v))).collect()),
+        Value::Array(a) => Value::Array(a.first().map(shape).into_iter().collect()),
+        Value::String(_) => Value::String("<string>".into()),
+        Value::Number(_) => Value::String("<number>".into()),
+        Value::Bool(_) => Value::String("<bool>".into()),
+        Value::Null => Value::Null,
+    }
+}
+
+#[test]
+fn json_schema() {
+    let mut doc = doctor_json();
+    assert_eq!(doc["schema"], "ptelab/doctor/v1");
+    let checks = doc["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for c in checks {
+        let status = c["status"].as_str().unwrap();
+        assert!(["ok", "missing", "warn", "info"].contains(&status), "{c}");
+        assert!(c["value"].is_string() && c["impact"].is_string(), "{c}");
+    }
+    for want in [
+        "kernel",
+        "arch",
+        "page_size",
+        "root",
+        "pagemap_pfn",
+        "kpageflags",
+        "tlb_flush_tracepoint",
+        "kvm",
+        "cpu",
+        "cores",
+        "memory",
+        "swap",
+        "memcg",
+        "damon",
+        "mglru",
+        "virtualization",
+    ] {
+        assert!(names.contains(&want), "no check {want}: {names:?}");
+    }
+    // Every THP knob the host reports has its own line.
+    let knobs: BTreeMap<String, String> =
+        serde_json::from_value(doc["host"]["thp_knobs"].clone()).unwrap();
+    for (k, v) in &knobs {
+        let c = checks
+            .iter()
+            .find(|c| c["name"] == format!("thp:{k}"))
+            .unwrap_or_else(|| panic!("no line for {k}"));
+        assert_eq!(c["value"], v.as_str());
+    }
+    // Machine-specific parts redacted; the structure is the contract.
+    doc["checks"] = Value::Array(vec![checks[0].clone()]);
+    doc["host"]["thp_knobs"] = Value::Object(Default::default());
+    doc["host"]["paravirt"] = Value::Null;
+    doc["host"]["git_revision"] = Value::Null;
+    insta::assert_json_snapshot!(shape(&doc), @r#"
+    {
+      "checks": [
+        {
+          "impact": "<string>",
+          "name": "<string>",
+          "status": "<string>",
+          "value": "<string>"
+        }
+      ],
+      "host": {
+        "arch": "<string>",
+        "cores": "<number>",
+        "cpu_model": "<string>",
+        "git_revision": null,
+        "is_root": "<bool>",
+        "kernel_cmdline": "<string>",
+        "kernel_release": "<string>",
+        "kernel_version": "<string>",
+        "machine_id": "<string>",
+        "mem_available_bytes": "<number>",
+        "mem_total_bytes": "<number>",
+        "page_size": "<number>",
+        "paravirt": null,
+        "thp_knobs": {},
+        "tool_version": "<string>"
+      },
+      "schema": "<string>"
+    }
+    "#);
+}
+
+#[test]
+fn table_lists_checks_with_status() {
+    let out = ptelab().arg("doctor").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["check", "status", "value"]);
+    let doc = doctor_json();
+    for c in doc["checks"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no table line for {name}:\n{text}"));
+        assert_eq!(
+            line.split_whitespace().nth(1),
+            c["status"].as_str(),
+            "{line}"
+        );
+    }
+    let root_line = text.lines().find(|l| l.starts_with("root ")).unwrap();
+    if is_root() {
+        assert!(root_line.contains(" ok "), "{root_line}");
+    } else {
+        assert!(text.contains(
+            "no root: layout control and verification unavailable; bench needs --allow-unverified"
+        ));
+    }
+}
+
+#[test]
+fn doctor_changes_no_knob_and_leaves_tracefs_as_found() {
+    let mounts = || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(" - tracefs "))
+            .count()
+    };
+    let (knobs, tracefs) = (knob_snapshot(), mounts());
+    ptelab().arg("doctor").assert().success();
+    assert_eq!(knob_snapshot(), knobs);
+    assert_eq!(mounts(), tracefs);
+}
+
+#[test]
+fn closed_stdout_is_not_an_error() {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+        .args(["doctor", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,302 @@
+//! THP knobs are left as found by the real binary: after a run, after SIGINT
+//! in the middle of a run, and after SIGKILL (repaired by the next run).
+//! Changing knobs needs root and a kernel with 64K mTHP; otherwise these skip.
+//!
+//! Snapshots are taken while holding the same flock(2) ptelab takes, so a
+//! concurrent ptelab (another test) cannot be caught mid-run.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Effective user is root.
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Say why a test does not run here; on CI as root nothing may skip.
+pub(crate) fn skip(why: &str) {
+    eprintln!("SKIPPED: {why}");
+    if std::env::var_os("CI").is_some() && is_root() {
+        panic!("test skipped on CI as root: {why}");
+    }
+}
+
+/// Every THP/mTHP knob file (top level, khugepaged, per size) and its content.
+pub(crate) fn knob_snapshot() -> BTreeMap<String, String> {
+    fn walk(dir: &Path, m: &mut BTreeMap<String, String>) {
+        let Ok(rd) = fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if name != "stats" {
+                    walk(&p, m);
+                }
+            } else if !matches!(name.as_str(), "pages_collapsed" | "full_scans") {
+                if let Ok(v) = fs::read_to_string(&p) {
+                    m.insert(p.display().to_string(), v.trim().to_owned());
+                }
+            }
+        }
+    }
+    let mut m = BTreeMap::new();
+    walk(Path::new("/sys/kernel/mm/transparent_hugepage"), &mut m);
+    m
+}
+
+const LOCK: &str = "/run/lock/ptelab.lock";
+const RECOVERY: &str = "/run/lock/ptelab.knobs.json";
+
+fn ready(test: &str) -> bool {
+    if !is_root() {
+        skip(&format!("{test}: needs root to change THP knobs"));
+        return false;
+    }
+    if !Path::new("/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled").exists() {
+        skip(&format!("{test}: this kernel offers no 64K mTHP"));
+        return false;
+    }
+    true
+}
+
+/// The knobs as they are when no ptelab holds the lock.
+fn settled_snapshot() -> BTreeMap<String, String> {
+    let f: File = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(LOCK)
+        .unwrap();
+    // SAFETY: flock on a valid descriptor; released when `f` closes.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let snap = knob_snapshot();
+    drop(f);
+    snap
+}
+
+fn ptelab_cmd() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+}
+
+/// A 64K bench that runs until signalled (a fixed, huge iteration count).
+fn spawn_long_bench() -> Child {
+    ptelab_cmd()
+        .args([
+            "bench",
+            "mprotect-toggle",
+            "--folio",
+            "64K",
+            "--size",
+            "4M",
+            "--iters",
+            "1000000000",
+            "--no-store",
+            "--no-flush-count",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait until `pid` has recorded a knob change (its recovery file exists).
+fn wait_until_configured(child: &mut Child) {
+    let pid = child.id();
+    let start = Instant::now();
+    loop {
+        let recorded =
+            fs::read_to_string(RECOVERY).is_ok_and(|t| t.contains(&format!("\"pid\": {pid},")));
+        if recorded {
+            return;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("ptelab exited ({st:?}) before configuring knobs");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "ptelab {pid} never configured the knobs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if start.elapsed() > within {
+            child.kill().ok();
+            panic!("ptelab did not exit within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    use std::io::Read;
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut s).ok();
+    }
+    s
+}
+
+#[test]
+fn bench_with_64k_leaves_knobs_as_found() {
+    if !ready("bench_with_64k_leaves_knobs_as_found") {
+        return;
+    }
+    let before = settled_snapshot();
+    let out = ptelab_cmd()
+        .args([
+            "bench",
+            "mprotect-toggle",
+            "--folio",
+            "64K",
+            "--size",
+            "1M",
+            "--iters",
+            "20",
+            "--no-store",
+            "--no-flush-count",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(settled_snapshot(), before);
+}
+
+#[test]
+fn sigint_mid_run_restores_knobs() {
+    if !ready("sigint_mid_run_restores_knobs") {
+        return;
+    }
+    let before = settled_snapshot();
+    let mut child = spawn_long_bench();
+    wait_until_configured(&mut child);
+    signal(&child, libc::SIGINT);
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    let err = stderr_of(&mut child);
+    assert_eq!(st.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(settled_snapshot(), before, "{err}");
+    assert!(!fs::read_to_string(RECOVERY)
+        .is_ok_and(|t| t.contains(&format!("\"pid\": {},", child.id()))));
+}
+
+#[test]
+fn double_sigint_restores_knobs_and_exits_130() {
+    if !ready("double_sigint_restores_knobs_and_exits_130") {
+        return;
+    }
+    let before = settled_snapshot();
+    let mut child = spawn_long_bench();
+    wait_until_configured(&mut child);
+    signal(&child, libc::SIGINT);
+    signal(&child, libc::SIGINT);
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    let err = stderr_of(&mut child);
+    // Whichever signal ends it (the first one unwinding, or the second one
+    // forcing the restore), the exit code is 128 + SIGINT.
+    assert_eq!(st.code(), Some(130), "{err}");
+    assert_eq!(settled_snapshot(), before, "{err}");
+}
+
+#[test]
+fn sigkill_is_repaired_by_the_next_run() {
+    if !ready("sigkill_is_repaired_by_the_next_run") {
+        return;
+    }
+    let before = settled_snapshot();
+    let mut child = spawn_long_bench();
+    wait_until_configured(&mut child);
+    signal(&child, libc::SIGKILL);
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    assert_eq!(st.code(), None);
+    // The next ptelab that takes the lock restores (unless a concurrent one already did).
+    let out = ptelab_cmd()
+        .args([
+            "bench",
+            "mprotect-toggle",
+            "--folio",
+            "4K",
+            "--size",
+            "64K",
+            "--iters",
+            "5",
+            "--no-store",
+            "--no-flush-count",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    if !err.contains("restored THP knobs changed by pid") {
+        eprintln!("note: another ptelab repaired the knobs first");
+    }
+    assert_eq!(settled_snapshot(), before);
+    assert!(!fs::read_to_string(RECOVERY)
+        .is_ok_and(|t| t.contains(&format!("\"pid\": {},", child.id()))));
+}
+
+#[test]
+fn second_run_waits_for_the_lock_and_names_the_holder() {
+    if !ready("second_run_waits_for_the_lock_and_names_the_holder") {
+        return;
+    }
+    let before = settled_snapshot();
+    let mut first = spawn_long_bench();
+    wait_until_configured(&mut first);
+    let mut second = ptelab_cmd()
+        .args([
+            "bench",
+            "mprotect-toggle",
+            "--folio",
+            "16K",
+            "--size",
+            "64K",
+            "--iters",
+            "5",
+            "--no-store",
+            "--no-flush-count",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        second.try_wait().unwrap().is_none(),
+        "the second run did not wait"
+    );
+    signal(&first, libc::SIGINT);
+    wait_exit(&mut first, Duration::from_secs(30));
+    let st = wait_exit(&mut second, Duration::from_secs(60));
+    let err = stderr_of(&mut second);
+    assert!(st.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "waiting for the THP knob lock held by pid {} (ptelab bench",
+            first.id()
+        )),
+        "{err}"
+    );
+    assert_eq!(settled_snapshot(), before);
+}
