@@ -1,4 +1,2 @@
-mod common;
-
 mod doctor;
 mod knobs;
