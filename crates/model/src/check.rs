@@ -49,8 +49,13 @@ pub fn equivalent<A: Arch>(
             }
             p
         };
-        let drop_sd = arch.pte_soft_dirty(a) && !arch.pte_soft_dirty(b) && arch.pte_dirty(a);
-        let drop_w = shared_upgrade_allowed && arch.pte_write(a) && !arch.pte_write(b);
+        let drop_sd = arch.pte_soft_dirty(a) && !arch.pte_soft_dirty(b);
+        // A write upgrade the per-PTE kernel refused may follow from a merged
+        // dirty bit (shared writenotify) or from a merged soft-dirty bit
+        // (`pte_needs_soft_dirty_wp()` then no longer asks for a fault).
+        let sd_merged = arch.pte_soft_dirty(a) && !arch.pte_soft_dirty(b);
+        let drop_w =
+            (shared_upgrade_allowed || sd_merged) && arch.pte_write(a) && !arch.pte_write(b);
         if norm(a, drop_sd, drop_w) != norm(b, drop_sd, drop_w) {
             return Err(format!("page {addr:#x}: batched {a:?} vs per-PTE {b:?}"));
         }

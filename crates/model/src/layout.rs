@@ -159,6 +159,10 @@ pub fn build<A: Arch>(
             apply_tweak(&mut cx, vas[i] + k, tweak);
         }
     }
+    // The tweaks stand for past kernel paths that flushed as they went.
+    if let Some(tlb) = cx.tlb.as_mut() {
+        tlb.invalidate_all();
+    }
     cx.take_counters();
     cx.take_flushes();
     (

@@ -37,6 +37,7 @@ pub mod mprotect;
 pub mod mremap;
 pub mod pgtable;
 pub mod strategy;
+pub mod testutil;
 pub mod tlb;
 pub mod types;
 pub mod workload;

@@ -216,12 +216,23 @@ impl<P: PteValue> TlbModel<P> {
             if checked_blocks.len() > 64 {
                 checked_blocks.remove(0);
             }
+            if bstart < pt.base() || bstart + span > pt.base() + pt.len() {
+                continue;
+            }
+            // Access/dirty of a contiguous block are block-granular: the
+            // hardware may update any entry (what `contpte_ptep_get()` ORs).
+            let block = pt.slice(bstart, bstart + span);
+            let young = block.iter().any(|p| arch.pte_young(*p));
+            let dirty = block.iter().any(|p| arch.pte_dirty(*p));
             for q in bstart..bstart + span {
-                if q < pt.base() || q >= pt.base() + pt.len() {
-                    continue;
-                }
                 let expect = arch.pte_advance_pfn(key, q - bstart);
-                let cur = pt.get(q);
+                let mut cur = pt.get(q);
+                if arch.pte_present(cur) && young {
+                    cur = arch.pte_mkyoung(cur);
+                }
+                if arch.pte_present(cur) && dirty {
+                    cur = arch.pte_mkdirty(cur);
+                }
                 if arch.tlb_entry_grants_more(expect, cur) {
                     return Err(format!(
                         "stale contiguous TLB entry cached at page {addr:#x} covers page {q:#x}: {expect:?} grants more than {cur:?}"

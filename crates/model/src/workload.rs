@@ -256,7 +256,30 @@ pub fn run_model(cfg: &ModelConfig) -> Result<ModelOutcome, ModelError> {
 pub fn check_invariants<A: Arch>(cx: &Cx<A>) -> Result<(), ModelError> {
     let (b, n) = (cx.mm.pt.base(), cx.mm.pt.len());
     A::check_contig(cx, b, b + n).map_err(ModelError::Invariant)?;
+    check_anon_exclusive(cx, b, b + n).map_err(ModelError::Invariant)?;
     cx.tlb_check().map_err(ModelError::Invariant)
+}
+
+/// KERNEL-SPEC.md §10.6: in a private VMA, a writable PTE maps an
+/// AnonExclusive page (else a COW would be skipped).
+pub fn check_anon_exclusive<A: Arch>(cx: &Cx<A>, start: u64, end: u64) -> Result<(), String> {
+    let arch = cx.arch;
+    for vma in cx.mm.vmas.iter().filter(|v| !v.is_shared()) {
+        for addr in vma.start.max(start)..vma.end.min(end) {
+            let pte = cx.peek(addr);
+            if !arch.pte_present(pte) || !arch.pte_write(pte) {
+                continue;
+            }
+            if let Some(p) = cx.mm.memmap.page(arch.pte_pfn(pte)) {
+                if p.anon && !p.anon_exclusive {
+                    return Err(format!(
+                        "page {addr:#x}: writable PTE {pte:?} maps a non-exclusive anon page"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOutcome, ModelError> {
