@@ -1,2 +1,5 @@
+mod common;
+
 mod doctor;
 mod knobs;
+mod store_cli;

@@ -46,7 +46,6 @@
 
 // The runner (issue 4) is the first caller; until it lands nothing in the
 // binary uses this module outside tests.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -802,7 +801,20 @@ impl FlushCounter {
 /// `per_call` is `None`; when only the breakdown cannot be sampled, the count
 /// is given with an empty breakdown. Records lost to a full ring buffer are
 /// reported under the breakdown key `"lost"` (absent when none).
-pub fn count_flushes(calls: u64, mut f: impl FnMut()) -> TlbFlushes {
+pub fn count_flushes(calls: u64, f: impl FnMut()) -> TlbFlushes {
+    count_flushes_with(calls, 1, || {}, f)
+}
+
+/// Like [`count_flushes`], but `setup` runs before each invocation of `f`
+/// with the counter stopped (e.g. to bring a region to a phase's start state),
+/// and each invocation of `f` makes `calls_per_invocation` mm calls.
+pub fn count_flushes_with(
+    invocations: u64,
+    calls_per_invocation: u64,
+    mut setup: impl FnMut(),
+    mut f: impl FnMut(),
+) -> TlbFlushes {
+    let calls = invocations * calls_per_invocation;
     let unavailable = |why: String| TlbFlushes {
         calls,
         unavailable: Some(why),
@@ -817,12 +829,13 @@ pub fn count_flushes(calls: u64, mut f: impl FnMut()) -> TlbFlushes {
     };
     let mut run = || -> anyhow::Result<TlbFlushes> {
         counter.reset()?;
-        counter.start()?;
-        for _ in 0..calls {
+        for _ in 0..invocations {
+            setup();
+            counter.start()?;
             f();
+            counter.stop()?;
             counter.drain()?;
         }
-        counter.stop()?;
         let events = counter.count()?;
         let mut breakdown = BTreeMap::new();
         if counter.has_breakdown() {

@@ -39,14 +39,23 @@ pub fn render_table(cells: &[CellResult]) -> String {
             "size_kib", "nsec_per_call", "95% CI", "ns/page", "flushes/call", "VMAs"
         )
         .unwrap();
-        for c in cells.iter().filter(|c| c.folio == folio && c.phase == phase && c.neighbor == neighbor) {
+        for c in cells
+            .iter()
+            .filter(|c| c.folio == folio && c.phase == phase && c.neighbor == neighbor)
+        {
             let ns = &c.ns_per_call;
             let ci = if ns.ci_low.is_finite() && ns.median > 0.0 {
-                format!("±{:.1}%", (ns.ci_high - ns.ci_low) / 2.0 / ns.median * 100.0)
+                format!(
+                    "±{:.1}%",
+                    (ns.ci_high - ns.ci_low) / 2.0 / ns.median * 100.0
+                )
             } else {
                 "n/a".into()
             };
-            let flushes = c.tlb_flushes.per_call.map_or("n/a".into(), |f| format!("{f:.2}"));
+            let flushes = c
+                .tlb_flushes
+                .per_call
+                .map_or("n/a".into(), |f| format!("{f:.2}"));
             let lay = if c.verified {
                 let mut s = layout::summary(&c.layout);
                 if !c.layout.matches {
@@ -79,7 +88,14 @@ pub fn render_table(cells: &[CellResult]) -> String {
     let warnings: Vec<String> = cells
         .iter()
         .flat_map(|c| {
-            c.warnings.iter().map(move |w| format!("{} {}K {}: {w}", c.folio, c.size_bytes / 1024, c.phase.as_deref().unwrap_or("")))
+            c.warnings.iter().map(move |w| {
+                format!(
+                    "{} {}K {}: {w}",
+                    c.folio,
+                    c.size_bytes / 1024,
+                    c.phase.as_deref().unwrap_or("")
+                )
+            })
         })
         .collect();
     if !warnings.is_empty() {
@@ -134,7 +150,12 @@ pub(crate) mod tests {
             calls: 1000,
             calls_per_sample: 100,
             pinned_cpu: Some(1),
-            tlb_flushes: TlbFlushes { per_call: Some(0.5), events: 32, calls: 64, ..Default::default() },
+            tlb_flushes: TlbFlushes {
+                per_call: Some(0.5),
+                events: 32,
+                calls: 64,
+                ..Default::default()
+            },
             elapsed_s: 1.0,
             warnings: vec![],
         }

@@ -1,0 +1,186 @@
+//! Second stage of argument handling: raw flags become a validated plan of
+//! kernel cells, checked against this machine before anything is mapped
+//! (unknown sizes and specs, sizes above available memory, no root, folio
+//! sizes the kernel does not offer).
+
+use std::time::Duration;
+
+use crate::bail_usage;
+use crate::cli::flags::MeasureOpts;
+use crate::error::usage;
+use crate::kernel::{host, layout, thp};
+use crate::measure::runner::{Budget, CellPlan};
+use crate::workload::{FolioSpec, WorkloadKind};
+
+/// Share of MemAvailable a cell may use; the rest is left to the system.
+const MEM_SHARE: f64 = 0.9;
+
+/// Workloads the kernel backend implements.
+pub const KERNEL_WORKLOADS: [WorkloadKind; 3] = [
+    WorkloadKind::MprotectToggle,
+    WorkloadKind::MprotectRoRw,
+    WorkloadKind::ProtTransition,
+];
+
+/// A validated set of kernel cells.
+#[derive(Debug)]
+pub struct KernelPlan {
+    pub cells: Vec<CellPlan>,
+    /// Layout control and verification available.
+    pub verified: bool,
+    pub pin: Option<usize>,
+}
+
+/// Parse `2s`, `500ms`, `1m`, `1.5s`.
+pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    let t = text.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * mult)),
+        _ => Err(usage(format!(
+            "invalid duration '{text}': expected e.g. 500ms, 2s, 1.5s, 1m"
+        ))),
+    }
+}
+
+fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize
+}
+
+/// Validate flags for a grid of `sizes` x `folios` of `workload`.
+pub fn kernel_plan(
+    workload: WorkloadKind,
+    sizes: &[u64],
+    folios: &[FolioSpec],
+    opts: &MeasureOpts,
+) -> anyhow::Result<KernelPlan> {
+    if !KERNEL_WORKLOADS.contains(&workload) {
+        let names: Vec<_> = KERNEL_WORKLOADS.iter().map(|w| w.name()).collect();
+        bail_usage!(
+            "workload '{workload}' cannot run on the kernel backend yet; available: {} (the model covers more: ptelab model)",
+            names.join(", ")
+        );
+    }
+    if opts.regions == 0 {
+        bail_usage!("--regions must be at least 1");
+    }
+    for &s in sizes {
+        if s % 4096 != 0 {
+            bail_usage!("size {s} bytes is not a multiple of the 4K base page");
+        }
+    }
+    let budget = match opts.iters {
+        Some(0) => bail_usage!("--iters must be at least 1"),
+        Some(n) => Budget::Iters(n),
+        None => Budget::Time(parse_duration(&opts.time)?),
+    };
+    // Memory first: refuse before anything is mapped.
+    let avail = host::mem_available_bytes()?;
+    let limit = (avail as f64 * MEM_SHARE) as u64;
+    let max_size = sizes.iter().copied().max().unwrap_or(0);
+    let need = max_size.saturating_mul(opts.regions as u64);
+    if need > limit {
+        bail_usage!(
+            "size {} x {} region(s) needs {} but only {} may be used here (90% of MemAvailable {}); \
+             the largest size accepted now is {}",
+            fmt(max_size),
+            opts.regions,
+            fmt(need),
+            fmt(limit),
+            fmt(avail),
+            fmt(limit / opts.regions as u64 / 4096 * 4096)
+        );
+    }
+    let verified = match layout::verification_available() {
+        Ok(()) if is_root() => true,
+        Ok(()) => false,
+        Err(why) => {
+            if !opts.allow_unverified {
+                bail_usage!(
+                    "layout control and verification are unavailable ({why}); run as root, \
+                     or pass --allow-unverified to measure with the layout unverified"
+                );
+            }
+            false
+        }
+    };
+    if !verified && !is_root() && !opts.allow_unverified {
+        bail_usage!(
+            "setting THP knobs needs root; run as root, or pass --allow-unverified to measure \
+             with the layout unverified"
+        );
+    }
+    if verified {
+        for &f in folios {
+            thp::check_offered(f)?;
+        }
+    }
+    let ncpu = online_cpus();
+    let pin = match (opts.no_pin, opts.pin) {
+        (true, _) => None,
+        (false, Some(c)) if c >= ncpu => {
+            bail_usage!("--pin {c}: this machine has CPUs 0..{} online", ncpu - 1)
+        }
+        (false, Some(c)) => Some(c),
+        (false, None) => Some(ncpu - 1),
+    };
+    let mut cells = Vec::new();
+    for &folio in folios {
+        for &size in sizes {
+            cells.push(CellPlan {
+                workload,
+                size,
+                folio,
+                regions: opts.regions,
+                neighbor: opts.neighbor,
+                budget,
+                allow_mismatch: opts.allow_mismatch,
+                verified,
+                count_flushes: !opts.no_flush_count,
+                pinned_cpu: pin,
+            });
+        }
+    }
+    Ok(KernelPlan {
+        cells,
+        verified,
+        pin,
+    })
+}
+
+fn fmt(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.1}G", b as f64 / (1u64 << 30) as f64)
+    } else {
+        crate::workload::size::format_size(b)
+    }
+}
+
+/// Effective user is root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert!(crate::error::is_usage(&parse_duration("fast").unwrap_err()));
+        assert!(parse_duration("0s").is_err());
+    }
+}

@@ -1,0 +1,410 @@
+//! The phases of one cell on the running kernel, in order:
+//!
+//! 1. prepare: configure THP knobs for the folio spec (guarded), map each
+//!    region (aligned, isolated), populate, verify the layout;
+//! 2. warm up for `WARMUP` (first calls settle the page tables, e.g. the first
+//!    mprotect after population write-protects nothing yet);
+//! 3. calibrate: double the batch until one batch takes about `SAMPLE_TARGET`;
+//! 4. sample: batches until the 95% CI half-width of the median is under
+//!    `PRECISION` of the median, or the time budget is spent;
+//! 5. count TLB flushes in a separate pass (the tracepoint perturbs timing);
+//! 6. verify the layout again, count VMAs, tear down.
+//!
+//! The runner emits [`RunEvent`]s and never prints.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::ops::{self, KernelOp};
+use super::result::{CellResult, Layout, NsPerCall, TlbFlushes};
+use crate::kernel::region::Region;
+use crate::kernel::thp::KnobGuard;
+use crate::kernel::{layout, tlbtrace};
+use crate::workload::{FolioSpec, WorkloadKind};
+
+/// Time spent warming up before calibration.
+const WARMUP: Duration = Duration::from_millis(100);
+/// Target duration of one sample (a batch of calls).
+const SAMPLE_TARGET: Duration = Duration::from_millis(10);
+/// Stop sampling once the CI half-width of the median is under this fraction.
+const PRECISION: f64 = 0.01;
+/// Never stop on precision before this many samples.
+const MIN_SAMPLES: usize = 10;
+/// Hard cap on samples per cell.
+const MAX_SAMPLES: usize = 5000;
+/// mm calls in the TLB-flush counting pass (at most).
+const FLUSH_PASS_CALLS: u64 = 64;
+
+/// How long to sample.
+#[derive(Clone, Copy, Debug)]
+pub enum Budget {
+    /// Adaptive: until the precision target or this much time.
+    Time(Duration),
+    /// Exactly this many timed iterations.
+    Iters(u64),
+}
+
+/// Everything that defines one cell on the kernel.
+#[derive(Clone, Debug)]
+pub struct CellPlan {
+    pub workload: WorkloadKind,
+    pub size: u64,
+    pub folio: FolioSpec,
+    pub regions: u32,
+    pub neighbor: bool,
+    pub budget: Budget,
+    pub allow_mismatch: bool,
+    /// Layout control and verification available (root).
+    pub verified: bool,
+    pub count_flushes: bool,
+    pub pinned_cpu: Option<usize>,
+}
+
+/// What the runner reports while it works.
+#[derive(Debug)]
+pub enum RunEvent<'a> {
+    Phase(&'a str),
+    Sample { done: usize, rel_ci: f64 },
+}
+
+/// Receives [`RunEvent`]s; the default ignores them.
+pub trait Reporter {
+    fn event(&mut self, _event: RunEvent<'_>) {}
+}
+
+/// A reporter that ignores everything.
+pub struct Silent;
+impl Reporter for Silent {}
+
+/// The cell was stopped by SIGINT/SIGTERM.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+fn interrupted() -> bool {
+    crate::kernel::thp::interrupted().load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Pin the calling thread to `cpu`.
+pub fn pin_to(cpu: usize) -> anyhow::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes in bounds
+    // (checked against CPU_SETSIZE below).
+    unsafe {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            anyhow::bail!("CPU {cpu} is out of range");
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error()).context(format!("pinning to CPU {cpu}"));
+        }
+    }
+    Ok(())
+}
+
+/// Environment variable telling a re-executed ptelab which CPU it was pinned to.
+const PINNED_ENV: &str = "PTELAB_PINNED_CPU";
+
+/// Pin the process to `cpu` and, unless already done, re-execute ptelab there.
+///
+/// Why re-execute: x86 keeps every CPU an mm has ever run on in its
+/// `mm_cpumask`, so a process that started on CPU 0 and was then pinned to
+/// CPU 1 makes every TLB flush also consider CPU 0 (a `remote_ipi_send`
+/// tracepoint event per flush, measured on this VM). A fresh exec on the
+/// pinned CPU gives a fresh mm that has only ever run there, which is what
+/// `taskset -c N ./reproducer` gives the seeds' programs.
+pub fn pin_process(cpu: usize) -> anyhow::Result<()> {
+    pin_to(cpu)?;
+    if std::env::var(PINNED_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        == Some(cpu)
+    {
+        return Ok(());
+    }
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new("/proc/self/exe")
+        .args(std::env::args_os().skip(1))
+        .arg0(std::env::args_os().next().unwrap_or_default())
+        .env(PINNED_ENV, cpu.to_string())
+        .exec();
+    Err(anyhow::Error::new(err).context("re-executing ptelab on the pinned CPU"))
+}
+
+/// Run one cell; one result per timed phase of the workload.
+pub fn run_cell(
+    plan: &CellPlan,
+    knobs: Option<&mut KnobGuard>,
+    reporter: &mut dyn Reporter,
+) -> anyhow::Result<Vec<CellResult>> {
+    let started = Instant::now();
+    let mut warnings = Vec::new();
+    reporter.event(RunEvent::Phase("prepare"));
+    if let Some(k) = knobs {
+        k.configure_for(plan.folio)?;
+    }
+    let mut regions = Vec::with_capacity(plan.regions as usize);
+    for _ in 0..plan.regions {
+        let mut r = Region::map(plan.size, plan.folio, plan.neighbor)?;
+        r.populate()?;
+        regions.push(r);
+    }
+    let layout = observe_all(&regions, plan)?;
+    if plan.verified && !layout.matches && !plan.allow_mismatch {
+        anyhow::bail!(
+            "{}\nThe cell was not measured; pass --allow-mismatch to measure it anyway.",
+            layout.mismatch.clone().unwrap_or_default()
+        );
+    }
+    if let Some(m) = &layout.mismatch {
+        if plan.verified {
+            warnings.push(format!("layout mismatch accepted: {m}"));
+        }
+    }
+    let vmas_before = vma_total(&regions)?;
+    let mut op = ops::for_workload(plan.workload, regions)?;
+    let phases = op.phases();
+    let multiple = op.iteration_multiple();
+
+    reporter.event(RunEvent::Phase("warm-up"));
+    let t = Instant::now();
+    while t.elapsed() < WARMUP {
+        op.run(multiple)?;
+    }
+
+    reporter.event(RunEvent::Phase("calibrate"));
+    let mut batch = multiple;
+    loop {
+        let t = Instant::now();
+        op.run(batch)?;
+        let el = t.elapsed();
+        if el >= SAMPLE_TARGET / 4 || batch >= 1 << 30 {
+            let scale = SAMPLE_TARGET.as_secs_f64() / el.as_secs_f64().max(1e-9);
+            batch = ((batch as f64 * scale) as u64).max(multiple);
+            batch = batch.div_ceil(multiple) * multiple;
+            break;
+        }
+        batch *= 2;
+    }
+    if let Budget::Iters(n) = plan.budget {
+        batch = batch.min(n.max(multiple));
+    }
+
+    reporter.event(RunEvent::Phase("sample"));
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); phases.len()];
+    let mut calls = 0u64;
+    let mut iters_done = 0u64;
+    let t = Instant::now();
+    loop {
+        if interrupted() {
+            return Err(Interrupted.into());
+        }
+        let this = match plan.budget {
+            Budget::Iters(n) => {
+                let left = n.saturating_sub(iters_done);
+                if left == 0 {
+                    break;
+                }
+                batch.min(left).div_ceil(multiple) * multiple
+            }
+            Budget::Time(_) => batch,
+        };
+        let times = op.run(this)?;
+        iters_done += this;
+        for (s, bt) in samples.iter_mut().zip(&times) {
+            s.push(bt.ns as f64 / bt.calls.max(1) as f64);
+        }
+        calls += times[0].calls;
+        let rel = samples.iter().map(|s| relative_ci(s)).fold(0.0, f64::max);
+        reporter.event(RunEvent::Sample {
+            done: samples[0].len(),
+            rel_ci: rel,
+        });
+        if let Budget::Time(budget) = plan.budget {
+            let n = samples[0].len();
+            if (n >= MIN_SAMPLES && rel < PRECISION) || n >= MAX_SAMPLES {
+                break;
+            }
+            if t.elapsed() >= budget {
+                if n < MIN_SAMPLES {
+                    // Slow cells (one call of several ms): still collect a minimum.
+                    if t.elapsed() < budget * 5 {
+                        continue;
+                    }
+                }
+                if rel >= PRECISION {
+                    warnings.push(format!(
+                        "time budget spent before the precision target: CI half-width {:.1}% of the median",
+                        rel * 100.0
+                    ));
+                }
+                break;
+            }
+        }
+    }
+
+    let flushes: Vec<TlbFlushes> = if plan.count_flushes {
+        reporter.event(RunEvent::Phase("count TLB flushes"));
+        count_flushes(op.as_mut(), phases.len())?
+    } else {
+        vec![
+            TlbFlushes {
+                unavailable: Some("not counted (--no-flush-count)".into()),
+                ..Default::default()
+            };
+            phases.len()
+        ]
+    };
+
+    reporter.event(RunEvent::Phase("verify"));
+    let layout_after = observe_all(op.regions(), plan)?;
+    if plan.verified && layout_after.histogram != layout.histogram {
+        warnings.push(format!(
+            "layout changed during the timed phase: before {}, after {}",
+            layout::summary(&layout),
+            layout::summary(&layout_after)
+        ));
+    }
+    let vmas_after = vma_total(op.regions())?;
+    let pages = op.pages_per_call();
+    let elapsed_s = started.elapsed().as_secs_f64();
+    drop(op);
+
+    Ok(phases
+        .iter()
+        .zip(samples)
+        .zip(flushes)
+        .map(|((phase, s), tlb)| {
+            let ns = summarize(s);
+            CellResult {
+                workload: plan.workload,
+                size_bytes: plan.size,
+                folio: plan.folio,
+                regions: plan.regions,
+                neighbor: plan.neighbor,
+                phase: phase.map(str::to_string),
+                layout: layout.clone(),
+                layout_after: Some(layout_after.clone()),
+                verified: plan.verified,
+                vmas_before,
+                vmas_after,
+                ns_per_page: ns.median / pages as f64,
+                ns_per_call: ns,
+                calls,
+                calls_per_sample: batch * op_calls_per_iteration(plan),
+                pinned_cpu: plan.pinned_cpu,
+                tlb_flushes: tlb,
+                elapsed_s,
+                warnings: warnings.clone(),
+            }
+        })
+        .collect())
+}
+
+fn op_calls_per_iteration(plan: &CellPlan) -> u64 {
+    plan.workload.calls_per_iteration() * plan.regions as u64
+}
+
+fn vma_total(regions: &[Region]) -> anyhow::Result<u64> {
+    regions.iter().map(Region::vma_count).sum()
+}
+
+/// Observe every region and merge into one layout (histograms added).
+fn observe_all(regions: &[Region], plan: &CellPlan) -> anyhow::Result<Layout> {
+    if !plan.verified {
+        return Ok(Layout {
+            mismatch: Some("layout not verified (no root)".into()),
+            ..Layout::default()
+        });
+    }
+    let mut total = Layout {
+        matches: true,
+        ..Layout::default()
+    };
+    for r in regions {
+        let l = layout::observe(r.addr(), r.len(), plan.folio)?;
+        for (b, n) in &l.histogram {
+            *total.histogram.entry(*b).or_insert(0) += n;
+        }
+        total.pages_present += l.pages_present;
+        total.pages_total += l.pages_total;
+        total.pmd_mapped_bytes += l.pmd_mapped_bytes;
+        total.misaligned_folios += l.misaligned_folios;
+        if !l.matches && total.matches {
+            total.matches = false;
+            total.mismatch = l.mismatch;
+        }
+    }
+    Ok(total)
+}
+
+/// Count tracepoint events per call, per phase, outside the timed samples.
+fn count_flushes(op: &mut dyn KernelOp, nphases: usize) -> anyhow::Result<Vec<TlbFlushes>> {
+    let mut out = Vec::with_capacity(nphases);
+    for phase in 0..nphases {
+        // Calls per invocation are fixed by the workload; learn them once.
+        op.phase_setup(phase)?;
+        let per = op.phase_call(phase)?.max(1);
+        let invocations = (FLUSH_PASS_CALLS / per).max(1);
+        // Both closures drive the same op; a RefCell lets them take turns.
+        let state = std::cell::RefCell::new((&mut *op, None::<anyhow::Error>));
+        let step = |setup: bool| {
+            let (op, err) = &mut *state.borrow_mut();
+            let r = if setup {
+                op.phase_setup(phase)
+            } else {
+                op.phase_call(phase).map(drop)
+            };
+            if let Err(e) = r {
+                err.get_or_insert(e);
+            }
+        };
+        let t = tlbtrace::count_flushes_with(invocations, per, || step(true), || step(false));
+        if let Some(e) = state.into_inner().1 {
+            return Err(e);
+        }
+        out.push(t);
+    }
+    // Leave the regions read-write, as populated.
+    op.phase_setup(nphases.saturating_sub(1))?;
+    Ok(out)
+}
+
+/// Relative half-width of the 95% CI of the median (infinite below 6 samples).
+fn relative_ci(samples: &[f64]) -> f64 {
+    let s = summarize(samples.to_vec());
+    if s.median <= 0.0 || !s.ci_low.is_finite() {
+        return f64::INFINITY;
+    }
+    (s.ci_high - s.ci_low) / 2.0 / s.median
+}
+
+/// Median, its 95% CI, min, mean of per-call samples.
+pub fn summarize(samples: Vec<f64>) -> NsPerCall {
+    let mut sorted = samples.clone();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    let (ci_low, ci_high) = ptelab_stats::Sample::new(sorted.clone())
+        .and_then(|s| ptelab_stats::median_ci::median_ci(&s, 0.95))
+        .map_or((f64::NAN, f64::NAN), |ci| (ci.low, ci.high));
+    NsPerCall {
+        median,
+        ci_low,
+        ci_high,
+        min: sorted.first().copied().unwrap_or(f64::NAN),
+        mean: if n == 0 {
+            f64::NAN
+        } else {
+            sorted.iter().sum::<f64>() / n as f64
+        },
+        samples,
+    }
+}

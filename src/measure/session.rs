@@ -1,0 +1,165 @@
+//! A kernel measurement session: what `bench` and `sweep` share. It pins the
+//! thread, takes the THP knob lock, runs the plan's cells in order, stores each
+//! finished cell in its own transaction, shows progress on stderr, and stops
+//! cleanly on SIGINT/SIGTERM (finished cells kept, run marked interrupted,
+//! knobs restored by the guard's Drop).
+
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::result::CellResult;
+use super::runner::{self, Interrupted, Reporter, RunEvent};
+use crate::cli::plan::KernelPlan;
+use crate::kernel::host::{self, Host};
+use crate::kernel::thp::{self, KnobGuard};
+use crate::workload::size::format_size;
+
+/// Where finished cells go (the results database), one call per finished cell
+/// so that an interrupted session keeps everything it finished.
+pub trait CellSink {
+    /// Start a run; returns its id.
+    fn begin(&self, kind: &str, command: &str, host: &Host) -> anyhow::Result<i64>;
+    /// Store one finished cell (one transaction).
+    fn cell(&self, run: i64, cell: &CellResult) -> anyhow::Result<()>;
+    /// Mark the run finished.
+    fn finish(&self, run: i64, interrupted: bool, all_failed: bool) -> anyhow::Result<()>;
+}
+
+/// What a session produced.
+pub struct SessionOutcome {
+    pub host: Host,
+    /// THP knobs as found before the session changed any.
+    pub thp_knobs: std::collections::BTreeMap<String, String>,
+    pub run_id: Option<i64>,
+    pub cells: Vec<CellResult>,
+    /// Cells that failed, with the reason.
+    pub failed: Vec<(String, String)>,
+    pub interrupted: bool,
+}
+
+struct Progress {
+    bar: ProgressBar,
+    cell: String,
+}
+
+impl Reporter for Progress {
+    fn event(&mut self, event: RunEvent<'_>) {
+        match event {
+            RunEvent::Phase(p) => self.bar.set_message(format!("{} {p}", self.cell)),
+            RunEvent::Sample { done, rel_ci } => {
+                if rel_ci.is_finite() {
+                    self.bar.set_message(format!(
+                        "{} sample {done}, CI ±{:.1}%",
+                        self.cell,
+                        rel_ci * 100.0
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Run every cell of `plan`. `kind` is "bench" or "sweep".
+pub fn run(
+    plan: &KernelPlan,
+    kind: &str,
+    store: Option<&dyn CellSink>,
+) -> anyhow::Result<SessionOutcome> {
+    let interrupted_flag = thp::interrupted();
+    if let Some(cpu) = plan.pin {
+        runner::pin_process(cpu)?;
+    }
+    let mut guard = if plan.verified {
+        Some(KnobGuard::acquire(&mut |msg: &str| {
+            eprintln!("ptelab: {msg}")
+        })?)
+    } else {
+        None
+    };
+    let host = host::capture()?;
+    let thp_knobs = guard
+        .as_ref()
+        .map_or_else(|| host.thp_knobs.clone(), |g| g.original().clone());
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let run_id = match store {
+        Some(s) => Some(s.begin(kind, &command, &host)?),
+        None => None,
+    };
+
+    let bar =
+        ProgressBar::with_draw_target(Some(plan.cells.len() as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} cells, ETA {eta} {wide_msg}")
+            .expect("static template"),
+    );
+    let mut progress = Progress {
+        bar,
+        cell: String::new(),
+    };
+    let mut cells = Vec::new();
+    let mut failed = Vec::new();
+    let mut interrupted = false;
+    let started = Instant::now();
+    for cell in &plan.cells {
+        if interrupted_flag.load(std::sync::atomic::Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        let name = format!(
+            "{} {} {}",
+            cell.workload,
+            format_size(cell.size),
+            cell.folio
+        );
+        progress.cell = name.clone();
+        match runner::run_cell(cell, guard.as_mut(), &mut progress) {
+            Ok(results) => {
+                for r in results {
+                    if let (Some(s), Some(id)) = (store, run_id) {
+                        s.cell(id, &r)?;
+                    }
+                    progress.bar.println(format!(
+                        "{name}{}: {:.0} ns/call",
+                        r.phase
+                            .as_deref()
+                            .map(|p| format!(" {p}"))
+                            .unwrap_or_default(),
+                        r.ns_per_call.median
+                    ));
+                    cells.push(r);
+                }
+            }
+            Err(e) if e.is::<Interrupted>() => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => failed.push((name, format!("{e:#}"))),
+        }
+        progress.bar.inc(1);
+    }
+    progress.bar.finish_and_clear();
+    if let Some(g) = guard.as_mut() {
+        g.restore()?;
+    }
+    drop(guard);
+    if let (Some(s), Some(id)) = (store, run_id) {
+        s.finish(id, interrupted, !failed.is_empty() && cells.is_empty())?;
+    }
+    if interrupted {
+        eprintln!(
+            "ptelab: interrupted after {:.1}s: {} finished cell(s) kept{}; THP knobs restored",
+            started.elapsed().as_secs_f64(),
+            cells.len(),
+            run_id.map(|id| format!(" in run {id}")).unwrap_or_default()
+        );
+    }
+    Ok(SessionOutcome {
+        host,
+        thp_knobs,
+        run_id,
+        cells,
+        failed,
+        interrupted,
+    })
+}

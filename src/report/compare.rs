@@ -1,0 +1,586 @@
+//! `ptelab compare` output: a view model ([`CompareView`]) and pure renderers
+//! for LKML-friendly plain text, Markdown and JSON.
+//!
+//! The text table follows the seeds (`size_kib | nsec_per_call`) with the
+//! columns of an LKP comparison (`%change ±%`): one table per workload and
+//! layout group, one row per size.
+//!
+//! # JSON (`"schema": "ptelab/compare/v1"`)
+//!
+//! One document:
+//!
+//! - `a`, `b`: the runs compared ([`RunRef`]): the name given on the command
+//!   line, run id, kind, kernel release, machine id, start time, tags.
+//! - `method`: what was computed ([`Method`]): statistic, confidence,
+//!   bootstrap resamples and master seed (a hex string; cell i used the seed
+//!   in its own row), rank test, correction, alpha, noise threshold, minimum
+//!   samples.
+//! - `rows`: one per cell key ([`CompareRow`]): the key fields, each side's
+//!   median/sample count/layout (`null` when the cell is missing there),
+//!   `ratio` = median B / median A with `ci_low`/`ci_high`, the raw and
+//!   Holm-adjusted p-values, the cell's bootstrap seed, and `verdict` (one of
+//!   `regression`, `improvement`, `no-change`, `not-comparable`) with a
+//!   `reason` for the last.
+//! - `summary`: counts per verdict.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+/// `schema` value of the JSON document.
+pub const SCHEMA: &str = "ptelab/compare/v1";
+
+/// One run taking part in the comparison.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunRef {
+    /// The name as given: an id, `latest`, `latest~1`, or a tag.
+    pub name: String,
+    pub id: i64,
+    pub kind: String,
+    pub kernel_release: String,
+    pub machine_id: String,
+    pub started_at: String,
+    pub tags: Vec<String>,
+}
+
+/// How the comparison was computed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Method {
+    /// "median ns per call".
+    pub statistic: String,
+    pub confidence: f64,
+    pub resamples: usize,
+    /// Master seed of the bootstrap, as `0x` + 16 hex digits.
+    pub seed: String,
+    /// "mann-whitney-u (normal approximation, tie and continuity corrected)".
+    pub test: String,
+    /// "holm".
+    pub correction: String,
+    /// Cells in the Holm family (those that got a verdict).
+    pub family: usize,
+    pub alpha: f64,
+    /// Noise threshold as a fraction (0.02 = 2%).
+    pub noise: f64,
+    pub min_samples: usize,
+}
+
+/// One side of one cell.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SideView {
+    pub median_ns: f64,
+    pub samples: usize,
+    /// Short observed layout (`100% 64K`).
+    pub layout: String,
+}
+
+/// The verdict of a row, in the words the tables print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictKind {
+    Regression,
+    Improvement,
+    NoChange,
+    NotComparable,
+}
+
+impl VerdictKind {
+    fn text(self) -> &'static str {
+        match self {
+            VerdictKind::Regression => "REGRESSION",
+            VerdictKind::Improvement => "improvement",
+            VerdictKind::NoChange => "no change",
+            VerdictKind::NotComparable => "not comparable",
+        }
+    }
+}
+
+/// One cell key compared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompareRow {
+    pub workload: String,
+    pub size_bytes: u64,
+    pub folio: String,
+    pub phase: Option<String>,
+    pub regions: u32,
+    pub neighbor: bool,
+    pub a: Option<SideView>,
+    pub b: Option<SideView>,
+    /// median B / median A.
+    pub ratio: Option<f64>,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// Mann-Whitney two-sided p-value.
+    pub p_value: Option<f64>,
+    /// Holm-adjusted p-value (cells with a verdict only).
+    pub p_holm: Option<f64>,
+    /// This cell's bootstrap seed, `0x` + 16 hex digits.
+    pub seed: Option<String>,
+    pub verdict: VerdictKind,
+    /// Why there is no verdict.
+    pub reason: Option<String>,
+}
+
+impl CompareRow {
+    fn group_title(&self) -> String {
+        let mut t = format!("{}, folio {}", self.workload, self.folio);
+        if let Some(p) = &self.phase {
+            write!(t, ", {p}").unwrap();
+        }
+        if self.regions != 1 {
+            write!(t, ", {} regions", self.regions).unwrap();
+        }
+        if self.neighbor {
+            t.push_str(", merged with a neighbour mapping");
+        }
+        t
+    }
+
+    fn group_key(&self) -> (&str, &str, Option<&str>, u32, bool) {
+        (
+            &self.workload,
+            &self.folio,
+            self.phase.as_deref(),
+            self.regions,
+            self.neighbor,
+        )
+    }
+}
+
+/// Counts per verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub cells: usize,
+    pub regressions: usize,
+    pub improvements: usize,
+    pub no_change: usize,
+    pub not_comparable: usize,
+}
+
+impl Summary {
+    /// Count the verdicts of `rows`.
+    pub fn of(rows: &[CompareRow]) -> Summary {
+        let mut s = Summary {
+            cells: rows.len(),
+            ..Summary::default()
+        };
+        for r in rows {
+            match r.verdict {
+                VerdictKind::Regression => s.regressions += 1,
+                VerdictKind::Improvement => s.improvements += 1,
+                VerdictKind::NoChange => s.no_change += 1,
+                VerdictKind::NotComparable => s.not_comparable += 1,
+            }
+        }
+        s
+    }
+}
+
+/// Everything `ptelab compare` prints.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompareView {
+    pub schema: &'static str,
+    pub a: RunRef,
+    pub b: RunRef,
+    pub method: Method,
+    pub rows: Vec<CompareRow>,
+    pub summary: Summary,
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Markdown,
+    Json,
+}
+
+/// Render `view` in `format`.
+pub fn render(view: &CompareView, format: Format) -> String {
+    match format {
+        Format::Text => render_markup(view, &Text),
+        Format::Markdown => render_markup(view, &Markdown),
+        Format::Json => render_json(view),
+    }
+}
+
+/// The JSON document, pretty-printed, with a final newline.
+pub fn render_json(view: &CompareView) -> String {
+    let mut s = serde_json::to_string_pretty(view).expect("the view model serializes");
+    s.push('\n');
+    s
+}
+
+/// Column alignment.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// What differs between plain text and Markdown (hyperfine's
+/// `src/export/markup.rs` idea): headings, emphasis and table syntax.
+trait Markup {
+    fn heading(&self, out: &mut String, text: &str);
+    fn table(&self, out: &mut String, header: &[&str], align: &[Align], rows: &[Vec<String>]);
+    fn code(&self, text: &str) -> String {
+        text.to_string()
+    }
+}
+
+struct Text;
+struct Markdown;
+
+impl Markup for Text {
+    fn heading(&self, out: &mut String, text: &str) {
+        writeln!(out, "{text}").unwrap();
+    }
+
+    fn table(&self, out: &mut String, header: &[&str], align: &[Align], rows: &[Vec<String>]) {
+        let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        for row in rows {
+            for (w, cell) in width.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: Vec<&str>| {
+            let last = cells.len() - 1;
+            let mut s = String::new();
+            for (i, c) in cells.into_iter().enumerate() {
+                if i > 0 {
+                    s.push_str(" | ");
+                }
+                match (align[i], i == last) {
+                    (Align::Left, true) => s.push_str(c),
+                    (Align::Left, false) => write!(s, "{c:<w$}", w = width[i]).unwrap(),
+                    (Align::Right, _) => write!(s, "{c:>w$}", w = width[i]).unwrap(),
+                }
+            }
+            s
+        };
+        writeln!(out, "{}", line(header.to_vec())).unwrap();
+        for row in rows {
+            writeln!(out, "{}", line(row.iter().map(String::as_str).collect())).unwrap();
+        }
+    }
+}
+
+impl Markup for Markdown {
+    fn heading(&self, out: &mut String, text: &str) {
+        writeln!(out, "#### {text}").unwrap();
+    }
+
+    fn table(&self, out: &mut String, header: &[&str], align: &[Align], rows: &[Vec<String>]) {
+        writeln!(out, "| {} |", header.join(" | ")).unwrap();
+        let rule: Vec<&str> = align
+            .iter()
+            .map(|a| if *a == Align::Right { "---:" } else { ":---" })
+            .collect();
+        writeln!(out, "|{}|", rule.join("|")).unwrap();
+        for row in rows {
+            writeln!(out, "| {} |", row.join(" | ")).unwrap();
+        }
+    }
+
+    fn code(&self, text: &str) -> String {
+        format!("`{text}`")
+    }
+}
+
+fn run_line(label: &str, r: &RunRef) -> String {
+    let mut s = format!(
+        "{label} = run {} ({}, Linux {}, {}",
+        r.id, r.kind, r.kernel_release, r.started_at
+    );
+    if !r.tags.is_empty() {
+        write!(s, ", tags {}", r.tags.join(",")).unwrap();
+    }
+    s.push(')');
+    if r.name != r.id.to_string() {
+        write!(s, " from '{}'", r.name).unwrap();
+    }
+    s
+}
+
+fn ns(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn pct(v: f64) -> String {
+    format!("{:+.1}", v * 100.0)
+}
+
+fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
+    let mut out = String::new();
+    let md = m.code("x") != "x";
+    let bullet = if md { "- " } else { "" };
+    writeln!(out, "{bullet}{}", run_line("A", &view.a)).unwrap();
+    writeln!(out, "{bullet}{}", run_line("B", &view.b)).unwrap();
+    let me = &view.method;
+    writeln!(
+        out,
+        "{bullet}%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap\n\
+         {indent}CI ({} resamples, seed {}). Verdict: Mann-Whitney U with\n\
+         {indent}Holm across {} cells at alpha {}, noise threshold {}%.",
+        me.statistic,
+        me.confidence * 100.0,
+        me.resamples,
+        m.code(&me.seed),
+        me.family,
+        me.alpha,
+        me.noise * 100.0,
+        indent = if md { "  " } else { "" },
+    )
+    .unwrap();
+    out.push('\n');
+
+    let mut groups: Vec<(&str, &str, Option<&str>, u32, bool)> = Vec::new();
+    for r in &view.rows {
+        if !groups.contains(&r.group_key()) {
+            groups.push(r.group_key());
+        }
+    }
+    let header = ["size_kib", "A nsec", "B nsec", "%change ±%", "verdict"];
+    let align = [
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Left,
+    ];
+    let mut reasons: Vec<String> = Vec::new();
+    for key in groups {
+        let rows: Vec<&CompareRow> = view.rows.iter().filter(|r| r.group_key() == key).collect();
+        m.heading(&mut out, &rows[0].group_title());
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                let side =
+                    |s: &Option<SideView>| s.as_ref().map_or("-".to_string(), |s| ns(s.median_ns));
+                let comparable = r.verdict != VerdictKind::NotComparable;
+                let change = match (r.ratio, r.ci_low, r.ci_high) {
+                    (Some(ratio), Some(lo), Some(hi)) if comparable => {
+                        format!("{} ±{:.1}", pct(ratio - 1.0), (hi - lo) / 2.0 * 100.0)
+                    }
+                    _ => "n/a".to_string(),
+                };
+                let verdict = match &r.reason {
+                    Some(why) => {
+                        reasons.push(format!(
+                            "{}, {} KiB: {why}",
+                            r.group_title(),
+                            r.size_bytes >> 10
+                        ));
+                        format!("{} (see below)", r.verdict.text())
+                    }
+                    None => r.verdict.text().to_string(),
+                };
+                vec![
+                    (r.size_bytes >> 10).to_string(),
+                    side(&r.a),
+                    side(&r.b),
+                    change,
+                    verdict,
+                ]
+            })
+            .collect();
+        m.table(&mut out, &header, &align, &cells);
+        out.push('\n');
+    }
+    if !reasons.is_empty() {
+        writeln!(out, "not comparable:").unwrap();
+        for r in reasons {
+            writeln!(out, "{}{r}", if md { "- " } else { "  " }).unwrap();
+        }
+        out.push('\n');
+    }
+    let s = &view.summary;
+    writeln!(
+        out,
+        "{} cells: {} regression{}, {} improvement{}, {} no change, {} not comparable",
+        s.cells,
+        s.regressions,
+        if s.regressions == 1 { "" } else { "s" },
+        s.improvements,
+        if s.improvements == 1 { "" } else { "s" },
+        s.no_change,
+        s.not_comparable
+    )
+    .unwrap();
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn run(id: i64, kernel: &str, tags: &[&str]) -> RunRef {
+        RunRef {
+            name: if tags.is_empty() {
+                id.to_string()
+            } else {
+                tags[0].to_string()
+            },
+            id,
+            kind: "sweep".into(),
+            kernel_release: kernel.into(),
+            machine_id: "0123456789abcdef0123456789abcdef".into(),
+            started_at: format!("2026-05-0{id}T10:00:00Z"),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
+    fn row(
+        size_kib: u64,
+        a: f64,
+        b: f64,
+        ci: (f64, f64),
+        p: f64,
+        verdict: VerdictKind,
+    ) -> CompareRow {
+        let layout = "100% 4K".to_string();
+        CompareRow {
+            workload: "mprotect-toggle".into(),
+            size_bytes: size_kib << 10,
+            folio: "4K".into(),
+            phase: None,
+            regions: 1,
+            neighbor: false,
+            a: Some(SideView {
+                median_ns: a,
+                samples: 50,
+                layout: layout.clone(),
+            }),
+            b: Some(SideView {
+                median_ns: b,
+                samples: 48,
+                layout,
+            }),
+            ratio: Some(b / a),
+            ci_low: Some(ci.0),
+            ci_high: Some(ci.1),
+            p_value: Some(p),
+            p_holm: Some((p * 4.0).min(1.0)),
+            seed: Some(format!("{:#018x}", 0x1000 + size_kib)),
+            verdict,
+            reason: None,
+        }
+    }
+
+    /// A fixed view: the seed 001 regression figures as a comparison.
+    pub fn fixture() -> CompareView {
+        let mut rows = vec![
+            row(
+                4,
+                1713.0,
+                1775.0,
+                (1.031, 1.042),
+                0.003,
+                VerdictKind::Regression,
+            ),
+            row(
+                40,
+                2071.0,
+                2093.0,
+                (0.998, 1.022),
+                0.04,
+                VerdictKind::NoChange,
+            ),
+            row(
+                400,
+                3453.0,
+                5993.0,
+                (1.72, 1.75),
+                1e-12,
+                VerdictKind::Regression,
+            ),
+            row(
+                4000,
+                22227.0,
+                18804.0,
+                (0.84, 0.85),
+                1e-9,
+                VerdictKind::Improvement,
+            ),
+        ];
+        let mut odd = row(
+            64,
+            5000.0,
+            5100.0,
+            (0.99, 1.05),
+            0.2,
+            VerdictKind::NotComparable,
+        );
+        odd.folio = "64K".into();
+        odd.a.as_mut().unwrap().layout = "100% 64K".into();
+        odd.b.as_mut().unwrap().layout = "50% 64K, 50% 4K".into();
+        odd.p_holm = None;
+        odd.reason = Some("layouts differ: A 100% 64K, B 50% 64K, 50% 4K".into());
+        rows.push(odd);
+        let mut few = row(64, 90.5, 91.0, (0.9, 1.1), 0.5, VerdictKind::NotComparable);
+        few.phase = Some("rw-to-none".into());
+        few.workload = "prot-transition".into();
+        few.a.as_mut().unwrap().samples = 3;
+        few.p_holm = None;
+        few.reason = Some("too few samples (3 vs 48, need 5 each)".into());
+        rows.push(few);
+        let summary = Summary::of(&rows);
+        CompareView {
+            schema: SCHEMA,
+            a: run(1, "6.16.0", &["v6.16"]),
+            b: run(2, "6.17.0-rc1", &[]),
+            method: Method {
+                statistic: "median ns per call".into(),
+                confidence: 0.95,
+                resamples: 10_000,
+                seed: "0x7074656c61620001".into(),
+                test: "mann-whitney-u".into(),
+                correction: "holm".into(),
+                family: 4,
+                alpha: 0.05,
+                noise: 0.02,
+                min_samples: 5,
+            },
+            rows,
+            summary,
+        }
+    }
+
+    #[test]
+    fn text() {
+        insta::assert_snapshot!(render(&fixture(), Format::Text));
+    }
+
+    #[test]
+    fn markdown() {
+        insta::assert_snapshot!(render(&fixture(), Format::Markdown));
+    }
+
+    #[test]
+    fn json() {
+        let text = render(&fixture(), Format::Json);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["rows"][0]["verdict"], "regression");
+        assert_eq!(v["rows"][4]["verdict"], "not-comparable");
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn summary_counts() {
+        let s = fixture().summary;
+        assert_eq!(
+            s,
+            Summary {
+                cells: 6,
+                regressions: 2,
+                improvements: 1,
+                no_change: 1,
+                not_comparable: 2
+            }
+        );
+    }
+}
