@@ -185,13 +185,17 @@ pub struct CrosscheckArgs {
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
+    /// Store run documents (`ptelab show RUN --json` output, schema
+    /// ptelab/run/v1) as new runs, e.g. results brought back from a VM guest.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub import: Vec<PathBuf>,
     #[command(flatten)]
     pub out: OutputOpts,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// Run id.
+    /// Run id, `latest`, `latest~N`, or a tag (the newest run carrying it).
     pub run: String,
     /// Print CSV (one row per cell).
     #[arg(long, conflicts_with = "json")]
@@ -202,16 +206,23 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Baseline run id (or tag).
+    /// Baseline run: id, `latest`, `latest~N`, or a tag (the newest run carrying it).
     pub a: String,
-    /// Candidate run id (or tag).
+    /// Candidate run: id, `latest`, `latest~N`, or a tag.
     pub b: String,
-    /// Relative change below which a difference is "no change".
-    #[arg(long, default_value_t = 0.02)]
+    /// Noise threshold: a cell is a regression or improvement only when its
+    /// whole confidence interval is beyond this relative change (0.02 = 2%).
+    #[arg(long, default_value_t = 0.02, value_name = "FRACTION")]
     pub noise: f64,
     /// Family-wise significance level (Holm-corrected across cells).
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
+    /// Bootstrap seed (decimal or 0x-hex); printed with the result.
+    #[arg(long)]
+    pub seed: Option<String>,
+    /// Bootstrap resamples per cell.
+    #[arg(long, default_value_t = 10_000)]
+    pub resamples: usize,
     /// Output format: text, markdown.
     #[arg(long, default_value = "text")]
     pub format: String,

@@ -1,9 +1,388 @@
-//! `ptelab compare` (not implemented yet).
+//! `ptelab compare A B`: pair the measured cells of two runs, compare each
+//! pair with `ptelab_stats::compare` (ratio of medians, bootstrap CI,
+//! Mann-Whitney, Holm across the grid, noise threshold), and print the
+//! verdicts. The method is described in docs/statistics.md.
 
+use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::flags::CompareArgs;
+use ptelab_stats::compare::{
+    compare_grid, CellInput, CompareOpts, Comparison, NotComparable, Side, Verdict, DEFAULT_SEED,
+};
 
-pub fn run(_args: &CompareArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ptelab compare` is not implemented yet")
+use crate::bail_usage;
+use crate::cli::flags::CompareArgs;
+use crate::error::usage;
+use crate::kernel::layout;
+use crate::measure::result::CellResult;
+use crate::report::compare::{
+    render, CompareRow, CompareView, Format, Method, RunRef, SideView, Summary, VerdictKind, SCHEMA,
+};
+use crate::store::{Store, StoredRun};
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let format = if args.out.json {
+        Format::Json
+    } else {
+        match args.format.as_str() {
+            "text" => Format::Text,
+            "markdown" | "md" => Format::Markdown,
+            other => bail_usage!(
+                "unknown --format '{other}': accepted formats are text and markdown (or --json)"
+            ),
+        }
+    };
+    let opts = CompareOpts {
+        noise: args.noise,
+        alpha: args.alpha,
+        resamples: args.resamples,
+        seed: match &args.seed {
+            Some(s) => parse_seed(s)?,
+            None => DEFAULT_SEED,
+        },
+        ..CompareOpts::default()
+    };
+    opts.validate()
+        .map_err(|e| usage(format!("bad comparison option: {e}")))?;
+
+    let store = Store::open_existing(&args.out.db)?;
+    let a = store.load_run(&args.a)?;
+    let b = store.load_run(&args.b)?;
+    let view = compare_runs(&args.a, &a, &args.b, &b, &opts)?;
+
+    let mut out = std::io::stdout().lock();
+    out.write_all(render(&view, format).as_bytes())?;
+    out.flush()?;
+    if args.fail_on_regression && view.summary.regressions > 0 {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--seed`: decimal or `0x` hex.
+fn parse_seed(text: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    parsed.map_err(|_| {
+        usage(format!(
+            "bad --seed '{text}': expected a decimal or 0x-hex 64-bit number"
+        ))
+    })
+}
+
+/// What pairs two cells: everything but the kernel that ran them.
+type CellKey = (String, u64, String, Option<String>, u32, bool);
+
+fn key(c: &CellResult) -> CellKey {
+    (
+        c.workload.name().to_string(),
+        c.size_bytes,
+        c.folio.to_string(),
+        c.phase.clone(),
+        c.regions,
+        c.neighbor,
+    )
+}
+
+/// Why two cells with one key cannot be compared, as far as layouts go.
+fn layout_refusal(a: &CellResult, b: &CellResult) -> Option<NotComparable> {
+    let side_mismatch = |name: &str, c: &CellResult| {
+        (!c.layout.matches).then(|| {
+            let why = c
+                .layout
+                .mismatch
+                .clone()
+                .unwrap_or_else(|| layout::summary(&c.layout));
+            format!("{name} does not have the requested layout ({why})")
+        })
+    };
+    if let Some(why) = side_mismatch("A", a).or_else(|| side_mismatch("B", b)) {
+        return Some(NotComparable::LayoutsDiffer(why));
+    }
+    if a.layout.histogram != b.layout.histogram
+        || a.layout.pmd_mapped_bytes != b.layout.pmd_mapped_bytes
+    {
+        return Some(NotComparable::LayoutsDiffer(format!(
+            "A {}, B {}",
+            layout::summary(&a.layout),
+            layout::summary(&b.layout)
+        )));
+    }
+    None
+}
+
+/// Pair the kernel cells of two runs and compare them. Pure apart from the
+/// bootstrap's CPU time.
+pub fn compare_runs(
+    name_a: &str,
+    a: &StoredRun,
+    name_b: &str,
+    b: &StoredRun,
+    opts: &CompareOpts,
+) -> anyhow::Result<CompareView> {
+    let cells_a: Vec<&CellResult> = a.kernel_cells().collect();
+    let cells_b: Vec<&CellResult> = b.kernel_cells().collect();
+    if cells_a.is_empty() || cells_b.is_empty() {
+        let (which, run) = if cells_a.is_empty() {
+            (name_a, a)
+        } else {
+            (name_b, b)
+        };
+        bail_usage!(
+            "run {} ('{which}', {}) has no measured cells to compare: compare runs made by \
+             `ptelab bench` or `ptelab sweep`",
+            run.run.id,
+            run.run.kind
+        );
+    }
+    // Keys in A's order, then the ones only B has.
+    let mut keys: Vec<CellKey> = Vec::new();
+    for c in cells_a.iter().chain(&cells_b) {
+        let k = key(c);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    fn find<'c>(cells: &[&'c CellResult], k: &CellKey) -> Option<&'c CellResult> {
+        cells.iter().copied().find(|c| key(c) == *k)
+    }
+    let pairs: Vec<(Option<&CellResult>, Option<&CellResult>)> = keys
+        .iter()
+        .map(|k| (find(&cells_a, k), find(&cells_b, k)))
+        .collect();
+    let refusals: Vec<Option<NotComparable>> = pairs
+        .iter()
+        .map(|p| match p {
+            (Some(x), Some(y)) => layout_refusal(x, y),
+            (None, _) => Some(NotComparable::Missing {
+                absent_from: Side::A,
+            }),
+            (_, None) => Some(NotComparable::Missing {
+                absent_from: Side::B,
+            }),
+        })
+        .collect();
+    fn samples(c: Option<&CellResult>) -> &[f64] {
+        c.map_or(&[], |c| &c.ns_per_call.samples)
+    }
+    let inputs: Vec<CellInput<'_>> = pairs
+        .iter()
+        .zip(&refusals)
+        .map(|(&(x, y), refuse)| CellInput {
+            a: samples(x),
+            b: samples(y),
+            refuse: refuse.as_ref(),
+        })
+        .collect();
+    let results =
+        compare_grid(&inputs, opts).map_err(|e| usage(format!("bad comparison option: {e}")))?;
+
+    let rows: Vec<CompareRow> = pairs
+        .iter()
+        .zip(&results)
+        .map(|(&(x, y), r)| row(x, y, r))
+        .collect();
+    let family = results.iter().filter(|r| r.p_adjusted.is_some()).count();
+    Ok(CompareView {
+        schema: SCHEMA,
+        a: run_ref(name_a, a),
+        b: run_ref(name_b, b),
+        method: Method {
+            statistic: "median ns per call".into(),
+            confidence: opts.confidence,
+            resamples: opts.resamples,
+            seed: hex(opts.seed),
+            test: "mann-whitney-u (normal approximation, tie and continuity corrected)".into(),
+            correction: "holm".into(),
+            family,
+            alpha: opts.alpha,
+            noise: opts.noise,
+            min_samples: opts.min_samples,
+        },
+        summary: Summary::of(&rows),
+        rows,
+    })
+}
+
+fn hex(seed: u64) -> String {
+    format!("{seed:#018x}")
+}
+
+fn run_ref(name: &str, r: &StoredRun) -> RunRef {
+    RunRef {
+        name: name.to_string(),
+        id: r.run.id,
+        kind: r.run.kind.clone(),
+        kernel_release: r.run.kernel_release.clone(),
+        machine_id: r.run.machine_id.clone(),
+        started_at: r.run.started_at.clone(),
+        tags: r.run.tags.clone(),
+    }
+}
+
+fn side(c: Option<&CellResult>) -> Option<SideView> {
+    c.map(|c| SideView {
+        median_ns: c.ns_per_call.median,
+        samples: c.ns_per_call.samples.len(),
+        layout: layout::summary(&c.layout),
+    })
+}
+
+fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison) -> CompareRow {
+    let any = a.or(b).expect("a pair has at least one cell");
+    let (verdict, reason) = match &r.verdict {
+        Verdict::Regression => (VerdictKind::Regression, None),
+        Verdict::Improvement => (VerdictKind::Improvement, None),
+        Verdict::NoChange => (VerdictKind::NoChange, None),
+        Verdict::NotComparable(why) => (VerdictKind::NotComparable, Some(why.to_string())),
+    };
+    let est = r.estimate.as_ref();
+    CompareRow {
+        workload: any.workload.name().to_string(),
+        size_bytes: any.size_bytes,
+        folio: any.folio.to_string(),
+        phase: any.phase.clone(),
+        regions: any.regions,
+        neighbor: any.neighbor,
+        a: side(a),
+        b: side(b),
+        ratio: est.map(|e| e.ratio),
+        ci_low: est.map(|e| e.ci_low),
+        ci_high: est.map(|e| e.ci_high),
+        p_value: est.map(|e| e.p_value),
+        p_holm: r.p_adjusted,
+        seed: est.map(|e| hex(e.seed)),
+        verdict,
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{RunStatus, RunSummary, StoredCell, RUN_SCHEMA};
+    use crate::workload::FolioSpec;
+
+    fn stored(id: i64, cells: Vec<CellResult>) -> StoredRun {
+        StoredRun {
+            schema: RUN_SCHEMA.into(),
+            run: RunSummary {
+                id,
+                kind: "sweep".into(),
+                command: "ptelab sweep".into(),
+                started_at: "2026-05-01T00:00:00Z".into(),
+                finished_at: None,
+                status: RunStatus::Complete,
+                kernel_release: "6.18".into(),
+                arch: "x86_64".into(),
+                machine_id: "m".into(),
+                tool_version: "0.1.0".into(),
+                git_revision: None,
+                tags: vec![],
+                cells: cells.len() as u64,
+            },
+            host: serde_json::json!({}),
+            cells: cells.into_iter().map(StoredCell::Kernel).collect(),
+        }
+    }
+
+    fn cell(size_kib: u64, folio: FolioSpec, median: f64, n: usize) -> CellResult {
+        let mut c = crate::store::tests::cell(size_kib, folio, median);
+        // Deterministic spread of ±0.5% around the median.
+        c.ns_per_call.samples = (0..n)
+            .map(|i| median * (1.0 + ((i * 7) % 11) as f64 / 1000.0 - 0.005))
+            .collect();
+        c
+    }
+
+    fn opts() -> CompareOpts {
+        CompareOpts {
+            resamples: 500,
+            ..CompareOpts::default()
+        }
+    }
+
+    #[test]
+    fn pairs_by_key_and_refuses_layouts_and_missing_cells() {
+        let mut mixed = cell(400, FolioSpec::Mthp(64 << 10), 3000.0, 30);
+        mixed.layout.histogram = [(4096, 36), (65536, 4)].into();
+        let mut unmatched = cell(4000, FolioSpec::Base, 9000.0, 30);
+        unmatched.layout.matches = false;
+        unmatched.layout.mismatch = Some("requested 4K folios: 3 THPs".into());
+        let a = stored(
+            1,
+            vec![
+                cell(4, FolioSpec::Base, 1000.0, 30),
+                cell(40, FolioSpec::Base, 2000.0, 30),
+                cell(400, FolioSpec::Mthp(64 << 10), 3000.0, 30),
+                cell(4000, FolioSpec::Base, 9000.0, 30),
+                cell(8, FolioSpec::Base, 1000.0, 30),
+            ],
+        );
+        let b = stored(
+            2,
+            vec![
+                cell(40, FolioSpec::Base, 2400.0, 30),
+                cell(4, FolioSpec::Base, 1001.0, 30),
+                mixed,
+                unmatched,
+                cell(16, FolioSpec::Base, 1000.0, 30),
+            ],
+        );
+        let v = compare_runs("1", &a, "latest", &b, &opts()).unwrap();
+        let verdicts: Vec<(u64, VerdictKind)> = v
+            .rows
+            .iter()
+            .map(|r| (r.size_bytes >> 10, r.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            vec![
+                (4, VerdictKind::NoChange),
+                (40, VerdictKind::Regression),
+                (400, VerdictKind::NotComparable),
+                (4000, VerdictKind::NotComparable),
+                (8, VerdictKind::NotComparable),
+                (16, VerdictKind::NotComparable),
+            ]
+        );
+        let reasons: Vec<&str> = v.rows.iter().filter_map(|r| r.reason.as_deref()).collect();
+        assert_eq!(reasons[0], "layouts differ: A 100% 64K, B 64% 64K, 36% 4K");
+        assert!(reasons[1]
+            .contains("B does not have the requested layout (requested 4K folios: 3 THPs)"));
+        assert_eq!(&reasons[2..], ["only in A", "only in B"]);
+        assert_eq!(v.method.family, 2);
+        assert_eq!(v.summary.regressions, 1);
+        assert_eq!(v.a.name, "1");
+        assert_eq!(v.b.name, "latest");
+        assert!((v.rows[1].ratio.unwrap() - 1.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn too_few_samples_and_model_only_runs() {
+        let a = stored(1, vec![cell(4, FolioSpec::Base, 1000.0, 4)]);
+        let b = stored(2, vec![cell(4, FolioSpec::Base, 2000.0, 30)]);
+        let v = compare_runs("1", &a, "2", &b, &opts()).unwrap();
+        assert_eq!(
+            v.rows[0].reason.as_deref(),
+            Some("too few samples (4 vs 30, need 5 each)")
+        );
+        let empty = stored(3, vec![]);
+        let err = compare_runs("3", &empty, "2", &b, &opts()).unwrap_err();
+        assert!(
+            crate::error::is_usage(&err) && err.to_string().contains("no measured cells"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn seeds_parse_in_decimal_and_hex() {
+        assert_eq!(parse_seed("42").unwrap(), 42);
+        assert_eq!(parse_seed("0x2a").unwrap(), 42);
+        assert!(crate::error::is_usage(&parse_seed("x").unwrap_err()));
+        assert_eq!(hex(DEFAULT_SEED), "0x7074656c61620001");
+    }
 }

@@ -1,9 +1,265 @@
-//! `ptelab show` (not implemented yet).
+//! `ptelab show RUN`: one run from the results database, as tables in the
+//! seeds' style, CSV (one row per cell) or the run document as JSON
+//! (`"schema": "ptelab/run/v1"`, which `ptelab runs --import` reads back).
 
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::flags::ShowArgs;
+use crate::kernel::layout;
+use crate::measure::result::{CellResult, ModelCellRecord};
+use crate::report::cells::render_table;
+use crate::store::{Store, StoredCell, StoredRun};
 
-pub fn run(_args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ptelab show` is not implemented yet")
+pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open_existing(&args.out.db)?;
+    let run = store.load_run(&args.run)?;
+    let text = if args.out.json {
+        let mut s = serde_json::to_string_pretty(&run)?;
+        s.push('\n');
+        s
+    } else if args.csv {
+        render_csv(&run)
+    } else {
+        render_text(&run)
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn host_field(run: &StoredRun, key: &str) -> Option<String> {
+    match run.host.get(key)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => None,
+        v => Some(v.to_string()),
+    }
+}
+
+/// Heading, then one table per workload (measured cells) and per workload,
+/// arch and strategy (model cells).
+pub fn render_text(run: &StoredRun) -> String {
+    let r = &run.run;
+    let mut out = String::new();
+    writeln!(out, "run {}: {}, {}", r.id, r.kind, r.status).unwrap();
+    writeln!(out, "  command:  {}", r.command).unwrap();
+    let finished = r
+        .finished_at
+        .as_deref()
+        .map_or(String::new(), |f| format!(", finished {f}"));
+    writeln!(out, "  started:  {}{finished}", r.started_at).unwrap();
+    let cpu = host_field(run, "cpu_model").unwrap_or_else(|| "unknown CPU".into());
+    let cores = host_field(run, "cores").map_or(String::new(), |c| format!(", {c} cores"));
+    writeln!(
+        out,
+        "  kernel:   Linux {} {} ({cpu}{cores})",
+        r.kernel_release, r.arch
+    )
+    .unwrap();
+    if let Some(pv) = host_field(run, "paravirt") {
+        writeln!(out, "  virt:     {pv}").unwrap();
+    }
+    let rev = r
+        .git_revision
+        .as_deref()
+        .map_or(String::new(), |g| format!(" ({g})"));
+    writeln!(
+        out,
+        "  ptelab:   {}{rev}, machine {}",
+        r.tool_version, r.machine_id
+    )
+    .unwrap();
+    if !r.tags.is_empty() {
+        writeln!(out, "  tags:     {}", r.tags.join(", ")).unwrap();
+    }
+    if run.cells.is_empty() {
+        writeln!(out, "\nno cells stored").unwrap();
+        return out;
+    }
+
+    let kernel: Vec<CellResult> = run.kernel_cells().cloned().collect();
+    let mut workloads: Vec<&str> = Vec::new();
+    for c in &kernel {
+        if !workloads.contains(&c.workload.name()) {
+            workloads.push(c.workload.name());
+        }
+    }
+    for w in workloads {
+        let cells: Vec<CellResult> = kernel
+            .iter()
+            .filter(|c| c.workload.name() == w)
+            .cloned()
+            .collect();
+        let (lo, hi) = sample_range(&cells);
+        let n = if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo} to {hi}")
+        };
+        writeln!(out, "\n{w}: median nsec per call of {n} samples per cell").unwrap();
+        out.push_str(render_table(&cells).trim_end());
+        out.push('\n');
+    }
+
+    let model: Vec<&ModelCellRecord> = run
+        .cells
+        .iter()
+        .filter_map(|c| match c {
+            StoredCell::Model(m) => Some(m),
+            StoredCell::Kernel(_) => None,
+        })
+        .collect();
+    let mut groups: Vec<(&str, &str, &str)> = Vec::new();
+    for m in &model {
+        let k = (m.workload.name(), m.arch.as_str(), m.strategy.as_str());
+        if !groups.contains(&k) {
+            groups.push(k);
+        }
+    }
+    for (w, arch, strategy) in groups {
+        let cells: Vec<&&ModelCellRecord> = model
+            .iter()
+            .filter(|m| {
+                (m.workload.name(), m.arch.as_str(), m.strategy.as_str()) == (w, arch, strategy)
+            })
+            .collect();
+        let names: BTreeSet<&str> = cells
+            .iter()
+            .flat_map(|m| m.counters.keys().map(String::as_str))
+            .collect();
+        writeln!(
+            out,
+            "\nmodel: {w}, {arch}, strategy {strategy} (counts per call)"
+        )
+        .unwrap();
+        let mut header = vec!["size_kib".to_string(), "folio".to_string()];
+        header.extend(names.iter().map(|n| n.to_string()));
+        let rows: Vec<Vec<String>> = cells
+            .iter()
+            .map(|m| {
+                let mut row = vec![(m.size_bytes >> 10).to_string(), m.folio.to_string()];
+                row.extend(
+                    names
+                        .iter()
+                        .map(|n| m.counters.get(*n).map_or("-".into(), |v| v.to_string())),
+                );
+                row
+            })
+            .collect();
+        let mut width: Vec<usize> = header.iter().map(String::len).collect();
+        for row in &rows {
+            for (w, c) in width.iter_mut().zip(row) {
+                *w = (*w).max(c.len());
+            }
+        }
+        for row in std::iter::once(&header).chain(&rows) {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&width)
+                .map(|(c, w)| format!("{c:>w$}"))
+                .collect();
+            writeln!(out, "{}", cells.join(" | ")).unwrap();
+        }
+    }
+    out
+}
+
+fn sample_range(cells: &[CellResult]) -> (usize, usize) {
+    let n = cells.iter().map(|c| c.ns_per_call.samples.len());
+    (n.clone().min().unwrap_or(0), n.max().unwrap_or(0))
+}
+
+/// Quote a CSV field when it needs it (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+const CSV_HEADER: &str = "run,backend,workload,size_bytes,size_kib,folio,phase,regions,neighbor,arch,strategy,\
+median_ns,ci_low_ns,ci_high_ns,min_ns,mean_ns,ns_per_page,samples,flushes_per_call,layout_matches,layout,counters";
+
+/// One row per cell; empty fields where a backend has no such value.
+pub fn render_csv(run: &StoredRun) -> String {
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
+    let id = run.run.id.to_string();
+    for c in &run.cells {
+        let fields: Vec<String> = match c {
+            StoredCell::Kernel(k) => {
+                let ns = &k.ns_per_call;
+                vec![
+                    id.clone(),
+                    "kernel".into(),
+                    k.workload.name().into(),
+                    k.size_bytes.to_string(),
+                    (k.size_bytes >> 10).to_string(),
+                    k.folio.to_string(),
+                    k.phase.clone().unwrap_or_default(),
+                    k.regions.to_string(),
+                    k.neighbor.to_string(),
+                    String::new(),
+                    String::new(),
+                    ns.median.to_string(),
+                    ns.ci_low.to_string(),
+                    ns.ci_high.to_string(),
+                    ns.min.to_string(),
+                    ns.mean.to_string(),
+                    k.ns_per_page.to_string(),
+                    ns.samples.len().to_string(),
+                    k.tlb_flushes
+                        .per_call
+                        .map_or(String::new(), |f| f.to_string()),
+                    k.layout.matches.to_string(),
+                    layout::summary(&k.layout),
+                    String::new(),
+                ]
+            }
+            StoredCell::Model(m) => {
+                let mut row = vec![
+                    id.clone(),
+                    "model".into(),
+                    m.workload.name().into(),
+                    m.size_bytes.to_string(),
+                    (m.size_bytes >> 10).to_string(),
+                    m.folio.to_string(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    m.arch.clone(),
+                    m.strategy.clone(),
+                ];
+                row.extend(std::iter::repeat_n(String::new(), 10));
+                row.push(
+                    m.counters
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(";"),
+                );
+                row
+            }
+        };
+        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        writeln!(out, "{}", line.join(",")).unwrap();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_when_needed() {
+        assert_eq!(csv_field("100% 4K"), "100% 4K");
+        assert_eq!(csv_field("94% 2M, 6% 4K"), "\"94% 2M, 6% 4K\"");
+        assert_eq!(csv_field("a\"b"), "\"a\"\"b\"");
+        assert_eq!(CSV_HEADER.split(',').count(), 22);
+    }
 }

@@ -1,0 +1,333 @@
+//! `ptelab runs`, `show` and `compare` on a database seeded through the hidden
+//! `runs --import` path with run documents (`ptelab/run/v1`) built here, so
+//! the outputs are fixed and snapshotted.
+
+use serde_json::{json, Value};
+
+use crate::common::{ptelab, TempDb};
+
+/// Deterministic samples spread ±0.5% around `median` (their median is `median`).
+fn samples(median: f64, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            median * (1.0 + (((i * 7) % n) as f64 - (n - 1) as f64 / 2.0) / (n as f64 * 100.0))
+        })
+        .collect()
+}
+
+fn cell(
+    size_kib: u64,
+    folio: &str,
+    folio_bytes: u64,
+    median: f64,
+    n: usize,
+    matches: bool,
+) -> Value {
+    let s = samples(median, n);
+    let pages = size_kib / 4;
+    json!({
+        "backend": "kernel",
+        "cell": {
+            "workload": "mprotect-toggle",
+            "size_bytes": size_kib * 1024,
+            "folio": folio,
+            "regions": 1,
+            "neighbor": false,
+            "phase": null,
+            "layout": {
+                "histogram": { (folio_bytes.to_string()): size_kib * 1024 / folio_bytes },
+                "pages_present": pages,
+                "pages_total": pages,
+                "pmd_mapped_bytes": 0,
+                "misaligned_folios": 0,
+                "matches": matches,
+                "mismatch": if matches { Value::Null } else { json!("requested 64K folios: none found") },
+            },
+            "layout_after": null,
+            "verified": true,
+            "vmas_before": 1,
+            "vmas_after": 1,
+            "ns_per_call": {
+                "median": median,
+                "ci_low": median * 0.997,
+                "ci_high": median * 1.003,
+                "min": median * 0.995,
+                "mean": median,
+                "samples": s,
+            },
+            "ns_per_page": median / pages as f64,
+            "calls": 100 * n,
+            "calls_per_sample": 100,
+            "pinned_cpu": 1,
+            "tlb_flushes": {
+                "per_call": 1.0,
+                "events": 64,
+                "calls": 64,
+                "breakdown": { "0/all": 64 },
+                "unavailable": null,
+            },
+            "elapsed_s": 0.25,
+            "warnings": [],
+        }
+    })
+}
+
+fn run_doc(
+    id: i64,
+    kernel: &str,
+    day: u32,
+    status: &str,
+    tags: &[&str],
+    cells: Vec<Value>,
+) -> Value {
+    json!({
+        "schema": "ptelab/run/v1",
+        "run": {
+            "id": id,
+            "kind": "sweep",
+            "command": "ptelab sweep mprotect-toggle --sizes 4K,40K,400K,4M --folios 4K,64K",
+            "started_at": format!("2026-05-{day:02}T10:00:00Z"),
+            "finished_at": if status == "running" { Value::Null } else { json!(format!("2026-05-{day:02}T10:05:00Z")) },
+            "status": status,
+            "kernel_release": kernel,
+            "arch": "x86_64",
+            "machine_id": "0123456789abcdef0123456789abcdef",
+            "tool_version": "0.1.0",
+            "git_revision": "abc1234",
+            "tags": tags,
+            "cells": cells.len(),
+        },
+        "host": {
+            "kernel_release": kernel,
+            "arch": "x86_64",
+            "cpu_model": "AMD EPYC (test)",
+            "cores": 2,
+            "paravirt": null,
+            "machine_id": "0123456789abcdef0123456789abcdef",
+            "tool_version": "0.1.0",
+            "git_revision": "abc1234",
+        },
+        "cells": cells,
+    })
+}
+
+/// Three runs: a v6.16-like baseline, a v6.17-like candidate (the seed 001
+/// regression from 400K up, a layout that went wrong at 64K, a cell with too
+/// few samples), and an interrupted run.
+fn seeded_db() -> TempDb {
+    let db = TempDb::new();
+    let base = run_doc(
+        1,
+        "6.16.0",
+        1,
+        "complete",
+        &["v6.16", "baseline"],
+        vec![
+            cell(4, "4K", 4096, 1713.0, 30, true),
+            cell(40, "4K", 4096, 2071.0, 30, true),
+            cell(400, "4K", 4096, 3453.0, 30, true),
+            cell(4000, "4K", 4096, 18804.0, 30, true),
+            cell(4000, "64K", 65536, 9000.0, 30, true),
+            cell(40000, "4K", 4096, 172613.0, 3, true),
+        ],
+    );
+    let cand = run_doc(
+        2,
+        "6.17.0-rc1",
+        2,
+        "complete",
+        &["v6.17-rc1"],
+        vec![
+            cell(4, "4K", 4096, 1720.0, 30, true),
+            cell(40, "4K", 4096, 2080.0, 30, true),
+            cell(400, "4K", 4096, 5993.0, 30, true),
+            cell(4000, "4K", 4096, 44116.0, 30, true),
+            cell(4000, "64K", 65536, 9100.0, 30, false),
+            cell(40000, "4K", 4096, 427731.0, 30, true),
+        ],
+    );
+    let killed = run_doc(
+        3,
+        "6.17.0-rc1",
+        3,
+        "running",
+        &[],
+        vec![cell(4, "4K", 4096, 1700.0, 30, true)],
+    );
+    let mut args = vec!["runs".to_string(), "--db".into(), db.path().into()];
+    for (i, doc) in [base, cand, killed].iter().enumerate() {
+        let f = db.dir().join(format!("run{i}.json"));
+        std::fs::write(&f, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+        args.push("--import".into());
+        args.push(f.display().to_string());
+    }
+    ptelab().args(&args).assert().success();
+    db
+}
+
+fn stdout(args: &[&str], db: &TempDb) -> String {
+    let out = ptelab()
+        .args(args)
+        .args(["--db", db.path()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn runs_lists_runs_and_marks_the_killed_one_interrupted() {
+    let db = seeded_db();
+    let text = stdout(&["runs"], &db);
+    insta::assert_snapshot!("runs_text", text);
+    let v: Value = serde_json::from_str(&stdout(&["runs", "--json"], &db)).unwrap();
+    assert_eq!(v["schema"], "ptelab/runs/v1");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[0]["id"], 1);
+    assert_eq!(runs[0]["tags"], json!(["baseline", "v6.16"]));
+    assert_eq!(runs[2]["status"], "interrupted");
+    assert_eq!(runs[2]["cells"], 1);
+}
+
+#[test]
+fn show_prints_tables_csv_and_a_document_that_imports_back() {
+    let db = seeded_db();
+    insta::assert_snapshot!("show_text", stdout(&["show", "1"], &db));
+    let csv = stdout(&["show", "v6.17-rc1", "--csv"], &db);
+    insta::assert_snapshot!("show_csv", csv);
+    let doc = stdout(&["show", "latest~1", "--json"], &db);
+    let v: Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(v["schema"], "ptelab/run/v1");
+    assert_eq!(v["run"]["id"], 2);
+    assert_eq!(
+        v["cells"][0]["cell"]["ns_per_call"]["samples"]
+            .as_array()
+            .unwrap()
+            .len(),
+        30
+    );
+    // Export, import, show again: the same cells.
+    let f = db.dir().join("export.json");
+    std::fs::write(&f, &doc).unwrap();
+    ptelab()
+        .args(["runs", "--db", db.path(), "--import", f.to_str().unwrap()])
+        .assert()
+        .success();
+    let again: Value = serde_json::from_str(&stdout(&["show", "latest", "--json"], &db)).unwrap();
+    assert_eq!(again["run"]["id"], 4);
+    assert_eq!(again["cells"], v["cells"]);
+}
+
+#[test]
+fn compare_gives_verdicts_with_reasons() {
+    let db = seeded_db();
+    let text = stdout(&["compare", "baseline", "2"], &db);
+    insta::assert_snapshot!("compare_text", text);
+    let md = stdout(&["compare", "1", "2", "--format", "markdown"], &db);
+    assert!(
+        md.contains("| size_kib | A nsec | B nsec | %change ±% | verdict |"),
+        "{md}"
+    );
+    let v: Value =
+        serde_json::from_str(&stdout(&["compare", "v6.16", "v6.17-rc1", "--json"], &db)).unwrap();
+    assert_eq!(v["schema"], "ptelab/compare/v1");
+    assert_eq!(v["method"]["seed"], "0x7074656c61620001");
+    let verdicts: Vec<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            "no-change",
+            "no-change",
+            "regression",
+            "regression",
+            "not-comparable",
+            "not-comparable"
+        ]
+    );
+    assert_eq!(v["summary"]["regressions"], 2);
+}
+
+#[test]
+fn compare_is_reproducible_and_the_seed_changes_intervals() {
+    let db = seeded_db();
+    let one = stdout(&["compare", "1", "2", "--json"], &db);
+    assert_eq!(one, stdout(&["compare", "1", "2", "--json"], &db));
+    let other = stdout(&["compare", "1", "2", "--json", "--seed", "0x2a"], &db);
+    let v: Value = serde_json::from_str(&other).unwrap();
+    assert_eq!(v["method"]["seed"], "0x000000000000002a");
+    assert_ne!(one, other);
+}
+
+#[test]
+fn fail_on_regression_exits_1() {
+    let db = seeded_db();
+    ptelab()
+        .args([
+            "compare",
+            "1",
+            "2",
+            "--fail-on-regression",
+            "--db",
+            db.path(),
+        ])
+        .assert()
+        .code(1);
+    // A run against itself: no regression.
+    ptelab()
+        .args([
+            "compare",
+            "1",
+            "1",
+            "--fail-on-regression",
+            "--db",
+            db.path(),
+        ])
+        .assert()
+        .success();
+}
+
+#[test]
+fn bad_names_and_options_are_usage_errors() {
+    let db = seeded_db();
+    let cases: [(&[&str], &str); 5] = [
+        (&["show", "nope"], "latest~N"),
+        (&["show", "latest~9"], "no run 'latest~9'"),
+        (&["compare", "1", "2", "--noise", "1.5"], "noise"),
+        (
+            &["compare", "1", "2", "--format", "html"],
+            "text and markdown",
+        ),
+        (&["compare", "1", "2", "--seed", "zz"], "--seed"),
+    ];
+    for (args, want) in cases {
+        let out = ptelab()
+            .args(args)
+            .args(["--db", db.path()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let missing = db.dir().join("missing.db");
+    let out = ptelab()
+        .args(["runs", "--db", missing.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no results database"));
+    assert!(
+        !missing.exists(),
+        "a read-only command must not create a database"
+    );
+}
