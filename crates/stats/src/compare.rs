@@ -536,6 +536,34 @@ mod tests {
         assert_eq!(s0, derive_seed(DEFAULT_SEED, 0));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+        /// Swapping A and B inverts the ratio and mirrors the verdict; the
+        /// p-value does not change.
+        #[test]
+        fn swapping_sides_mirrors_the_verdict(
+            a in proptest::collection::vec(900.0f64..1100.0, 5..30),
+            scale in 0.5f64..2.0,
+        ) {
+            let b: Vec<f64> = a.iter().enumerate().map(|(i, v)| v * scale + (i % 3) as f64).collect();
+            let ab = run(&a, &b);
+            let ba = run(&b, &a);
+            let (e_ab, e_ba) = (ab.estimate.unwrap(), ba.estimate.unwrap());
+            proptest::prop_assert!((e_ab.ratio * e_ba.ratio - 1.0).abs() < 1e-9);
+            proptest::prop_assert!((e_ab.p_value - e_ba.p_value).abs() < 1e-12);
+            let mirrored = match ab.verdict {
+                Verdict::Regression => Verdict::Improvement,
+                Verdict::Improvement => Verdict::Regression,
+                ref v => v.clone(),
+            };
+            // The noise band is 1 ± noise, not symmetric in log space, so a
+            // cell right at its edge may flip to no change; never to the
+            // opposite verdict.
+            proptest::prop_assert!(ba.verdict == mirrored || ba.verdict == Verdict::NoChange || mirrored == Verdict::NoChange,
+                "{:?} vs {:?}", ab.verdict, ba.verdict);
+        }
+    }
+
     /// A/A simulation: grids of `cells` cells, A and B drawn from one
     /// distribution per cell, plus a run-to-run offset of the whole B run
     /// (σ = 0.7%, the "same kernel, next boot" drift that no within-run test
