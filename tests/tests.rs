@@ -3,3 +3,4 @@ mod common;
 mod doctor;
 mod knobs;
 mod store_cli;
+mod bench_cli;

@@ -1,0 +1,285 @@
+//! `ptelab bench` and `ptelab sweep` end to end on the running kernel.
+//!
+//! Tests that need root and mTHP say why they skip; CI runs as root on a
+//! kernel with mTHP, where they must run.
+
+use std::process::Command as StdCommand;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+use crate::common::{is_root, knob_snapshot, ptelab, skip, TempDb};
+
+fn bench_json(args: &[&str]) -> Value {
+    let db = TempDb::new();
+    let out = ptelab()
+        .args(["bench"])
+        .args(args)
+        .args(["--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn bad_input_is_exit_2_with_what_is_accepted() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "mprotect-toggle", "--size", "12Q"], "K, M, G"),
+        (&["bench", "mprotect-toggle", "--size", "0"], "above zero"),
+        (
+            &["bench", "mprotect-toggle", "--folio", "48K"],
+            "4K, 16K, 32K, 64K",
+        ),
+        (&["bench", "mprotect-frob"], "mprotect-toggle"),
+        (
+            &["bench", "mprotect-toggle", "--size", "1T"],
+            "MemAvailable",
+        ),
+        (
+            &["sweep", "mprotect-toggle", "--sizes", "4K,1T"],
+            "MemAvailable",
+        ),
+        (&["bench", "mprotect-toggle", "--time", "fast"], "duration"),
+        (&["bench", "mprotect-toggle", "--pin", "4096"], "online"),
+    ];
+    for (args, needle) in cases {
+        ptelab()
+            .args(*args)
+            .args(["--no-store"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(*needle));
+    }
+}
+
+#[test]
+fn folio_not_offered_lists_offered_sizes() {
+    if !is_root() {
+        return skip("needs root to read which mTHP sizes apply");
+    }
+    // 8K is never an anonymous mTHP size; the grammar already refuses it.
+    ptelab()
+        .args(["bench", "mprotect-toggle", "--folio", "8K", "--no-store"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("accepted"));
+}
+
+#[test]
+fn not_root_needs_allow_unverified() {
+    if is_root() {
+        // Drop to nobody for this one check, when possible.
+        let exe = assert_cmd::cargo::cargo_bin("ptelab");
+        let out = StdCommand::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&exe)
+            .args(["bench", "mprotect-toggle", "--size", "40K", "--no-store"])
+            .output();
+        let Ok(out) = out else {
+            return skip("setpriv not available");
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-unverified"));
+    }
+}
+
+#[test]
+fn bench_json_has_the_documented_fields() {
+    if !is_root() {
+        return skip("needs root for layout control");
+    }
+    let before = knob_snapshot();
+    let v = bench_json(&[
+        "mprotect-toggle",
+        "--size",
+        "400K",
+        "--folio",
+        "4K",
+        "--time",
+        "300ms",
+    ]);
+    assert_eq!(v["schema"], "ptelab/bench/v1");
+    for f in [
+        "workload",
+        "size_bytes",
+        "folio",
+        "layout",
+        "ns_per_call",
+        "ns_per_page",
+        "calls",
+        "kernel",
+        "cpu",
+        "thp_knobs",
+    ] {
+        assert!(!v[f].is_null(), "missing {f}");
+    }
+    assert_eq!(v["workload"], "mprotect-toggle");
+    assert_eq!(v["size_bytes"], 400 * 1024);
+    assert_eq!(v["layout"]["matches"], true);
+    let ns = &v["ns_per_call"];
+    assert!(ns["median"].as_f64().unwrap() > 0.0);
+    assert!(ns["ci_low"].as_f64().unwrap() <= ns["median"].as_f64().unwrap());
+    assert!(!ns["samples"].as_array().unwrap().is_empty());
+    assert_eq!(v["vmas_before"], 1);
+    assert_eq!(knob_snapshot(), before, "THP knobs changed by bench");
+}
+
+#[test]
+fn layouts_are_obtained_and_verified() {
+    if !is_root() {
+        return skip("needs root for layout control");
+    }
+    let before = knob_snapshot();
+    // --folio 64K on a 64M region: 100% 64K folios.
+    let v = bench_json(&[
+        "mprotect-toggle",
+        "--size",
+        "64M",
+        "--folio",
+        "64K",
+        "--iters",
+        "4",
+    ]);
+    assert_eq!(v["layout"]["matches"], true, "{}", v["layout"]);
+    assert_eq!(v["layout"]["histogram"]["65536"], 1024);
+    // 2M-pte: 2M folios, none PMD-mapped.
+    let v = bench_json(&[
+        "mprotect-toggle",
+        "--size",
+        "8M",
+        "--folio",
+        "2M-pte",
+        "--iters",
+        "4",
+    ]);
+    assert_eq!(v["layout"]["histogram"]["2097152"], 4, "{}", v["layout"]);
+    assert_eq!(v["layout"]["pmd_mapped_bytes"], 0);
+    // 2M: PMD-mapped.
+    let v = bench_json(&[
+        "mprotect-toggle",
+        "--size",
+        "8M",
+        "--folio",
+        "2M",
+        "--iters",
+        "4",
+    ]);
+    assert_eq!(v["layout"]["pmd_mapped_bytes"], 8 << 20, "{}", v["layout"]);
+    // 4K: no large folio.
+    let v = bench_json(&[
+        "mprotect-toggle",
+        "--size",
+        "4M",
+        "--folio",
+        "4K",
+        "--iters",
+        "4",
+    ]);
+    assert_eq!(v["layout"]["histogram"].as_object().unwrap().len(), 1);
+    assert_eq!(v["layout"]["histogram"]["4096"], 1024);
+    assert_eq!(knob_snapshot(), before, "THP knobs changed by bench");
+}
+
+#[test]
+fn neighbor_merges_and_splits_every_call() {
+    if !is_root() {
+        return skip("needs root for layout control");
+    }
+    let v = bench_json(&[
+        "mprotect-toggle",
+        "--size",
+        "40K",
+        "--neighbor",
+        "--iters",
+        "100",
+    ]);
+    // An even number of toggles leaves the region RW and merged again.
+    assert_eq!(v["vmas_before"], 1);
+    assert_eq!(v["neighbor"], true);
+}
+
+#[test]
+fn sweep_prints_the_seed_table_and_stores_cells() {
+    if !is_root() {
+        return skip("needs root for layout control");
+    }
+    let db = TempDb::new();
+    ptelab()
+        .args([
+            "sweep",
+            "mprotect-toggle",
+            "--sizes",
+            "4K,40K",
+            "--folios",
+            "4K,16K",
+            "--time",
+            "200ms",
+        ])
+        .args(["--db", db.path()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("size_kib | nsec_per_call"))
+        .stdout(predicate::str::contains("folio 16K"));
+}
+
+#[test]
+fn sigint_mid_sweep_restores_knobs_and_keeps_finished_cells() {
+    if !is_root() {
+        return skip("needs root to change THP knobs");
+    }
+    let before = knob_snapshot();
+    let db = TempDb::new();
+    let exe = assert_cmd::cargo::cargo_bin("ptelab");
+    let mut child = StdCommand::new(exe)
+        .args([
+            "sweep",
+            "mprotect-toggle",
+            "--sizes",
+            "4K,40K,400K,4M",
+            "--folios",
+            "64K,4K,2M-pte",
+        ])
+        .args(["--time", "1s", "--db", db.path()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let a few cells finish (64K knobs are set by now), then interrupt.
+    std::thread::sleep(Duration::from_millis(3500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        knob_snapshot(),
+        before,
+        "THP knobs not restored after SIGINT"
+    );
+    // The finished cells are in the database.
+    let runs = Command::cargo_bin("ptelab")
+        .unwrap()
+        .args(["runs", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let run = &v["runs"][0];
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert!(run["cells"].as_u64().unwrap_or(0) >= 1, "{run}");
+}
