@@ -31,6 +31,8 @@ pub struct Cx<A: Arch> {
     pub flushes: Vec<FlushOp>,
     /// The struct page read last (for `page_reads`).
     last_page: Option<u64>,
+    /// Batch-size histogram, dense (folded into `counters` when taken).
+    batch_hist: Vec<u64>,
 }
 
 impl<A: Arch> Cx<A> {
@@ -45,6 +47,7 @@ impl<A: Arch> Cx<A> {
             tlb,
             flushes: Vec::new(),
             last_page: None,
+            batch_hist: Vec::new(),
         }
     }
 
@@ -132,14 +135,31 @@ impl<A: Arch> Cx<A> {
             if cost.full {
                 tlb.invalidate_all();
             } else {
-                tlb.invalidate(start, end, |p| arch.tlb_entry_span(p));
+                tlb.invalidate(start, end, arch.max_tlb_span(), |p| arch.tlb_entry_span(p));
             }
         }
+    }
+
+    /// Record one loop iteration that handled `nr` present PTEs.
+    #[inline]
+    pub fn record_batch(&mut self, nr: u64) {
+        self.counters.batches += 1;
+        let i = nr as usize;
+        if i >= self.batch_hist.len() {
+            self.batch_hist.resize(i + 1, 0);
+        }
+        self.batch_hist[i] += 1;
     }
 
     /// Return the counters and start from zero.
     pub fn take_counters(&mut self) -> Counters {
         self.last_page = None;
+        for (nr, n) in self.batch_hist.iter_mut().enumerate() {
+            if *n > 0 {
+                *self.counters.batch_sizes.entry(nr as u64).or_default() += *n;
+                *n = 0;
+            }
+        }
         std::mem::take(&mut self.counters)
     }
 

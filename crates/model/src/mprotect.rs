@@ -151,7 +151,7 @@ pub fn change_pte_range<A: Arch>(
                     change_present_ptes(cx, tlb, vma, addr, end, oldpte, newprot, cp_flags)
                 }
             };
-            cx.counters.record_batch(nr_ptes);
+            cx.record_batch(nr_ptes);
             cx.counters.ptes_changed += nr_ptes;
             pages += nr_ptes;
         }

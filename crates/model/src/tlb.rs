@@ -143,9 +143,10 @@ impl<P: PteValue> TlbModel<P> {
 
     /// Invalidate `[start, end)`; entries spanning a block (arm64 contiguous)
     /// that overlaps the range are invalidated too, as a TLBI by VA would.
-    pub fn invalidate(&mut self, start: u64, end: u64, span: impl Fn(P) -> u64) {
+    pub fn invalidate(&mut self, start: u64, end: u64, max_span: u64, span: impl Fn(P) -> u64) {
+        let top = self.base + self.slots.len() as u64;
         let lo = start.max(self.base);
-        let hi = end.min(self.base + self.slots.len() as u64);
+        let hi = end.min(top);
         if lo >= hi {
             return;
         }
@@ -153,10 +154,12 @@ impl<P: PteValue> TlbModel<P> {
             *s = [P::default(); WAYS];
         }
         self.overflow.retain(|(a, _)| *a < lo || *a >= hi);
-        // Entries outside the range whose span covers part of it.
-        let max_span = 512u64;
-        let scan_lo = lo.saturating_sub(max_span).max(self.base);
-        let scan_hi = (hi + max_span).min(self.base + self.slots.len() as u64);
+        if max_span <= 1 {
+            return;
+        }
+        // Entries just outside the range whose block overlaps it.
+        let scan_lo = (lo & !(max_span - 1)).max(self.base);
+        let scan_hi = ((hi + max_span - 1) & !(max_span - 1)).min(top);
         for addr in (scan_lo..lo).chain(hi..scan_hi) {
             let slot = &mut self.slots[(addr - self.base) as usize];
             for way in slot.iter_mut() {
@@ -186,58 +189,75 @@ impl<P: PteValue> TlbModel<P> {
     /// than the PTE it translates now. A contiguous entry is checked against
     /// every page of its block.
     pub fn check<A: Arch<Pte = P>>(&self, arch: &A, pt: &PageTable<P>) -> Result<(), String> {
-        let entries = self
-            .slots
-            .iter()
-            .enumerate()
-            .flat_map(|(i, s)| {
-                s.iter()
-                    .filter(|p| !p.is_none())
-                    .map(move |p| (self.base + i as u64, *p))
-            })
-            .chain(self.overflow.iter().copied());
-        let mut checked_blocks: Vec<(u64, P)> = Vec::new();
-        for (addr, cached) in entries {
+        // Contiguous entries cached from one block are the same translation
+        // rebased; check each distinct one once against the whole block.
+        let mut block_start = u64::MAX;
+        let mut seen: Vec<P> = Vec::new();
+        let mut one = |addr: u64, cached: P| -> Result<(), String> {
             let span = arch.tlb_entry_span(cached);
             if span <= 1 {
                 let cur = pt.get(addr);
                 if arch.tlb_entry_grants_more(cached, cur) {
-                    return Err(format!("stale TLB entry at page {addr:#x}: cached {cached:?} grants more than {cur:?}"));
+                    return Err(format!(
+                        "stale TLB entry at page {addr:#x}: cached {cached:?} grants more than {cur:?}"
+                    ));
                 }
-                continue;
+                return Ok(());
             }
             let bstart = addr & !(span - 1);
             let key_pfn = arch.pte_pfn(cached).0.wrapping_sub(addr - bstart);
             let key = arch.pfn_pte(crate::types::Pfn(key_pfn), arch.pte_pgprot(cached));
-            if checked_blocks.contains(&(bstart, key)) {
-                continue;
+            if bstart != block_start {
+                block_start = bstart;
+                seen.clear();
             }
-            checked_blocks.push((bstart, key));
-            if checked_blocks.len() > 64 {
-                checked_blocks.remove(0);
+            if seen.contains(&key) {
+                return Ok(());
             }
-            if bstart < pt.base() || bstart + span > pt.base() + pt.len() {
-                continue;
+            seen.push(key);
+            self.check_block(arch, pt, addr, bstart, span, key)
+        };
+        for (i, slot) in self.slots.iter().enumerate() {
+            for &p in slot.iter().filter(|p| !p.is_none()) {
+                one(self.base + i as u64, p)?;
             }
-            // Access/dirty of a contiguous block are block-granular: the
-            // hardware may update any entry (what `contpte_ptep_get()` ORs).
-            let block = pt.slice(bstart, bstart + span);
-            let young = block.iter().any(|p| arch.pte_young(*p));
-            let dirty = block.iter().any(|p| arch.pte_dirty(*p));
-            for q in bstart..bstart + span {
-                let expect = arch.pte_advance_pfn(key, q - bstart);
-                let mut cur = pt.get(q);
-                if arch.pte_present(cur) && young {
-                    cur = arch.pte_mkyoung(cur);
-                }
-                if arch.pte_present(cur) && dirty {
-                    cur = arch.pte_mkdirty(cur);
-                }
-                if arch.tlb_entry_grants_more(expect, cur) {
-                    return Err(format!(
-                        "stale contiguous TLB entry cached at page {addr:#x} covers page {q:#x}: {expect:?} grants more than {cur:?}"
-                    ));
-                }
+        }
+        for &(addr, p) in &self.overflow {
+            one(addr, p)?;
+        }
+        Ok(())
+    }
+
+    fn check_block<A: Arch<Pte = P>>(
+        &self,
+        arch: &A,
+        pt: &PageTable<P>,
+        addr: u64,
+        bstart: u64,
+        span: u64,
+        key: P,
+    ) -> Result<(), String> {
+        if bstart < pt.base() || bstart + span > pt.base() + pt.len() {
+            return Ok(());
+        }
+        // Access/dirty of a contiguous block are block-granular: the
+        // hardware may update any entry (what `contpte_ptep_get()` ORs).
+        let block = pt.slice(bstart, bstart + span);
+        let young = block.iter().any(|p| arch.pte_young(*p));
+        let dirty = block.iter().any(|p| arch.pte_dirty(*p));
+        for q in bstart..bstart + span {
+            let expect = arch.pte_advance_pfn(key, q - bstart);
+            let mut cur = pt.get(q);
+            if arch.pte_present(cur) && young {
+                cur = arch.pte_mkyoung(cur);
+            }
+            if arch.pte_present(cur) && dirty {
+                cur = arch.pte_mkdirty(cur);
+            }
+            if arch.tlb_entry_grants_more(expect, cur) {
+                return Err(format!(
+                    "stale contiguous TLB entry cached at page {addr:#x} covers page {q:#x}: {expect:?} grants more than {cur:?}"
+                ));
             }
         }
         Ok(())

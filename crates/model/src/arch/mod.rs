@@ -146,6 +146,10 @@ pub trait Arch: Copy + Debug + Send + Sync + 'static {
         let _ = pte;
         1
     }
+    /// The largest [`Arch::tlb_entry_span`] this configuration can produce.
+    fn max_tlb_span(&self) -> u64 {
+        1
+    }
     /// Hardware cost of an arch range flush of `pages` pages.
     fn flush_cost(&self, pages: u64) -> FlushCost;
 

@@ -313,6 +313,10 @@ impl Arch for Arm64 {
         }
     }
 
+    fn max_tlb_span(&self) -> u64 {
+        self.cont_geometry()
+    }
+
     /// `__flush_tlb_range()`: ASID-wide above the limit, else range/single TLBIs.
     fn flush_cost(&self, pages: u64) -> FlushCost {
         let over =
