@@ -41,7 +41,7 @@ pub fn run_kernel(
     let store: Option<Box<dyn session::CellSink>> = if out.no_store {
         None
     } else {
-        store_sink(&out.db)?
+        Some(Box::new(crate::store::Store::open(&out.db)?))
     };
     let outcome = session::run(&plan, kind, store.as_deref())?;
     if out.json {
@@ -95,9 +95,4 @@ fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
     if let (Some(a), serde_json::Value::Object(b)) = (into.as_object_mut(), from) {
         a.extend(b);
     }
-}
-
-/// The results database as a cell sink (none until the store lands).
-fn store_sink(_db: &std::path::Path) -> anyhow::Result<Option<Box<dyn session::CellSink>>> {
-    Ok(None)
 }

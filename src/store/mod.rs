@@ -245,7 +245,6 @@ impl Store {
     }
 
     /// kind: "bench" | "sweep" | "model" | "crosscheck" | "reproduce".
-    #[allow(dead_code)] // called by the bench/sweep/model runners
     pub fn begin_run(
         &self,
         kind: &str,
@@ -275,7 +274,6 @@ impl Store {
     }
 
     /// One transaction per finished cell.
-    #[allow(dead_code)] // called by the bench/sweep/model runners
     pub fn insert_cell(&self, run: RunId, cell: &CellResult) -> anyhow::Result<i64> {
         let op = || {
             self.what(&format!(
@@ -291,7 +289,6 @@ impl Store {
     }
 
     /// One transaction per model cell.
-    #[allow(dead_code)] // called by the bench/sweep/model runners
     pub fn insert_model_cell(&self, run: RunId, cell: &ModelCellRecord) -> anyhow::Result<i64> {
         let op = || {
             self.what(&format!(
@@ -306,7 +303,6 @@ impl Store {
     }
 
     /// Set the final status and the finish time.
-    #[allow(dead_code)] // called by the bench/sweep/model runners
     pub fn finish_run(&self, run: RunId, status: RunStatus) -> anyhow::Result<()> {
         let n = self
             .conn
@@ -480,3 +476,21 @@ fn process_is_ptelab(pid: i64) -> bool {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The database as the sink of a kernel measurement session.
+impl crate::measure::session::CellSink for Store {
+    fn begin(&self, kind: &str, command: &str, host: &Host) -> anyhow::Result<i64> {
+        self.begin_run(kind, command, host, &[])
+    }
+    fn cell(&self, run: i64, cell: &CellResult) -> anyhow::Result<()> {
+        self.insert_cell(run, cell).map(drop)
+    }
+    fn finish(&self, run: i64, interrupted: bool, all_failed: bool) -> anyhow::Result<()> {
+        let status = match (interrupted, all_failed) {
+            (true, _) => RunStatus::Interrupted,
+            (false, true) => RunStatus::Failed,
+            (false, false) => RunStatus::Complete,
+        };
+        self.finish_run(run, status)
+    }
+}
