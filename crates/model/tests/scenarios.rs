@@ -1,0 +1,423 @@
+//! Golden counts: the KERNEL-SPEC.md formulas (§3.8, §5.10, §11) as exact
+//! assertions, and counter ledgers of canonical scenarios as insta snapshots
+//! (a changed count is a reviewed diff).
+
+use std::collections::BTreeMap;
+
+use ptelab_model::layout::{build, FolioPlacement, LayoutSpec};
+use ptelab_model::mprotect::mprotect;
+use ptelab_model::{
+    run_model, ArchConfig, Arm64, Counters, Granule, ModelConfig, ModelOutcome, Prot, Strategy,
+    VmFlags, Workload,
+};
+
+const K: u64 = 1024;
+
+fn arm64() -> ArchConfig {
+    ArchConfig::arm64(Granule::K4)
+}
+
+fn run(
+    wl: Workload,
+    arch: ArchConfig,
+    s: Strategy,
+    size: u64,
+    folio: u64,
+    offset: u64,
+) -> ModelOutcome {
+    let mut cfg = ModelConfig::new(wl, arch, s, size, folio);
+    cfg.offset_pages = offset;
+    run_model(&cfg).unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+fn call<'a>(o: &'a ModelOutcome, label: &str) -> &'a Counters {
+    &o.calls
+        .iter()
+        .find(|c| c.label.contains(label))
+        .unwrap_or_else(|| panic!("no call {label}"))
+        .counters
+}
+
+#[test]
+fn arm64_64k_folio_rw_to_ro_whole_blocks() {
+    // KERNEL-SPEC.md §5.10: per fully covered, aligned block (C = 16).
+    let blocks = 8;
+    let v616 = run(
+        Workload::MprotectRoRw,
+        arm64(),
+        Strategy::PerPte,
+        blocks * 64 * K,
+        64 * K,
+        0,
+    );
+    let ro = call(&v616, "PROT_READ)");
+    assert_eq!(ro.pte_xchg, 48 * blocks);
+    assert_eq!(ro.pte_stores, 48 * blocks);
+    assert_eq!(ro.tlbi_sync, 2 * blocks);
+    assert_eq!(ro.contpte_unfolds, blocks);
+    assert_eq!(ro.contpte_folds, blocks);
+    assert_eq!(ro.needs_flush_evals, 16 * blocks);
+    // 5C raw loads: gather 1 + C, 15 plain ptep_get, C in start, C in commit, C in the fold scan.
+    assert_eq!(ro.pte_loads, 80 * blocks);
+    let v617 = run(
+        Workload::MprotectRoRw,
+        arm64(),
+        Strategy::Batched,
+        blocks * 64 * K,
+        64 * K,
+        0,
+    );
+    let ro = call(&v617, "PROT_READ)");
+    assert_eq!(ro.pte_xchg, 16 * blocks);
+    assert_eq!(ro.pte_stores, 16 * blocks);
+    assert_eq!(ro.tlbi_sync, 0);
+    assert_eq!(ro.contpte_unfolds + ro.contpte_folds, 0);
+    assert_eq!(ro.needs_flush_evals, blocks);
+    // Gather only, early exit on a dirty+young first entry: 1 + 2 loads.
+    assert_eq!(ro.pte_loads, 3 * blocks);
+    assert_eq!(ro.contpte_gathers, blocks);
+    // Same mmu_gather hull: one flush of the whole range.
+    assert_eq!(ro.tlb_flush_calls, 1);
+    assert_eq!(ro.tlb_flush_pages, 16 * blocks);
+}
+
+#[test]
+fn arm64_multi_block_folio_is_one_batch() {
+    // F = kC: one batch of F, k gathers, F xchg, F stores, no TLBI_SYNC.
+    let v617 = run(
+        Workload::MprotectRoRw,
+        arm64(),
+        Strategy::Batched,
+        256 * K,
+        256 * K,
+        0,
+    );
+    let ro = call(&v617, "PROT_READ)");
+    assert_eq!(ro.batch_sizes, BTreeMap::from([(64, 1)]));
+    assert_eq!(ro.contpte_gathers, 4);
+    assert_eq!((ro.pte_xchg, ro.pte_stores, ro.tlbi_sync), (64, 64, 0));
+}
+
+/// First mprotect of a freshly faulted (folded) layout.
+fn first_call(arch: Arm64, kernel: Strategy, offset: u64, pages: u64, prot: Prot) -> Counters {
+    let spec = LayoutSpec {
+        base: 4096,
+        vma_flags: VmFlags::READ | VmFlags::WRITE | VmFlags::SOFTDIRTY,
+        folios: vec![FolioPlacement::whole(4); 2],
+        extra_window: 0,
+    };
+    let (mut cx, _) = build(arch, kernel.kernel_features(), &spec, true);
+    mprotect(&mut cx, 4096 + offset, pages, prot).unwrap();
+    cx.take_counters()
+}
+
+#[test]
+fn arm64_partial_blocks_unfold_in_both_versions() {
+    // §5.10: the range starts 8 pages into a 64K folio and ends mid-block:
+    // both versions unfold the two partial blocks once (TLBI each).
+    let a = Arm64 {
+        granule: Granule::K4,
+        contpte: true,
+        bbml2: false,
+        tlbi_range: true,
+    };
+    for s in [Strategy::PerPte, Strategy::Batched] {
+        let c = first_call(a, s, 8, 16, Prot::Read);
+        assert_eq!(
+            (c.contpte_unfolds, c.contpte_folds, c.tlbi_sync),
+            (2, 0, 2),
+            "{s}"
+        );
+    }
+    // BBML2-noabort elides the repaint TLBIs from v6.17 on, not in v6.16.
+    let b = Arm64 { bbml2: true, ..a };
+    assert_eq!(
+        first_call(b, Strategy::Batched, 8, 16, Prot::Read).tlbi_sync,
+        0
+    );
+    assert_eq!(
+        first_call(b, Strategy::PerPte, 8, 16, Prot::Read).tlbi_sync,
+        2
+    );
+}
+
+#[test]
+fn arm64_partial_blocks_in_steady_state() {
+    // Steady state differs from the first call: v6.16 refolds the first block
+    // on the RW call (its last entry is in range and the block is uniform
+    // again) and unfolds it on the next RO call; v6.17 never repaints a
+    // partial block, so its blocks stay unfolded and cost nothing more.
+    let v616 = run(
+        Workload::MprotectRoRw,
+        arm64(),
+        Strategy::PerPte,
+        64 * K,
+        64 * K,
+        8,
+    );
+    assert_eq!(call(&v616, "PROT_READ)").contpte_unfolds, 1);
+    assert_eq!(call(&v616, "PROT_READ|PROT_WRITE").contpte_folds, 1);
+    let v617 = run(
+        Workload::MprotectRoRw,
+        arm64(),
+        Strategy::Batched,
+        64 * K,
+        64 * K,
+        8,
+    );
+    let t = v617.total();
+    assert_eq!((t.contpte_unfolds, t.contpte_folds, t.tlbi_sync), (0, 0, 0));
+}
+
+#[test]
+fn x86_order0_v617_adds_one_page_read_per_pte_off_the_upgrade_path() {
+    let n = 100;
+    for label in ["PROT_NONE", "PROT_READ|PROT_WRITE"] {
+        let a = run(
+            Workload::MprotectToggle,
+            ArchConfig::X86,
+            Strategy::PerPte,
+            n * 4 * K,
+            4 * K,
+            0,
+        );
+        let b = run(
+            Workload::MprotectToggle,
+            ArchConfig::X86,
+            Strategy::Batched,
+            n * 4 * K,
+            4 * K,
+            0,
+        );
+        let (a, b) = (call(&a, label), call(&b, label));
+        for (x, y) in [
+            (a.pte_loads, b.pte_loads),
+            (a.pte_xchg, b.pte_xchg),
+            (a.pte_stores, b.pte_stores),
+        ] {
+            assert_eq!((x, y), (n, n), "{label}");
+        }
+        assert_eq!(a.needs_flush_evals, b.needs_flush_evals);
+        if label == "PROT_NONE" {
+            // Non-upgrade path: v6.16 reads no struct page; v6.17 one per PTE.
+            assert_eq!(a.page_reads, 0);
+            assert_eq!(b.page_reads, n);
+            assert_eq!(b.folio_lookups, n);
+        } else {
+            // Upgrade path (private, exclusive): both look the page up.
+            assert_eq!(a.folio_lookups, n);
+            assert_eq!(b.anon_exclusive_tests, n);
+        }
+    }
+}
+
+#[test]
+fn x86_64k_folios_batch_per_folio() {
+    // §11: 64 KiB mTHP aligned, RW→RO, N = 16k: k batches, 16k loads (1 + 15
+    // each), k page lookups, 16k xchg/stores, k pte_needs_flush.
+    let k = 4;
+    let o = run(
+        Workload::MprotectRoRw,
+        ArchConfig::X86,
+        Strategy::Batched,
+        k * 64 * K,
+        64 * K,
+        0,
+    );
+    let ro = call(&o, "PROT_READ)");
+    assert_eq!(ro.batches, k);
+    assert_eq!(ro.pte_loads, 16 * k);
+    assert_eq!(ro.folio_lookups, k);
+    assert_eq!((ro.pte_xchg, ro.pte_stores), (16 * k, 16 * k));
+    assert_eq!((ro.needs_flush_evals, ro.tlb_gather_ranges), (k, k));
+    // Upgrade path: N + (S − B) AnonExclusive tests with S = B (all exclusive).
+    assert_eq!(
+        call(&o, "PROT_READ|PROT_WRITE").anon_exclusive_tests,
+        16 * k
+    );
+}
+
+#[test]
+fn x86_flushes_match_the_tracepoint_rule() {
+    // 400K = 100 pages > 33: one full flush on RW→NONE, none on NONE→RW.
+    for s in Strategy::ALL {
+        let o = run(
+            Workload::MprotectToggle,
+            ArchConfig::X86,
+            s,
+            400 * K,
+            4 * K,
+            0,
+        );
+        let none = &o.calls[0];
+        assert_eq!(none.flushes.len(), 1);
+        assert_eq!(none.flushes[0].trace_pages(), -1);
+        assert!(
+            o.calls[1].flushes.is_empty(),
+            "{s}: NONE→RW needs no flush on x86"
+        );
+    }
+    // 32 pages ≤ 33: INVLPG per page, and RO→RW flushes too (RW changes).
+    let o = run(
+        Workload::MprotectRoRw,
+        ArchConfig::X86,
+        Strategy::Batched,
+        128 * K,
+        4 * K,
+        0,
+    );
+    for c in &o.calls {
+        assert_eq!(c.flushes.len(), 1);
+        assert_eq!(c.flushes[0].trace_pages(), 32);
+        assert_eq!(c.counters.tlbi_ops, 32);
+    }
+}
+
+#[test]
+fn arm64_v619_elides_the_flush_for_none_to_rw() {
+    let o = run(
+        Workload::MprotectToggle,
+        arm64(),
+        Strategy::Batched,
+        400 * K,
+        4 * K,
+        0,
+    );
+    assert_eq!(call(&o, "PROT_READ|PROT_WRITE").tlb_flush_calls, 1);
+    let o = run(
+        Workload::MprotectToggle,
+        arm64(),
+        Strategy::BatchedV619,
+        400 * K,
+        4 * K,
+        0,
+    );
+    assert_eq!(call(&o, "PROT_READ|PROT_WRITE").tlb_flush_calls, 0);
+    assert_eq!(call(&o, "PROT_NONE").tlb_flush_calls, 1);
+}
+
+#[test]
+fn smallfast_has_the_primitives_of_v619_and_fewer_calls() {
+    for arch in [ArchConfig::X86, arm64()] {
+        for folio in [4 * K, 64 * K] {
+            for wl in [Workload::MprotectToggle, Workload::MprotectRoRw] {
+                let a = run(wl, arch, Strategy::BatchedV619, 400 * K, folio, 0).total();
+                let b = run(wl, arch, Strategy::SmallFast, 400 * K, folio, 0).total();
+                assert!(b.calls < a.calls);
+                assert_eq!(Counters { calls: 0, ..a }, Counters { calls: 0, ..b });
+            }
+        }
+    }
+}
+
+#[test]
+fn granules_translate_folio_sizes() {
+    // 2M on 16K pages is order 7 = one 128-entry contpte block.
+    let a16 = ArchConfig::arm64(Granule::K16);
+    let o = run(
+        Workload::MprotectRoRw,
+        a16,
+        Strategy::PerPte,
+        2048 * K,
+        2048 * K,
+        0,
+    );
+    let ro = call(&o, "PROT_READ)");
+    assert_eq!((ro.pte_xchg, ro.tlbi_sync), (3 * 128, 2));
+    let a64 = ArchConfig::arm64(Granule::K64);
+    let o = run(
+        Workload::MprotectRoRw,
+        a64,
+        Strategy::Batched,
+        2048 * K,
+        2048 * K,
+        0,
+    );
+    assert_eq!(call(&o, "PROT_READ)").pte_xchg, 32);
+}
+
+fn ledger(
+    arch: ArchConfig,
+    wl: Workload,
+    size: u64,
+    folio: u64,
+    offset: u64,
+) -> BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> {
+    let mut out = BTreeMap::new();
+    for s in Strategy::ALL {
+        let o = run(wl, arch, s, size, folio, offset);
+        let calls = o
+            .calls
+            .iter()
+            .map(|c| {
+                let mut m: BTreeMap<String, u64> = c
+                    .counters
+                    .to_map()
+                    .into_iter()
+                    .filter(|(_, v)| *v != 0)
+                    .collect();
+                for (nr, n) in &c.counters.batch_sizes {
+                    m.insert(format!("batch_size_{nr}"), *n);
+                }
+                (c.label.clone(), m)
+            })
+            .collect();
+        out.insert(s.name().to_string(), calls);
+    }
+    out
+}
+
+#[test]
+fn ledger_x86_toggle_400k_order0() {
+    insta::assert_json_snapshot!(ledger(
+        ArchConfig::X86,
+        Workload::MprotectToggle,
+        400 * K,
+        4 * K,
+        0
+    ));
+}
+
+#[test]
+fn ledger_x86_ro_rw_2m_64k() {
+    insta::assert_json_snapshot!(ledger(
+        ArchConfig::X86,
+        Workload::MprotectRoRw,
+        2048 * K,
+        64 * K,
+        0
+    ));
+}
+
+#[test]
+fn ledger_arm64_toggle_400k_64k() {
+    insta::assert_json_snapshot!(ledger(
+        arm64(),
+        Workload::MprotectToggle,
+        400 * K,
+        64 * K,
+        0
+    ));
+}
+
+#[test]
+fn ledger_arm64_ro_rw_2m_2m_pte_offset() {
+    insta::assert_json_snapshot!(ledger(
+        arm64(),
+        Workload::MprotectRoRw,
+        1024 * K,
+        2048 * K,
+        5
+    ));
+}
+
+#[test]
+fn ledger_arm64_no_contpte_toggle_64k() {
+    let a = ArchConfig::Arm64(Arm64 {
+        granule: Granule::K4,
+        contpte: false,
+        bbml2: false,
+        tlbi_range: true,
+    });
+    insta::assert_json_snapshot!(ledger(a, Workload::MprotectToggle, 256 * K, 64 * K, 0));
+}
