@@ -1,0 +1,110 @@
+//! `ptelab model`: the table, the JSON schema, --list-strategies, and every
+//! bad input (exit 2, one line saying what is accepted).
+
+use serde_json::Value;
+
+fn ptelab() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("ptelab").unwrap()
+}
+
+fn model(args: &[&str]) -> assert_cmd::assert::Assert {
+    ptelab().arg("model").args(args).assert()
+}
+
+#[test]
+fn model_table_shows_strategies_side_by_side() {
+    let out = model(&["mprotect-toggle", "--arch", "arm64", "--folio", "64K", "--size", "64K"]).success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for needle in [
+        "per mm call",
+        "per-pte",
+        "batched",
+        "batched-v6.19",
+        "smallfast",
+        "pte_xchg",
+        "tlbi_sync",
+        "mprotect(PROT_NONE):",
+        "mprotect(PROT_READ|PROT_WRITE):",
+        "same page-table primitives",
+        "ratio",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
+
+#[test]
+fn model_json_schema() {
+    let out = model(&[
+        "mprotect-ro-rw", "--arch", "x86_64", "--folio", "64K", "--size", "2M", "--strategy", "all", "--json",
+    ])
+    .success();
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["schema"], "ptelab/model/v1");
+    assert_eq!(v["workload"], "mprotect-ro-rw");
+    assert_eq!(v["arch"], "x86_64");
+    assert_eq!(v["pages"], 512);
+    assert_eq!(v["calls_per_iteration"], 2);
+    let s = v["strategies"].as_array().unwrap();
+    let names: Vec<&str> = s.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["per-pte", "batched", "batched-v6.19", "smallfast"]);
+    assert_eq!(s[0]["kernel"], "v6.16");
+    // Per mprotect call (2 calls per iteration): 512 PTEs each.
+    assert_eq!(s[0]["counters"]["pte_xchg"].as_f64(), Some(512.0));
+    assert_eq!(s[1]["counters"]["batches"].as_f64(), Some(32.0));
+    assert_eq!(s[1]["ratio_vs_first"]["pte_xchg"].as_f64(), Some(1.0));
+    // x86 flush list per call: one full flush each (512 > 33 pages).
+    let flushes = s[0]["calls"][0]["flushes"].as_array().unwrap();
+    assert_eq!(flushes.len(), 1);
+    assert_eq!(flushes[0]["trace_pages"], -1);
+    assert_eq!(s[0]["outside"]["write_faults"], 0);
+}
+
+#[test]
+fn model_lists_strategies() {
+    let out = model(&["--list-strategies"]).success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("v6.16") && text.contains("v6.17") && text.contains("v6.19") && text.contains("Falcato"));
+    let out = model(&["--list-strategies", "--json"]).success();
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["strategies"].as_array().unwrap().len(), 4);
+}
+
+fn bad(args: &[&str], accepted: &str) {
+    let out = model(args).code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(accepted), "expected {accepted:?} in {err}");
+}
+
+#[test]
+fn model_bad_arch() {
+    bad(&["mprotect-toggle", "--arch", "riscv64"], "x86_64, arm64");
+}
+
+#[test]
+fn model_bad_strategy() {
+    bad(&["mprotect-toggle", "--strategy", "v5.10"], "per-pte");
+}
+
+#[test]
+fn model_bad_granule() {
+    bad(&["mprotect-toggle", "--arch", "arm64", "--granule", "8K"], "4K, 16K, 64K");
+    bad(&["mprotect-toggle", "--arch", "x86_64", "--granule", "16K"], "4K");
+}
+
+#[test]
+fn model_bad_folio() {
+    bad(&["mprotect-toggle", "--folio", "48K"], "4K, 16K, 32K, 64K");
+    bad(&["mprotect-toggle", "--arch", "arm64", "--granule", "16K", "--folio", "4K"], "at least 16K");
+}
+
+#[test]
+fn model_offset_past_the_folio() {
+    bad(&["mprotect-toggle", "--folio", "64K", "--offset", "16"], "0..15");
+}
+
+#[test]
+fn model_size_not_a_page_multiple() {
+    bad(&["mprotect-toggle", "--size", "5000"], "multiples of 4K");
+    bad(&["mprotect-toggle", "--arch", "arm64", "--granule", "64K", "--folio", "64K", "--size", "4K"], "64K");
+}
