@@ -16,10 +16,12 @@ use crate::workload::{FolioSpec, WorkloadKind};
 const MEM_SHARE: f64 = 0.9;
 
 /// Workloads the kernel backend implements.
-pub const KERNEL_WORKLOADS: [WorkloadKind; 3] = [
+pub const KERNEL_WORKLOADS: [WorkloadKind; 5] = [
     WorkloadKind::MprotectToggle,
     WorkloadKind::MprotectRoRw,
+    WorkloadKind::MremapMove,
     WorkloadKind::ProtTransition,
+    WorkloadKind::Reclaim,
 ];
 
 /// A validated set of kernel cells.

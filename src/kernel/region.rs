@@ -158,6 +158,46 @@ impl Region {
         })
     }
 
+    /// Like [`Region::map`] without a neighbour, but aligned to at least
+    /// `min_align` and with `room` bytes right above the region that were
+    /// unmapped when it was placed (mremap-move's destination). Nothing keeps
+    /// other threads from mapping into the room later; the caller checks.
+    pub fn map_with_room(
+        size: u64,
+        spec: FolioSpec,
+        room: usize,
+        min_align: usize,
+    ) -> anyhow::Result<Region> {
+        let len = usize::try_from(size).context("size does not fit the address space")?;
+        if len == 0 || len % PAGE_SIZE != 0 {
+            bail!("region size {size} is not a positive multiple of the 4096-byte page");
+        }
+        let align = (spec.alignment() as usize).max(PAGE_SIZE).max(min_align);
+        let gap = align.max(64 << 10);
+        let reserve = len + room + 2 * gap + align;
+        let base = mmap_anon(
+            ptr::null_mut(),
+            reserve,
+            libc::PROT_NONE,
+            libc::MAP_NORESERVE,
+        )?;
+        let start = (base as usize + gap).next_multiple_of(align);
+        munmap(base, reserve);
+        let addr = mmap_anon(
+            start as *mut u8,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_FIXED_NOREPLACE,
+        )
+        .context("another thread mapped into the reserved range; try again")?;
+        Ok(Region {
+            addr,
+            len,
+            spec,
+            neighbor: None,
+        })
+    }
+
     /// Fault in every page with a write so that the kernel allocates the
     /// requested layout (knobs must already be configured), and for `2M-pte`
     /// split every PMD mapping into PTEs.

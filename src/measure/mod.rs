@@ -1,7 +1,9 @@
 //! Measurement on the running kernel: phases (prepare, warm up, calibrate,
 //! sample, teardown), the workload syscall sequences, and result shapes.
 
+pub mod mremap;
 pub mod ops;
+pub mod reclaim;
 pub mod result;
 pub mod runner;
 pub mod session;

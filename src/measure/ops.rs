@@ -69,7 +69,8 @@ pub fn for_workload(
         WorkloadKind::MprotectToggle => Box::new(MprotectToggle { regions, flip: 0 }),
         WorkloadKind::MprotectRoRw => Box::new(MprotectRoRw { regions }),
         WorkloadKind::ProtTransition => Box::new(ProtTransition { regions }),
-        other => anyhow::bail!("workload {other} has no kernel backend yet"),
+        WorkloadKind::MremapMove => Box::new(super::mremap::MremapMove::new(regions)?),
+        WorkloadKind::Reclaim => Box::new(super::reclaim::Reclaim::new(regions)?),
     })
 }
 
