@@ -371,7 +371,7 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
         }
     }
     outcome.calls = calls;
-    if cfg.strategy == Strategy::SmallFast {
+    if cfg.strategy == Strategy::SmallFast && cfg.workload != Workload::MremapMove {
         outcome.notes.push(
             "smallfast (Pedro Falcato v3) performs the same page-table primitives as v6.17/v6.19; \
              it differs in instructions, branches and out-of-line calls (see `calls`)"

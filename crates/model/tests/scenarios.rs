@@ -421,3 +421,54 @@ fn ledger_arm64_no_contpte_toggle_64k() {
     });
     insta::assert_json_snapshot!(ledger(a, Workload::MprotectToggle, 256 * K, 64 * K, 0));
 }
+
+#[test]
+fn mremap_move_counts() {
+    // §6.2: x86 never batches (pte_batch_hint() == 1 returns before any folio
+    // lookup): N loads, N xchg, N stores, one flush of the old range.
+    for s in Strategy::ALL {
+        let o = run(
+            Workload::MremapMove,
+            ArchConfig::X86,
+            s,
+            1024 * K,
+            64 * K,
+            0,
+        );
+        let c = &o.calls[0].counters;
+        assert_eq!(
+            (c.pte_loads, c.pte_xchg, c.pte_stores, c.folio_lookups),
+            (256, 256, 256, 0),
+            "{s}"
+        );
+        assert_eq!(o.calls[0].flushes.len(), 1);
+    }
+    // arm64 contpte, aligned 64K folios, congruent destination: v6.16 unfolds
+    // each block at the source and refolds it at the destination; v6.17
+    // moves whole blocks (C xchg + C stores, CONT painted at the destination).
+    let v616 = run(
+        Workload::MremapMove,
+        arm64(),
+        Strategy::PerPte,
+        1024 * K,
+        64 * K,
+        0,
+    );
+    let c = &v616.calls[0].counters;
+    assert_eq!(
+        (c.contpte_unfolds, c.contpte_folds, c.tlbi_sync),
+        (16, 16, 32)
+    );
+    assert_eq!((c.pte_xchg, c.pte_stores), (3 * 256, 3 * 256));
+    let v617 = run(
+        Workload::MremapMove,
+        arm64(),
+        Strategy::Batched,
+        1024 * K,
+        64 * K,
+        0,
+    );
+    let c = &v617.calls[0].counters;
+    assert_eq!((c.contpte_unfolds, c.contpte_folds, c.tlbi_sync), (0, 0, 0));
+    assert_eq!((c.pte_xchg, c.pte_stores, c.batches), (256, 256, 16));
+}
