@@ -13,6 +13,7 @@ mod error;
 mod kernel;
 mod measure;
 mod report;
+mod reproduce;
 mod store;
 mod workload;
 

@@ -1,9 +1,183 @@
-//! `ptelab reproduce` (not implemented yet).
+//! `ptelab reproduce [SEED...] [--quick]`: the main job. Measures every seed
+//! experiment on this kernel, models it for x86-64 and arm64, prints each
+//! claim beside the seed's published figure with a verdict, stores
+//! everything as one run, and writes the report.
+//!
+//! Order matters: the kernel session runs first because it re-executes
+//! ptelab on the pinned CPU (see `runner::pin_process`); the model runs
+//! after, in the pinned process.
 
+use std::fmt::Write;
 use std::process::ExitCode;
 
-use crate::cli::flags::ReproduceArgs;
+use serde_json::json;
 
-pub fn run(_args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ptelab reproduce` is not implemented yet")
+use crate::cli::flags::{MeasureOpts, ReproduceArgs};
+use crate::cli::plan::{self, KernelPlan};
+use crate::cmd::model::{model_cells, parse_arch, parse_strategies, ModelPlan};
+use crate::measure::session::{self, CellSink};
+use crate::reproduce::{claims, seeds, Evidence, Seed};
+use crate::store::Store;
+
+fn measure_opts(quick: bool) -> MeasureOpts {
+    MeasureOpts {
+        regions: 1,
+        pin: None,
+        no_pin: false,
+        iters: None,
+        time: if quick { "1s".into() } else { "3s".into() },
+        allow_mismatch: false,
+        allow_unverified: false,
+        neighbor: false,
+        no_flush_count: false,
+    }
+}
+
+pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
+    let catalogue = seeds(args.quick);
+    let ids: Vec<&str> = catalogue.iter().map(|s| s.id).collect();
+    for s in &args.seeds {
+        if !ids.contains(&s.as_str()) {
+            crate::bail_usage!("unknown seed '{s}': accepted seeds are {}", ids.join(", "));
+        }
+    }
+    let chosen: Vec<&Seed> = catalogue
+        .iter()
+        .filter(|s| args.seeds.is_empty() || args.seeds.iter().any(|a| a == s.id))
+        .collect();
+
+    // Kernel cells: one plan over every seed; workloads the kernel backend
+    // cannot run (yet, or on this machine) are recorded, not fatal.
+    let mut ev = Evidence::default();
+    let opts = measure_opts(args.quick);
+    let mut kplan = KernelPlan {
+        cells: Vec::new(),
+        verified: true,
+        pin: None,
+    };
+    for seed in &chosen {
+        for k in &seed.kernel {
+            match plan::kernel_plan(k.workload, &k.sizes, &k.folios, &opts) {
+                Ok(p) => {
+                    kplan.verified &= p.verified;
+                    kplan.pin = p.pin;
+                    kplan.cells.extend(p.cells);
+                }
+                Err(e) => ev.unavailable.push((k.workload, format!("{e:#}"))),
+            }
+        }
+    }
+    let store = if args.out.no_store {
+        None
+    } else {
+        Some(Store::open(&args.out.db)?)
+    };
+    let sink: Option<&dyn CellSink> = store.as_ref().map(|s| s as &dyn CellSink);
+    let outcome = session::run(&kplan, "reproduce", sink)?;
+    if outcome.interrupted {
+        return Ok(ExitCode::from(130));
+    }
+    for (cell, err) in &outcome.failed {
+        eprintln!("ptelab: cell {cell} failed: {err}");
+        if let Some(w) = crate::workload::WorkloadKind::ALL
+            .iter()
+            .find(|w| cell.starts_with(w.name()))
+        {
+            ev.unavailable.push((*w, err.clone()));
+        }
+    }
+    ev.cells = outcome.cells;
+
+    // Model cells, stored with the same run.
+    for seed in &chosen {
+        for m in &seed.model {
+            let plan = ModelPlan {
+                workload: m.workload,
+                arch: parse_arch(m.arch, "4K", false, false)?,
+                strategies: parse_strategies(m.strategies)?,
+                size_bytes: m.size,
+                folio: m.folio,
+                offset_pages: 0,
+            };
+            let cells = model_cells(&plan)?;
+            if let (Some(s), Some(id)) = (&store, outcome.run_id) {
+                for (_, rec) in &cells {
+                    s.insert_model_cell(id, rec)?;
+                }
+            }
+            ev.model.push((
+                (m.arch.to_string(), m.workload, m.size, m.folio),
+                cells.into_iter().map(|(o, _)| o).collect(),
+            ));
+        }
+    }
+
+    let chosen_ids: Vec<&str> = chosen.iter().map(|s| s.id).collect();
+    let rows = claims::judge(&chosen_ids, &ev, args.quick);
+    if args.out.json {
+        crate::cmd::print_json(&json!({
+            "schema": "ptelab/reproduce/v1",
+            "run_id": outcome.run_id,
+            "kernel": outcome.host.kernel_release,
+            "cpu": outcome.host.cpu_model,
+            "quick": args.quick,
+            "claims": rows,
+            "cells": ev.cells,
+            "unavailable": ev.unavailable.iter().map(|(w, why)| json!({"workload": w, "why": why})).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        let mut text = format!(
+            "ptelab reproduce{} on Linux {} ({})\n",
+            if args.quick { " --quick" } else { "" },
+            outcome.host.kernel_release,
+            outcome.host.cpu_model
+        );
+        for seed in &chosen {
+            writeln!(text, "\n== seed {}: {}", seed.id, seed.title)?;
+            for p in &seed.published {
+                writeln!(text, "  published ({}): {}: {}", p.on, p.what, p.figure)?;
+            }
+            let cells: Vec<_> = ev
+                .cells
+                .iter()
+                .filter(|c| seed.kernel.iter().any(|k| k.workload == c.workload))
+                .cloned()
+                .collect();
+            if !cells.is_empty() {
+                writeln!(text, "  measured here:")?;
+                for line in crate::report::cells::render_table(&cells).lines() {
+                    writeln!(text, "    {line}")?;
+                }
+            }
+            for (w, why) in ev
+                .unavailable
+                .iter()
+                .filter(|(w, _)| seed.kernel.iter().any(|k| k.workload == *w))
+            {
+                writeln!(text, "  not measured ({w}): {why}")?;
+            }
+            for r in rows.iter().filter(|r| r.seed == seed.id) {
+                writeln!(text, "  claim: {}", r.claim)?;
+                for (label, v) in [
+                    ("published", &r.published),
+                    ("measured", &r.measured),
+                    ("model", &r.model),
+                ] {
+                    if let Some(v) = v {
+                        writeln!(text, "    {label:>9}: {v}")?;
+                    }
+                }
+                writeln!(text, "    {:>9}: {}", "verdict", r.verdict)?;
+            }
+        }
+        if let Some(id) = outcome.run_id {
+            writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?;
+        }
+        crate::cmd::print_text(&text)?;
+    }
+    Ok(if outcome.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

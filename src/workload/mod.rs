@@ -11,7 +11,17 @@ pub use folio::FolioSpec;
 
 /// The catalogue of experiments, one per seed (ARCHITECTURE.md, "Workloads").
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadKind {
@@ -28,6 +38,15 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// Every workload, in catalogue order.
+    pub const ALL: [WorkloadKind; 5] = [
+        WorkloadKind::MprotectRoRw,
+        WorkloadKind::MprotectToggle,
+        WorkloadKind::MremapMove,
+        WorkloadKind::ProtTransition,
+        WorkloadKind::Reclaim,
+    ];
+
     /// The kebab-case name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {
