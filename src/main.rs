@@ -9,6 +9,7 @@ use clap::Parser;
 
 mod cli;
 mod cmd;
+mod crosscheck;
 mod error;
 mod kernel;
 mod measure;

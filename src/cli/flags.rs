@@ -179,6 +179,13 @@ pub struct CrosscheckArgs {
     /// Comma-separated folio layouts.
     #[arg(long, default_value = "4K,64K,2M-pte")]
     pub folios: String,
+    /// CPU to pin to (the process re-executes itself there first, so its mm
+    /// has only ever run on that CPU and flushes are local).
+    #[arg(long, default_value_t = 0)]
+    pub pin: usize,
+    /// Skip the batching scenarios (mixed AnonExclusive folio, mid-folio range).
+    #[arg(long)]
+    pub no_scenarios: bool,
     #[command(flatten)]
     pub out: OutputOpts,
 }

@@ -1,0 +1,436 @@
+//! `ptelab crosscheck`: run a workload on the running kernel and on the model
+//! (this arch, the strategy of this kernel's version) and compare every
+//! effect user space can observe, call by call.
+//!
+//! Observables (one row each, kernel value beside model value):
+//! - `tlb flushes`: the multiset of `tlb:tlb_flush` `local_mm_shootdown`
+//!   records' `pages` of one mm call (KERNEL-SPEC §4.5) vs the model's flushes
+//!   of that call that an x86 kernel traces (everything but arm64's
+//!   `contpte_convert`). Other reasons (e.g. `remote_ipi_send`) are shown but
+//!   not compared: the model is single-CPU.
+//! - `write faults`: which pages take a fault when every page is written
+//!   after the call (`ru_minflt` delta per page) vs which PTEs the model left
+//!   non-writable.
+//! - `pagemap present` / `pagemap exclusive` / `pagemap soft-dirty`: bits 63,
+//!   56 and 55 of `/proc/self/pagemap` after the call vs the model's page
+//!   table (present; mapped once — the model has one mm; soft-dirty PTE bit
+//!   or the VMA's `VM_SOFTDIRTY`).
+//! - `folio splits`: deltas of the mTHP `stats/split*` counters across the
+//!   calls vs the model, which never splits a folio in mprotect or mremap.
+//!
+//! The comparison logic here is pure; [`probe`] touches the machine,
+//! [`model`] drives the model, [`run`] puts them together.
+
+pub mod model;
+pub mod probe;
+pub mod run;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use ptelab_model::{FlushOp, FlushSource, Strategy};
+use serde::Serialize;
+
+/// Schema tag of the JSON document.
+pub const SCHEMA: &str = "ptelab/crosscheck/v1";
+
+/// The model strategy standing for kernel release `release` (`uname -r`),
+/// with the reason in words. `None` when the release cannot be parsed.
+pub fn strategy_for_release(release: &str) -> Option<(Strategy, String)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = it.next()?.parse().ok()?;
+    let minor: u32 = it.next()?.parse().ok()?;
+    let s = match (major, minor) {
+        (m, _) if m < 6 => Strategy::PerPte,
+        (6, n) if n <= 16 => Strategy::PerPte,
+        (6, 17 | 18) => Strategy::Batched,
+        _ => Strategy::BatchedV619,
+    };
+    let why = format!(
+        "kernel {major}.{minor} -> strategy {} ({})",
+        s.name(),
+        s.kernel()
+    );
+    Some((s, why))
+}
+
+/// One compared observable.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub workload: String,
+    pub size_bytes: u64,
+    pub folio: String,
+    /// The call or scenario step the observable belongs to.
+    pub scenario: String,
+    pub observable: String,
+    pub kernel: String,
+    pub model: String,
+    #[serde(rename = "match")]
+    pub matches: bool,
+    /// Extra words (kernel events not compared, layout obtained, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Where a row belongs (workload, size, folio, scenario).
+#[derive(Clone, Debug)]
+pub struct RowKey {
+    pub workload: String,
+    pub size_bytes: u64,
+    pub folio: String,
+    pub scenario: String,
+}
+
+impl RowKey {
+    /// A row comparing two rendered values for equality of `same`.
+    pub fn row(&self, observable: &str, kernel: String, model: String, same: bool) -> Row {
+        Row {
+            workload: self.workload.clone(),
+            size_bytes: self.size_bytes,
+            folio: self.folio.clone(),
+            scenario: self.scenario.clone(),
+            observable: observable.to_string(),
+            kernel,
+            model,
+            matches: same,
+            note: None,
+        }
+    }
+
+    /// A row whose two sides are compared as rendered text.
+    pub fn text_row(&self, observable: &str, kernel: String, model: String) -> Row {
+        let same = kernel == model;
+        self.row(observable, kernel, model, same)
+    }
+
+    /// With a different scenario.
+    pub fn with_scenario(&self, scenario: impl Into<String>) -> RowKey {
+        RowKey {
+            scenario: scenario.into(),
+            ..self.clone()
+        }
+    }
+}
+
+/// A multiset of flush `pages` values (`-1` = `TLB_FLUSH_ALL`).
+pub type FlushSet = BTreeMap<i64, u64>;
+
+/// The tracepoint records an x86 kernel emits for the model's flushes of one
+/// call (arm64 `contpte_convert` TLBIs have no x86 counterpart).
+pub fn model_flush_set(flushes: &[FlushOp]) -> FlushSet {
+    let mut m = FlushSet::new();
+    for f in flushes
+        .iter()
+        .filter(|f| f.source != FlushSource::ContpteConvert)
+    {
+        *m.entry(f.trace_pages()).or_default() += 1;
+    }
+    m
+}
+
+/// Split a tracepoint breakdown (`"reason/pages"` -> events) into the
+/// `local_mm_shootdown` multiset and everything else.
+pub fn kernel_flush_set(breakdown: &BTreeMap<String, u64>) -> (FlushSet, BTreeMap<String, u64>) {
+    let mut lmm = FlushSet::new();
+    let mut other = BTreeMap::new();
+    for (k, &n) in breakdown {
+        if n == 0 {
+            continue;
+        }
+        match k.split_once('/') {
+            Some(("local_mm_shootdown", pages)) => {
+                let p = if pages == "all" {
+                    Some(-1)
+                } else {
+                    pages.parse::<i64>().ok()
+                };
+                match p {
+                    Some(p) => *lmm.entry(p).or_default() += n,
+                    None => {
+                        other.insert(k.clone(), n);
+                    }
+                }
+            }
+            _ => {
+                other.insert(k.clone(), n);
+            }
+        }
+    }
+    (lmm, other)
+}
+
+/// `none`, or e.g. `16 pages x1, all x2` (sizes ascending, `all` last).
+pub fn render_flushes(set: &FlushSet) -> String {
+    if set.values().all(|&n| n == 0) {
+        return "none".to_string();
+    }
+    let mut keys: Vec<i64> = set.keys().copied().filter(|&k| set[&k] > 0).collect();
+    keys.sort_by_key(|&k| if k < 0 { i64::MAX } else { k });
+    keys.iter()
+        .map(|&k| {
+            let what = if k < 0 {
+                "all".to_string()
+            } else {
+                format!("{k} pages")
+            };
+            format!("{what} x{}", set[&k])
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A set of page indices as ranges: `none`, `all 16`, or `0-3,8,10-11 (7 of 16)`.
+pub fn render_pages(pages: &[bool]) -> String {
+    let n = pages.len();
+    let set = pages.iter().filter(|&&b| b).count();
+    if set == 0 {
+        return format!("none of {n}");
+    }
+    if set == n {
+        return format!("all {n}");
+    }
+    let mut out = String::new();
+    let mut i = 0;
+    let mut runs = 0;
+    while i < n {
+        if !pages[i] {
+            i += 1;
+            continue;
+        }
+        let s = i;
+        while i < n && pages[i] {
+            i += 1;
+        }
+        runs += 1;
+        if runs > 8 {
+            out.push_str(",...");
+            break;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if i - s == 1 {
+            let _ = write!(out, "{s}");
+        } else {
+            let _ = write!(out, "{s}-{}", i - 1);
+        }
+    }
+    let _ = write!(out, " ({set} of {n})");
+    out
+}
+
+/// Compare two per-page bit vectors: rendered values and exact equality
+/// (the rendering elides long run lists, the comparison does not).
+pub fn page_row(key: &RowKey, observable: &str, kernel: &[bool], model: &[bool]) -> Row {
+    let same = kernel == model;
+    let mut row = key.row(observable, render_pages(kernel), render_pages(model), same);
+    if !same && kernel.len() == model.len() {
+        let first = kernel.iter().zip(model).position(|(a, b)| a != b);
+        if let Some(i) = first {
+            row.note = Some(format!(
+                "first difference at page {i}: kernel {}, model {}",
+                kernel[i], model[i]
+            ));
+        }
+    }
+    row
+}
+
+/// Compare flushes of one call.
+pub fn flush_row(key: &RowKey, breakdown: &BTreeMap<String, u64>, model: &[FlushOp]) -> Row {
+    let (k, other) = kernel_flush_set(breakdown);
+    let m = model_flush_set(model);
+    let mut row = key.row(
+        "tlb flushes",
+        render_flushes(&k),
+        render_flushes(&m),
+        k == m,
+    );
+    if !other.is_empty() {
+        let o: Vec<String> = other.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+        row.note = Some(format!("not compared: {}", o.join(", ")));
+    }
+    row
+}
+
+/// Text table of rows: kernel vs model and a verdict per row.
+pub fn render_table(header: &str, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{header}");
+    let w = |f: &dyn Fn(&Row) -> usize, min: usize| rows.iter().map(f).max().unwrap_or(0).max(min);
+    let ww = w(&|r| r.workload.len(), 8);
+    let wc = w(
+        &|r| {
+            format!(
+                "{} {}",
+                crate::workload::size::format_size(r.size_bytes),
+                r.folio
+            )
+            .len()
+        },
+        4,
+    );
+    let ws = w(&|r| r.scenario.len(), 8);
+    let wo = w(&|r| r.observable.len(), 10);
+    let wk = w(&|r| r.kernel.len(), 6).min(40);
+    let wm = w(&|r| r.model.len(), 5).min(40);
+    let _ = writeln!(
+        out,
+        "{:<ww$}  {:<wc$}  {:<ws$}  {:<wo$}  {:<wk$}  {:<wm$}  verdict",
+        "workload", "cell", "scenario", "observable", "kernel", "model"
+    );
+    for r in rows {
+        let cell = format!(
+            "{} {}",
+            crate::workload::size::format_size(r.size_bytes),
+            r.folio
+        );
+        let verdict = if r.matches { "match" } else { "MISMATCH" };
+        let _ = write!(
+            out,
+            "{:<ww$}  {:<wc$}  {:<ws$}  {:<wo$}  {:<wk$}  {:<wm$}  {verdict}",
+            r.workload, cell, r.scenario, r.observable, r.kernel, r.model
+        );
+        if let Some(n) = &r.note {
+            let _ = write!(out, "  [{n}]");
+        }
+        out.push('\n');
+    }
+    let bad = rows.iter().filter(|r| !r.matches).count();
+    let _ = writeln!(
+        out,
+        "{} rows: {} match, {} mismatch",
+        rows.len(),
+        rows.len() - bad,
+        bad
+    );
+    for r in rows.iter().filter(|r| !r.matches) {
+        let _ = writeln!(
+            out,
+            "FINDING: {} {} {} / {} / {}: kernel {} but model {}{}",
+            r.workload,
+            crate::workload::size::format_size(r.size_bytes),
+            r.folio,
+            r.scenario,
+            r.observable,
+            r.kernel,
+            r.model,
+            r.note
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(pages: u64, full: bool, source: FlushSource) -> FlushOp {
+        FlushOp {
+            start: 0,
+            pages,
+            full,
+            ops: 1,
+            source,
+        }
+    }
+
+    fn key() -> RowKey {
+        RowKey {
+            workload: "mprotect-toggle".into(),
+            size_bytes: 64 << 10,
+            folio: "64K".into(),
+            scenario: "mprotect(PROT_NONE)".into(),
+        }
+    }
+
+    #[test]
+    fn strategy_follows_the_release() {
+        let s = |r: &str| strategy_for_release(r).map(|(s, _)| s);
+        assert_eq!(s("6.16.3-arch1"), Some(Strategy::PerPte));
+        assert_eq!(s("6.17.0"), Some(Strategy::Batched));
+        assert_eq!(s("6.18.8-pvm-host"), Some(Strategy::Batched));
+        assert_eq!(s("6.19.0-rc1"), Some(Strategy::BatchedV619));
+        assert_eq!(s("7.0.1"), Some(Strategy::BatchedV619));
+        assert_eq!(s("5.15.0-91-generic"), Some(Strategy::PerPte));
+        assert_eq!(s("garbage"), None);
+    }
+
+    #[test]
+    fn kernel_breakdown_keeps_local_mm_shootdowns_apart() {
+        let b: BTreeMap<String, u64> = [
+            ("local_mm_shootdown/16".to_string(), 1),
+            ("local_mm_shootdown/all".to_string(), 2),
+            ("remote_ipi_send/all".to_string(), 2),
+            ("local_mm_shootdown/4".to_string(), 0),
+        ]
+        .into_iter()
+        .collect();
+        let (lmm, other) = kernel_flush_set(&b);
+        assert_eq!(lmm, [(16, 1), (-1, 2)].into_iter().collect());
+        assert_eq!(other.len(), 1);
+        assert_eq!(render_flushes(&lmm), "16 pages x1, all x2");
+    }
+
+    #[test]
+    fn model_flushes_drop_contpte_converts() {
+        let m = model_flush_set(&[
+            op(16, false, FlushSource::MmuGather),
+            op(16, false, FlushSource::ContpteConvert),
+            op(512, true, FlushSource::FlushTlbRange),
+        ]);
+        assert_eq!(m, [(16, 1), (-1, 1)].into_iter().collect());
+        assert_eq!(render_flushes(&FlushSet::new()), "none");
+    }
+
+    #[test]
+    fn flush_rows_compare_multisets_and_note_other_reasons() {
+        let b: BTreeMap<String, u64> = [
+            ("local_mm_shootdown/16".to_string(), 1),
+            ("remote_ipi_send/16".to_string(), 1),
+        ]
+        .into_iter()
+        .collect();
+        let r = flush_row(&key(), &b, &[op(16, false, FlushSource::MmuGather)]);
+        assert!(r.matches);
+        assert_eq!(
+            r.note.as_deref(),
+            Some("not compared: remote_ipi_send/16 x1")
+        );
+        let r = flush_row(&key(), &b, &[op(17, false, FlushSource::MmuGather)]);
+        assert!(!r.matches);
+        let r = flush_row(&key(), &BTreeMap::new(), &[]);
+        assert!(r.matches);
+        assert_eq!(r.kernel, "none");
+    }
+
+    #[test]
+    fn page_sets_render_as_ranges_and_compare_exactly() {
+        let v = [true, true, false, true, false, false, true, true];
+        assert_eq!(render_pages(&v), "0-1,3,6-7 (5 of 8)");
+        assert_eq!(render_pages(&[false; 4]), "none of 4");
+        assert_eq!(render_pages(&[true; 4]), "all 4");
+        let r = page_row(&key(), "write faults", &v, &v);
+        assert!(r.matches);
+        let mut w = v;
+        w[2] = true;
+        let r = page_row(&key(), "write faults", &v, &w);
+        assert!(!r.matches);
+        assert!(r.note.unwrap().contains("page 2"));
+    }
+
+    #[test]
+    fn table_names_every_mismatch() {
+        let k = key();
+        let rows = vec![
+            k.text_row("folio splits", "0".into(), "0".into()),
+            k.text_row("tlb flushes", "all x1".into(), "none".into()),
+        ];
+        let t = render_table("kernel 6.18", &rows);
+        assert!(t.contains("2 rows: 1 match, 1 mismatch"));
+        assert!(t.contains("FINDING: mprotect-toggle 64K 64K / mprotect(PROT_NONE) / tlb flushes"));
+    }
+}

@@ -1,0 +1,249 @@
+//! The model side of a crosscheck: the same syscall sequence on the model's
+//! x86-64 address space, keeping the page table so that per-page effects
+//! (writable PTEs, pagemap bits) can be read after each call.
+//!
+//! The standard layout is the one `run_model` builds (one VMA of whole,
+//! naturally aligned, exclusive folios starting at a PMD boundary); scenarios
+//! bring their own [`LayoutSpec`] (AnonExclusive patterns, offsets).
+
+use ptelab_model::layout::{build, FolioPlacement, LayoutSpec};
+use ptelab_model::workload::{check_invariants, retouch};
+use ptelab_model::{Arch, Cx, FlushOp, Prot, Strategy, VmFlags, X86};
+
+/// Per-page state user space can observe, from the model's page table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PageState {
+    /// pagemap bit 63.
+    pub present: Vec<bool>,
+    /// pagemap bit 56: mapped by exactly one PTE of one mm (the model has one mm).
+    pub exclusive: Vec<bool>,
+    /// pagemap bit 55: PTE soft-dirty or the VMA's `VM_SOFTDIRTY`.
+    pub soft_dirty: Vec<bool>,
+}
+
+/// A model address space being driven call by call.
+pub struct Sim {
+    cx: Cx<X86>,
+    /// First page of the region (moves with mremap).
+    pub start: u64,
+    /// Pages in the region.
+    pub pages: u64,
+}
+
+/// Layout of `run_model`'s cells: `pages` pages of whole folios of
+/// `folio_pages` from a PMD-aligned base, plus room above for mremap.
+pub fn standard_spec(pages: u64, folio_pages: u64, room: bool) -> LayoutSpec {
+    let ptrs = X86.ptrs_per_pte();
+    let base = 4 * ptrs.max(folio_pages);
+    let order = folio_pages.trailing_zeros() as u8;
+    let nfolios = pages.div_ceil(folio_pages);
+    LayoutSpec {
+        base,
+        vma_flags: VmFlags::READ | VmFlags::WRITE | VmFlags::SOFTDIRTY,
+        folios: vec![FolioPlacement::whole(order); nfolios as usize],
+        extra_window: if room {
+            nfolios * folio_pages + ptrs
+        } else {
+            0
+        },
+    }
+}
+
+/// The standard layout with a per-page `PageAnonExclusive` pattern applied to
+/// folio `folio` (pages not exclusive are write-protected, as fork leaves them).
+pub fn with_exclusive(mut spec: LayoutSpec, folio: usize, exclusive: Vec<bool>) -> LayoutSpec {
+    spec.folios[folio].exclusive = exclusive;
+    spec
+}
+
+impl Sim {
+    /// Fault `spec` in under `strategy`; the region is `[start, start+pages)`.
+    pub fn new(strategy: Strategy, spec: &LayoutSpec, start: u64, pages: u64) -> Sim {
+        let (cx, _) = build(X86, strategy.kernel_features(), spec, true);
+        Sim { cx, start, pages }
+    }
+
+    /// The standard layout of a `pages`-page region of `folio_pages` folios.
+    pub fn standard(strategy: Strategy, pages: u64, folio_pages: u64, room: bool) -> Sim {
+        let spec = standard_spec(pages, folio_pages, room);
+        let start = spec.base;
+        Sim::new(strategy, &spec, start, pages)
+    }
+
+    fn syscall_entry(&mut self) {
+        let (b, n) = (self.cx.mm.pt.base(), self.cx.mm.pt.len());
+        self.cx.tlb_fill(b, b + n);
+        self.cx.take_counters();
+        self.cx.take_flushes();
+    }
+
+    fn syscall_exit(&mut self) -> anyhow::Result<Vec<FlushOp>> {
+        check_invariants(&self.cx).map_err(|e| anyhow::anyhow!("model: {e}"))?;
+        self.cx.take_counters();
+        Ok(self.cx.take_flushes())
+    }
+
+    /// `mprotect` of pages `[start+off, start+off+len)`; its flushes.
+    pub fn mprotect(&mut self, off: u64, len: u64, prot: Prot) -> anyhow::Result<Vec<FlushOp>> {
+        self.syscall_entry();
+        ptelab_model::mprotect::mprotect(&mut self.cx, self.start + off, len, prot)
+            .map_err(|e| anyhow::anyhow!("model mprotect: {e}"))?;
+        self.syscall_exit()
+    }
+
+    /// `mprotect` of the whole region.
+    #[cfg(test)]
+    pub fn mprotect_all(&mut self, prot: Prot) -> anyhow::Result<Vec<FlushOp>> {
+        self.mprotect(0, self.pages, prot)
+    }
+
+    /// `mremap(MAYMOVE|FIXED)` of the region to `start + pages`; its flushes.
+    pub fn mremap_up(&mut self) -> anyhow::Result<Vec<FlushOp>> {
+        self.syscall_entry();
+        let to = self.start + self.pages;
+        ptelab_model::mremap::mremap(&mut self.cx, self.start, self.pages, to)
+            .map_err(|e| anyhow::anyhow!("model mremap: {e}"))?;
+        self.start = to;
+        self.syscall_exit()
+    }
+
+    /// Undo [`Sim::mremap_up`] (uncounted).
+    pub fn move_back(&mut self) -> anyhow::Result<()> {
+        self.syscall_entry();
+        let to = self.start - self.pages;
+        ptelab_model::mremap::mremap(&mut self.cx, self.start, self.pages, to)
+            .map_err(|e| anyhow::anyhow!("model mremap: {e}"))?;
+        self.start = to;
+        self.syscall_exit().map(|_| ())
+    }
+
+    /// Write every page of the region; which pages took a write fault (PTE
+    /// not writable or not hardware-valid).
+    pub fn retouch(&mut self) -> Vec<bool> {
+        let arch = self.cx.arch;
+        let faults = (self.start..self.start + self.pages)
+            .map(|a| {
+                let p = self.cx.peek(a);
+                arch.pte_present(p) && !(arch.pte_hw_valid(p) && arch.pte_write(p))
+            })
+            .collect();
+        retouch(&mut self.cx, self.start, self.start + self.pages);
+        self.cx.take_counters();
+        self.cx.take_flushes();
+        faults
+    }
+
+    /// Which pages of the region have a writable PTE.
+    #[cfg(test)]
+    pub fn writable(&self) -> Vec<bool> {
+        let arch = self.cx.arch;
+        (self.start..self.start + self.pages)
+            .map(|a| {
+                let p = self.cx.peek(a);
+                arch.pte_present(p) && arch.pte_write(p)
+            })
+            .collect()
+    }
+
+    /// `echo 4 > /proc/self/clear_refs` (fs/proc/task_mmu.c
+    /// `clear_refs_pte_range` with CLEAR_REFS_SOFT_DIRTY): every present PTE
+    /// write-protected with soft-dirty cleared; `VM_SOFTDIRTY` cleared on
+    /// every VMA (their `vm_page_prot` recomputed); the TLB flushed.
+    pub fn clear_soft_dirty(&mut self) {
+        let arch = self.cx.arch;
+        for v in self.cx.mm.vmas.iter_mut() {
+            v.flags.remove(VmFlags::SOFTDIRTY);
+            v.set_page_prot(&arch);
+        }
+        let (b, n) = (self.cx.mm.pt.base(), self.cx.mm.pt.len());
+        for a in b..b + n {
+            let p = self.cx.peek(a);
+            if arch.pte_present(p) {
+                let q = arch.pte_clear_soft_dirty(arch.pte_wrprotect(p));
+                self.cx.poke(a, q);
+            }
+        }
+        if let Some(t) = self.cx.tlb.as_mut() {
+            t.invalidate_all();
+        }
+    }
+
+    /// pagemap bits of the region's pages.
+    pub fn state(&self) -> PageState {
+        let arch = self.cx.arch;
+        let mut s = PageState::default();
+        for a in self.start..self.start + self.pages {
+            let p = self.cx.peek(a);
+            let present = arch.pte_present(p);
+            let vma_sd = self
+                .cx
+                .mm
+                .find_vma(a)
+                .is_some_and(|v| v.flags.contains(VmFlags::SOFTDIRTY));
+            let mapped_page = present && self.cx.mm.memmap.page(arch.pte_pfn(p)).is_some();
+            s.present.push(present);
+            s.exclusive.push(mapped_page);
+            s.soft_dirty
+                .push(vma_sd || (present && arch.pte_soft_dirty(p)));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toggle_64k_flushes_once_on_none_and_not_on_rw() {
+        let mut s = Sim::standard(Strategy::Batched, 16, 16, false);
+        let f = s.mprotect_all(Prot::None).unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].trace_pages(), 16);
+        assert!(s.mprotect_all(Prot::ReadWrite).unwrap().is_empty());
+        assert_eq!(s.writable(), vec![true; 16]);
+        let st = s.state();
+        assert_eq!(st.present, vec![true; 16]);
+        assert_eq!(st.soft_dirty, vec![true; 16]);
+    }
+
+    #[test]
+    fn mixed_anon_exclusive_upgrades_only_exclusive_pages() {
+        let ex: Vec<bool> = (0..16).map(|i| i < 4 || i == 9).collect();
+        let spec = with_exclusive(standard_spec(16, 16, false), 0, ex.clone());
+        let start = spec.base;
+        let mut s = Sim::new(Strategy::Batched, &spec, start, 16);
+        s.mprotect_all(Prot::Read).unwrap();
+        s.mprotect_all(Prot::ReadWrite).unwrap();
+        assert_eq!(s.writable(), ex);
+        let faults = s.retouch();
+        assert_eq!(faults, ex.iter().map(|e| !e).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn clear_refs_stops_the_write_upgrade_of_small_folios_only() {
+        // Order-0: soft-dirty tracking wants a write fault per page.
+        let mut s = Sim::standard(Strategy::Batched, 16, 1, false);
+        s.clear_soft_dirty();
+        s.mprotect_all(Prot::Read).unwrap();
+        s.mprotect_all(Prot::ReadWrite).unwrap();
+        assert_eq!(s.writable(), vec![false; 16]);
+        assert_eq!(s.state().soft_dirty, vec![false; 16]);
+        // 64K folios: the batch merges dirty with x86 pte_mkdirty(), which
+        // also sets soft-dirty (KERNEL-SPEC 3.7), so the upgrade happens.
+        let mut s = Sim::standard(Strategy::Batched, 16, 16, false);
+        s.clear_soft_dirty();
+        s.mprotect_all(Prot::Read).unwrap();
+        s.mprotect_all(Prot::ReadWrite).unwrap();
+        assert_eq!(s.writable(), vec![true; 16]);
+        assert_eq!(s.state().soft_dirty, vec![true; 16]);
+    }
+
+    #[test]
+    fn mremap_moves_the_region_up() {
+        let mut s = Sim::standard(Strategy::Batched, 16, 16, true);
+        let f = s.mremap_up().unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!(s.state().present, vec![true; 16]);
+    }
+}

@@ -1,0 +1,576 @@
+//! Kernel and model in lockstep: every syscall made on the running kernel is
+//! made on the model ([`Sim`]) from the same state, and each observable is
+//! read on both sides right after it.
+
+use anyhow::Context;
+use ptelab_model::{run_model, ArchConfig, FlushOp, ModelConfig, Prot, Strategy, Workload};
+
+use super::model::{standard_spec, with_exclusive, Sim};
+use super::probe::{self, FlushProbe, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
+use super::{flush_row, page_row, Row, RowKey};
+use crate::kernel::layout;
+use crate::kernel::region::{Region, PAGE_SIZE};
+use crate::kernel::thp::KnobGuard;
+use crate::measure::result::ModelCellRecord;
+use crate::workload::folio::PMD_SIZE;
+use crate::workload::size::format_size;
+use crate::workload::{FolioSpec, WorkloadKind};
+
+const RW: i32 = libc::PROT_READ | libc::PROT_WRITE;
+
+/// What to check.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub workloads: Vec<WorkloadKind>,
+    pub sizes: Vec<u64>,
+    pub folios: Vec<FolioSpec>,
+    pub strategy: Strategy,
+    /// Run the batching scenarios (mixed AnonExclusive, mid-folio range).
+    pub scenarios: bool,
+    /// The kernel tracks soft-dirty (`CONFIG_MEM_SOFT_DIRTY`): compare
+    /// pagemap bit 55 and run the `clear_refs` steps.
+    pub soft_dirty: bool,
+}
+
+/// Rows, skipped cells (with why) and the model cells behind the grid.
+#[derive(Default)]
+pub struct Outcome {
+    pub rows: Vec<Row>,
+    pub skipped: Vec<String>,
+    pub model_cells: Vec<ModelCellRecord>,
+}
+
+/// Everything one lockstep step needs.
+struct Ctx<'a> {
+    probe: &'a mut FlushProbe,
+    rows: &'a mut Vec<Row>,
+    soft_dirty: bool,
+}
+
+fn prot_of(p: i32) -> Prot {
+    match p {
+        libc::PROT_NONE => Prot::None,
+        libc::PROT_READ => Prot::Read,
+        _ => Prot::ReadWrite,
+    }
+}
+
+impl Ctx<'_> {
+    /// mprotect `[off, off+len)` pages on both sides, uncounted.
+    fn mprotect_quiet(
+        &mut self,
+        r: &Region,
+        sim: &mut Sim,
+        off: u64,
+        len: u64,
+        prot: i32,
+    ) -> anyhow::Result<()> {
+        // SAFETY: offset within the region (callers pass page ranges inside it).
+        let a = unsafe { r.addr().add(off as usize * PAGE_SIZE) };
+        probe::mprotect(a, len as usize * PAGE_SIZE, prot)?;
+        sim.mprotect(off, len, prot_of(prot))?;
+        Ok(())
+    }
+
+    /// mprotect on both sides with the flushes compared.
+    #[allow(clippy::too_many_arguments)]
+    fn mprotect_counted(
+        &mut self,
+        key: &RowKey,
+        r: &Region,
+        sim: &mut Sim,
+        off: u64,
+        len: u64,
+        prot: i32,
+        reference: Option<&[FlushOp]>,
+    ) -> anyhow::Result<()> {
+        // SAFETY: offset within the region.
+        let a = unsafe { r.addr().add(off as usize * PAGE_SIZE) };
+        let b = self
+            .probe
+            .call(|| probe::mprotect(a, len as usize * PAGE_SIZE, prot))?;
+        let m = sim.mprotect(off, len, prot_of(prot))?;
+        let mut row = flush_row(key, &b, &m);
+        if let Some(reference) = reference {
+            if super::model_flush_set(reference) != super::model_flush_set(&m) {
+                row.note = Some(format!(
+                    "model self-check: run_model gives {}",
+                    super::render_flushes(&super::model_flush_set(reference))
+                ));
+                row.matches = false;
+            }
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// Write every page on both sides; compare which pages faulted.
+    fn retouch(&mut self, key: &RowKey, addr: *mut u8, sim: &mut Sim) {
+        let k = probe::write_faults(addr, sim.pages as usize);
+        let m = sim.retouch();
+        self.rows.push(page_row(key, "write faults", &k, &m));
+    }
+
+    /// pagemap bits after the call.
+    fn pagemap(&mut self, key: &RowKey, addr: *const u8, sim: &Sim) -> anyhow::Result<()> {
+        let e = probe::pagemap(addr, sim.pages as usize)?;
+        let s = sim.state();
+        self.rows.push(page_row(
+            key,
+            "pagemap present",
+            &probe::bits(&e, PM_PRESENT),
+            &s.present,
+        ));
+        self.rows.push(page_row(
+            key,
+            "pagemap exclusive",
+            &probe::bits(&e, PM_MMAP_EXCLUSIVE),
+            &s.exclusive,
+        ));
+        if self.soft_dirty {
+            self.rows.push(page_row(
+                key,
+                "pagemap soft-dirty",
+                &probe::bits(&e, PM_SOFT_DIRTY),
+                &s.soft_dirty,
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn model_workload(w: WorkloadKind) -> Option<Workload> {
+    Some(match w {
+        WorkloadKind::MprotectToggle => Workload::MprotectToggle,
+        WorkloadKind::MprotectRoRw => Workload::MprotectRoRw,
+        WorkloadKind::ProtTransition => Workload::ProtTransition,
+        WorkloadKind::MremapMove => Workload::MremapMove,
+        WorkloadKind::Reclaim => return None,
+    })
+}
+
+/// Populate a region of `size` bytes in `folio` (knobs configured by the
+/// guard) and check its layout; `Err(row)` when the layout is not the one
+/// asked for.
+fn populated(
+    guard: &mut KnobGuard,
+    key: &RowKey,
+    size: u64,
+    folio: FolioSpec,
+    room: bool,
+) -> anyhow::Result<Result<Region, Row>> {
+    guard.configure_for(folio)?;
+    let mut r = if room {
+        Region::map_with_room(size, folio, size as usize, PMD_SIZE as usize)?
+    } else {
+        Region::map(size, folio, false)?
+    };
+    r.populate()?;
+    let l = layout::observe(r.addr(), r.len(), folio)?;
+    if !l.matches {
+        let mut row = key.text_row(
+            "layout",
+            layout::summary(&l),
+            format!("{} x{}", folio, size / folio.folio_bytes()),
+        );
+        row.matches = false;
+        row.note = l.mismatch.clone();
+        return Ok(Err(row));
+    }
+    Ok(Ok(r))
+}
+
+/// Run the whole plan.
+pub fn run_plan(
+    plan: &Plan,
+    guard: &mut KnobGuard,
+    probe: &mut FlushProbe,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    for &w in &plan.workloads {
+        let Some(mw) = model_workload(w) else {
+            out.skipped
+                .push(format!("{}: not modelled, nothing to compare", w.name()));
+            continue;
+        };
+        for &size in &plan.sizes {
+            for &folio in &plan.folios {
+                let cell = format!("{} {} {}", w.name(), format_size(size), folio);
+                if folio.pmd_mapped() {
+                    out.skipped.push(format!(
+                        "{cell}: PMD-mapped THP is not modelled at the PTE level (use 2M-pte)"
+                    ));
+                    continue;
+                }
+                if size < folio.folio_bytes() || size % folio.folio_bytes() != 0 {
+                    out.skipped.push(format!(
+                        "{cell}: size is not a whole number of {folio} folios"
+                    ));
+                    continue;
+                }
+                progress(&cell);
+                let mut cfg = ModelConfig::new(
+                    mw,
+                    ArchConfig::X86,
+                    plan.strategy,
+                    size,
+                    folio.folio_bytes(),
+                );
+                cfg.check_tlb = size <= (64 << 20);
+                let reference = run_model(&cfg).with_context(|| format!("model of {cell}"))?;
+                out.model_cells.push(ModelCellRecord {
+                    workload: w,
+                    size_bytes: size,
+                    folio,
+                    arch: "x86_64".into(),
+                    strategy: plan.strategy.name().into(),
+                    params: serde_json::json!({"granule": "4K", "offset_pages": 0,
+                        "contpte": false, "bbml2": false, "kernel": reference.kernel,
+                        "crosscheck": true}),
+                    counters: reference.per_call(),
+                });
+                let key = RowKey {
+                    workload: w.name().into(),
+                    size_bytes: size,
+                    folio: folio.to_string(),
+                    scenario: String::new(),
+                };
+                let mut ctx = Ctx {
+                    probe,
+                    rows: &mut out.rows,
+                    soft_dirty: plan.soft_dirty,
+                };
+                grid_cell(
+                    &mut ctx,
+                    guard,
+                    &key,
+                    w,
+                    size,
+                    folio,
+                    &reference.calls,
+                    plan.strategy,
+                )
+                .with_context(|| format!("crosscheck of {cell}"))?;
+            }
+        }
+    }
+    if plan.scenarios {
+        let mut ctx = Ctx {
+            probe,
+            rows: &mut out.rows,
+            soft_dirty: plan.soft_dirty,
+        };
+        progress("scenario fork-mixed-exclusive");
+        mixed_exclusive(&mut ctx, guard, plan.strategy).context("scenario fork-mixed-exclusive")?;
+        progress("scenario mid-folio-range");
+        mid_folio(&mut ctx, guard, plan.strategy).context("scenario mid-folio-range")?;
+    }
+    Ok(out)
+}
+
+fn split_row(key: &RowKey, before: &std::collections::BTreeMap<String, u64>) -> Row {
+    let after = probe::split_stats();
+    key.text_row(
+        "folio splits",
+        probe::split_delta(before, &after),
+        "0".into(),
+    )
+}
+
+/// One grid cell: the workload's counted calls, then the same calls after
+/// `clear_refs` (soft-dirty tracking on).
+#[allow(clippy::too_many_arguments)]
+fn grid_cell(
+    ctx: &mut Ctx<'_>,
+    guard: &mut KnobGuard,
+    key: &RowKey,
+    w: WorkloadKind,
+    size: u64,
+    folio: FolioSpec,
+    reference: &[ptelab_model::CallRecord],
+    strategy: Strategy,
+) -> anyhow::Result<()> {
+    let room = w == WorkloadKind::MremapMove;
+    let r = match populated(guard, key, size, folio, room)? {
+        Ok(r) => r,
+        Err(row) => {
+            ctx.rows.push(row);
+            return Ok(());
+        }
+    };
+    let pages = size / PAGE_SIZE as u64;
+    let fp = folio.folio_bytes() / PAGE_SIZE as u64;
+    let mut sim = Sim::standard(strategy, pages, fp, room);
+    let prefix = if w == WorkloadKind::ProtTransition {
+        |p: i32| {
+            if p == libc::PROT_NONE {
+                "rw-to-none: mprotect(PROT_NONE)"
+            } else {
+                "none-to-rw: mprotect(PROT_READ|PROT_WRITE)"
+            }
+        }
+    } else {
+        |p: i32| match p {
+            libc::PROT_NONE => "mprotect(PROT_NONE)",
+            libc::PROT_READ => "mprotect(PROT_READ)",
+            _ => "mprotect(PROT_READ|PROT_WRITE)",
+        }
+    };
+    let all = pages;
+    let splits = probe::split_stats();
+    match w {
+        WorkloadKind::MprotectToggle | WorkloadKind::ProtTransition => {
+            ctx.mprotect_quiet(&r, &mut sim, 0, all, libc::PROT_NONE)?;
+            ctx.mprotect_quiet(&r, &mut sim, 0, all, RW)?;
+            for (i, p) in [libc::PROT_NONE, RW].into_iter().enumerate() {
+                let k = key.with_scenario(prefix(p));
+                let refr = reference.get(i).map(|c| c.flushes.as_slice());
+                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, refr)?;
+            }
+            let k = key.with_scenario(prefix(RW));
+            ctx.pagemap(&k, r.addr(), &sim)?;
+            ctx.retouch(&k.with_scenario("re-touch after RW"), r.addr(), &mut sim);
+            ctx.rows
+                .push(split_row(&key.with_scenario("all calls"), &splits));
+            if !ctx.soft_dirty {
+                return Ok(());
+            }
+            // Soft-dirty tracking on: clear_refs, then the same calls.
+            probe::clear_soft_dirty()?;
+            sim.clear_soft_dirty();
+            for p in [libc::PROT_NONE, RW] {
+                let k = key.with_scenario(format!("after clear_refs: {}", prefix(p)));
+                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, None)?;
+            }
+            let k = key.with_scenario(format!("after clear_refs: {}", prefix(RW)));
+            ctx.pagemap(&k, r.addr(), &sim)?;
+            ctx.retouch(
+                &key.with_scenario("after clear_refs: re-touch"),
+                r.addr(),
+                &mut sim,
+            );
+        }
+        WorkloadKind::MprotectRoRw => {
+            ctx.mprotect_quiet(&r, &mut sim, 0, all, libc::PROT_READ)?;
+            ctx.mprotect_quiet(&r, &mut sim, 0, all, RW)?;
+            region_touch(&r, &mut sim);
+            for (i, p) in [libc::PROT_READ, RW].into_iter().enumerate() {
+                let k = key.with_scenario(prefix(p));
+                let refr = reference.get(i).map(|c| c.flushes.as_slice());
+                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, refr)?;
+            }
+            ctx.pagemap(&key.with_scenario(prefix(RW)), r.addr(), &sim)?;
+            ctx.retouch(&key.with_scenario("re-touch after RW"), r.addr(), &mut sim);
+            ctx.rows
+                .push(split_row(&key.with_scenario("all calls"), &splits));
+            if !ctx.soft_dirty {
+                return Ok(());
+            }
+            probe::clear_soft_dirty()?;
+            sim.clear_soft_dirty();
+            for p in [libc::PROT_READ, RW] {
+                let k = key.with_scenario(format!("after clear_refs: {}", prefix(p)));
+                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, None)?;
+            }
+            let k = key.with_scenario(format!("after clear_refs: {}", prefix(RW)));
+            ctx.pagemap(&k, r.addr(), &sim)?;
+            ctx.retouch(
+                &key.with_scenario("after clear_refs: re-touch"),
+                r.addr(),
+                &mut sim,
+            );
+        }
+        WorkloadKind::MremapMove => {
+            mremap_cell(ctx, key, &r, &mut sim, reference, &splits)?;
+        }
+        WorkloadKind::Reclaim => {}
+    }
+    Ok(())
+}
+
+/// Write every page of the region on both sides, not compared (warm-up).
+fn region_touch(r: &Region, sim: &mut Sim) {
+    crate::kernel::region::touch(r.addr(), r.len());
+    sim.retouch();
+}
+
+fn mremap_cell(
+    ctx: &mut Ctx<'_>,
+    key: &RowKey,
+    r: &Region,
+    sim: &mut Sim,
+    reference: &[ptelab_model::CallRecord],
+    splits: &std::collections::BTreeMap<String, u64>,
+) -> anyhow::Result<()> {
+    let len = r.len();
+    let from = r.addr();
+    // SAFETY: the end of the region, the start of its free room.
+    let to = unsafe { from.add(len) };
+    if crate::kernel::region::vmas_overlapping(to as usize, len)? != 0 {
+        anyhow::bail!("the mremap destination above the region is not free");
+    }
+    let passes: &[bool] = if ctx.soft_dirty {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    for &clear in passes {
+        let pfx = if clear { "after clear_refs: " } else { "" };
+        if clear {
+            probe::clear_soft_dirty()?;
+            sim.clear_soft_dirty();
+        }
+        let k = key.with_scenario(format!("{pfx}mremap(MREMAP_MAYMOVE|MREMAP_FIXED)"));
+        let b = ctx.probe.call(|| probe::mremap_fixed(from, len, to))?;
+        let m = sim.mremap_up()?;
+        let mut row = flush_row(&k, &b, &m);
+        if !clear {
+            if let Some(c) = reference.first() {
+                if super::model_flush_set(&c.flushes) != super::model_flush_set(&m) {
+                    row.matches = false;
+                    row.note = Some("model self-check: run_model differs".into());
+                }
+            }
+        }
+        ctx.rows.push(row);
+        ctx.pagemap(&k, to, sim)?;
+        ctx.retouch(
+            &key.with_scenario(format!("{pfx}re-touch after mremap")),
+            to,
+            sim,
+        );
+        if !clear {
+            ctx.rows
+                .push(split_row(&key.with_scenario("all calls"), splits));
+        }
+        // Move back (uncounted) so the region owns its pages again; the model
+        // is rebuilt in the same state (moved twice = same page table).
+        probe::mremap_fixed(to, len, from)?;
+        sim.move_back()?;
+    }
+    Ok(())
+}
+
+/// Scenario (a): one 64K folio whose pages are partly AnonExclusive. fork()
+/// shares every page (clearing PageAnonExclusive and write-protecting the
+/// parent's PTEs); the child exits at once; the parent then writes pages
+/// 0-3 and 9, which the write fault reuses in place (the folio is mapped by
+/// this mm only), setting PageAnonExclusive on exactly those pages. mprotect
+/// RO then RW upgrades only those PTEs (KERNEL-SPEC §3.4
+/// `commit_anon_folio_batch`), so re-touch faults on the others.
+fn mixed_exclusive(
+    ctx: &mut Ctx<'_>,
+    guard: &mut KnobGuard,
+    strategy: Strategy,
+) -> anyhow::Result<()> {
+    let folio = FolioSpec::Mthp(64 << 10);
+    let size = 64u64 << 10;
+    let key = RowKey {
+        workload: "mprotect-ro-rw".into(),
+        size_bytes: size,
+        folio: folio.to_string(),
+        scenario: "fork-mixed-exclusive".into(),
+    };
+    let r = match populated(guard, &key, size, folio, false)? {
+        Ok(r) => r,
+        Err(row) => {
+            ctx.rows.push(row);
+            return Ok(());
+        }
+    };
+    let pfn_before = probe::pfns(&probe::pagemap(r.addr(), 16)?);
+    probe::fork_and_reap()?;
+    let exclusive: Vec<bool> = (0..16).map(|i| i < 4 || i == 9).collect();
+    for (i, &e) in exclusive.iter().enumerate() {
+        if e {
+            // SAFETY: page i of our read-write region.
+            unsafe { std::ptr::write_volatile(r.addr().add(i * PAGE_SIZE), 7) };
+        }
+    }
+    let pfn_after = probe::pfns(&probe::pagemap(r.addr(), 16)?);
+    let reused = pfn_before == pfn_after;
+    let mut row = key
+        .with_scenario("fork-mixed-exclusive: write after fork")
+        .text_row(
+            "folio kept (reuse, no COW copy)",
+            reused.to_string(),
+            "true".into(),
+        );
+    if !reused {
+        row.note = Some("the write fault copied instead of reusing the folio's pages".into());
+    }
+    ctx.rows.push(row);
+    let spec = with_exclusive(standard_spec(16, 16, false), 0, exclusive);
+    let start = spec.base;
+    let mut sim = Sim::new(strategy, &spec, start, 16);
+    let splits = probe::split_stats();
+    ctx.mprotect_counted(
+        &key.with_scenario("fork-mixed-exclusive: mprotect(PROT_READ)"),
+        &r,
+        &mut sim,
+        0,
+        16,
+        libc::PROT_READ,
+        None,
+    )?;
+    let k = key.with_scenario("fork-mixed-exclusive: mprotect(PROT_READ|PROT_WRITE)");
+    ctx.mprotect_counted(&k, &r, &mut sim, 0, 16, RW, None)?;
+    ctx.pagemap(&k, r.addr(), &sim)?;
+    ctx.retouch(
+        &key.with_scenario("fork-mixed-exclusive: re-touch after RW"),
+        r.addr(),
+        &mut sim,
+    );
+    ctx.rows.push(split_row(
+        &key.with_scenario("fork-mixed-exclusive: all calls"),
+        &splits,
+    ));
+    Ok(())
+}
+
+/// Scenario (c): mprotect of `[4 pages, len - 4 pages)` of a region of four
+/// 64K folios: batches start and end mid-folio, the VMA splits in three.
+fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard, strategy: Strategy) -> anyhow::Result<()> {
+    let folio = FolioSpec::Mthp(64 << 10);
+    let size = 256u64 << 10;
+    let pages = 64;
+    let key = RowKey {
+        workload: "mprotect".into(),
+        size_bytes: size,
+        folio: folio.to_string(),
+        scenario: "mid-folio-range".into(),
+    };
+    let r = match populated(guard, &key, size, folio, false)? {
+        Ok(r) => r,
+        Err(row) => {
+            ctx.rows.push(row);
+            return Ok(());
+        }
+    };
+    let mut sim = Sim::standard(strategy, pages, 16, false);
+    let splits = probe::split_stats();
+    let (off, len) = (4, pages - 8);
+    for (name, p) in [
+        ("PROT_NONE", libc::PROT_NONE),
+        ("PROT_READ|PROT_WRITE", RW),
+        ("PROT_READ", libc::PROT_READ),
+        ("PROT_READ|PROT_WRITE", RW),
+    ] {
+        let k = key.with_scenario(format!("mid-folio-range: mprotect([4, 60), {name})"));
+        ctx.mprotect_counted(&k, &r, &mut sim, off, len, p, None)?;
+        if p == RW {
+            ctx.pagemap(&k, r.addr(), &sim)?;
+        }
+    }
+    ctx.retouch(
+        &key.with_scenario("mid-folio-range: re-touch after RW"),
+        r.addr(),
+        &mut sim,
+    );
+    ctx.rows.push(split_row(
+        &key.with_scenario("mid-folio-range: all calls"),
+        &splits,
+    ));
+    Ok(())
+}
