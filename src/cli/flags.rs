@@ -242,12 +242,16 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Run id.
+    /// Run id, `latest`, `latest~N` or tag.
     pub run: String,
-    /// Baseline run to plot ratios against.
+    /// Baseline run to plot ratios against (ratio = RUN / baseline).
     #[arg(long)]
     pub vs: Option<String>,
-    /// Output file (.html or .md).
+    /// Another run whose model cells are shown beside the measured times.
+    #[arg(long, value_name = "RUN")]
+    pub model: Option<String>,
+    /// Output file: *.html (one self-contained file) or *.md (Markdown).
+    /// With --json the report's view model is also printed on stdout.
     #[arg(short, long)]
     pub output: PathBuf,
     #[command(flatten)]
