@@ -1,9 +1,162 @@
-//! `ptelab report` (not implemented yet).
+//! `ptelab report RUN [--vs RUN] [--model RUN] -o FILE`: one self-contained
+//! HTML file with SVG plots, or Markdown for a mailing-list reply (the format
+//! follows the extension: `.html`/`.htm` or `.md`/`.markdown`). `--json`
+//! also prints the report's view model (`"schema": "ptelab/report/v1"`) on
+//! stdout, criterion's `--debug-report`.
+//!
+//! The comparison with `--vs` is `ptelab compare BASELINE RUN` with its
+//! default options (ratio RUN / BASELINE, bootstrap CI, Holm, 2% noise).
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use crate::cli::flags::ReportArgs;
+use anyhow::Context;
+use ptelab_stats::compare::CompareOpts;
 
-pub fn run(_args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ptelab report` is not implemented yet")
+use crate::bail_usage;
+use crate::cli::flags::ReportArgs;
+use crate::cmd::compare::compare_runs;
+use crate::report::html::render_html;
+use crate::report::markdown::render_markdown;
+use crate::report::view::{ReportBuilder, ReportModel};
+use crate::store::{Store, StoredRun};
+
+/// Output formats, chosen by the output file's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Html,
+    Markdown,
+}
+
+impl Format {
+    /// The format for `path`, or a usage error naming the accepted extensions.
+    pub fn from_path(path: &Path) -> anyhow::Result<Format> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("html" | "htm") => Ok(Format::Html),
+            Some("md" | "markdown") => Ok(Format::Markdown),
+            _ => bail_usage!(
+                "cannot tell the report format of '{}': name the output file *.html (or .htm) \
+                 for HTML, or *.md (or .markdown) for Markdown",
+                path.display()
+            ),
+        }
+    }
+
+    /// Render `model` in this format.
+    pub fn render(self, model: &ReportModel) -> anyhow::Result<Vec<u8>> {
+        match self {
+            Format::Html => render_html(model),
+            Format::Markdown => render_markdown(model),
+        }
+    }
+}
+
+pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let format = Format::from_path(&args.output)?;
+    let store = Store::open_existing(&args.out.db)?;
+    let run = store.load_run(&args.run)?;
+    let base = args.vs.as_deref().map(|v| store.load_run(v)).transpose()?;
+    let model_run = args
+        .model
+        .as_deref()
+        .map(|m| store.load_run(m))
+        .transpose()?;
+    if run.cells.is_empty() {
+        bail_usage!(
+            "run {} ('{}') has no cells to report: report a run made by `ptelab bench`, `ptelab \
+             sweep` or `ptelab model`",
+            run.run.id,
+            args.run
+        );
+    }
+    if let (Some(m), Some(name)) = (&model_run, &args.model) {
+        if m.kernel_cells().count() == m.cells.len() {
+            bail_usage!(
+                "--model run {} ('{name}') has no model cells: give a run made by `ptelab model` \
+                 or `ptelab crosscheck`",
+                m.run.id
+            );
+        }
+    }
+    let cmp = match (&base, &args.vs) {
+        (Some(b), Some(name)) => Some(compare_runs(
+            name,
+            b,
+            &args.run,
+            &run,
+            &CompareOpts::default(),
+        )?),
+        _ => None,
+    };
+
+    let mut builder = ReportBuilder::new(title(&run, base.as_ref())).run(&args.run, &run);
+    if let (Some(b), Some(name), Some(c)) = (&base, &args.vs, &cmp) {
+        builder = builder.baseline(name, b, c);
+    }
+    if let (Some(m), Some(name)) = (&model_run, &args.model) {
+        builder = builder.model_run(name, m);
+    }
+    let model = builder.build();
+
+    let bytes = format.render(&model)?;
+    std::fs::write(&args.output, bytes)
+        .with_context(|| format!("cannot write the report to {}", args.output.display()))?;
+    if args.out.json {
+        super::print_json(&model)?;
+    }
+    eprintln!("ptelab: wrote {}", args.output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `run 3: mprotect-toggle on Linux 6.18 (vs run 2, Linux 6.16)`.
+fn title(run: &StoredRun, base: Option<&StoredRun>) -> String {
+    let mut workloads: Vec<&str> = Vec::new();
+    for c in run.kernel_cells() {
+        if !workloads.contains(&c.workload.name()) {
+            workloads.push(c.workload.name());
+        }
+    }
+    let what = if workloads.is_empty() {
+        run.run.kind.clone()
+    } else {
+        workloads.join(", ")
+    };
+    let mut t = format!(
+        "ptelab report: run {}, {what} on Linux {}",
+        run.run.id, run.run.kernel_release
+    );
+    if let Some(b) = base {
+        t.push_str(&format!(
+            " vs run {} (Linux {})",
+            b.run.id, b.run.kernel_release
+        ));
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_follows_the_extension() {
+        assert_eq!(
+            Format::from_path(Path::new("r.html")).unwrap(),
+            Format::Html
+        );
+        assert_eq!(Format::from_path(Path::new("R.HTM")).unwrap(), Format::Html);
+        assert_eq!(
+            Format::from_path(Path::new("/tmp/x.md")).unwrap(),
+            Format::Markdown
+        );
+        for bad in ["r.pdf", "report", "-"] {
+            let err = Format::from_path(Path::new(bad)).unwrap_err();
+            assert!(crate::error::is_usage(&err), "{bad}");
+            assert!(err.to_string().contains(".html"), "{err}");
+        }
+    }
 }

@@ -2,3 +2,7 @@
 
 pub mod cells;
 pub mod compare;
+pub mod html;
+pub mod markdown;
+pub mod plot;
+pub mod view;
