@@ -6,7 +6,6 @@
 use std::process::Command as StdCommand;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -241,8 +240,7 @@ fn sigint_mid_sweep_restores_knobs_and_keeps_finished_cells() {
     }
     let before = knob_snapshot();
     let db = TempDb::new();
-    let exe = assert_cmd::cargo::cargo_bin("ptelab");
-    let mut child = StdCommand::new(exe)
+    let mut child = crate::common::ptelab_std()
         .args([
             "sweep",
             "mprotect-toggle",
@@ -273,8 +271,7 @@ fn sigint_mid_sweep_restores_knobs_and_keeps_finished_cells() {
         "THP knobs not restored after SIGINT"
     );
     // The finished cells are in the database.
-    let runs = Command::cargo_bin("ptelab")
-        .unwrap()
+    let runs = ptelab()
         .args(["runs", "--json", "--db", db.path()])
         .output()
         .unwrap();

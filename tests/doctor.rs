@@ -26,9 +26,7 @@ fn knob_snapshot() -> BTreeMap<String, String> {
         .collect()
 }
 
-fn ptelab() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("ptelab").unwrap()
-}
+use crate::common::ptelab;
 
 fn doctor_json() -> Value {
     let out = ptelab().args(["doctor", "--json"]).output().unwrap();

@@ -81,7 +81,7 @@ fn settled_snapshot() -> BTreeMap<String, String> {
 }
 
 fn ptelab_cmd() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+    crate::common::ptelab_std()
 }
 
 /// A 64K bench that runs until signalled (a fixed, huge iteration count).

@@ -3,9 +3,7 @@
 
 use serde_json::Value;
 
-fn ptelab() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("ptelab").unwrap()
-}
+use crate::common::ptelab;
 
 fn model(args: &[&str]) -> assert_cmd::assert::Assert {
     ptelab().arg("model").args(args).assert()
@@ -13,7 +11,16 @@ fn model(args: &[&str]) -> assert_cmd::assert::Assert {
 
 #[test]
 fn model_table_shows_strategies_side_by_side() {
-    let out = model(&["mprotect-toggle", "--arch", "arm64", "--folio", "64K", "--size", "64K"]).success();
+    let out = model(&[
+        "mprotect-toggle",
+        "--arch",
+        "arm64",
+        "--folio",
+        "64K",
+        "--size",
+        "64K",
+    ])
+    .success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     for needle in [
         "per mm call",
@@ -35,7 +42,16 @@ fn model_table_shows_strategies_side_by_side() {
 #[test]
 fn model_json_schema() {
     let out = model(&[
-        "mprotect-ro-rw", "--arch", "x86_64", "--folio", "64K", "--size", "2M", "--strategy", "all", "--json",
+        "mprotect-ro-rw",
+        "--arch",
+        "x86_64",
+        "--folio",
+        "64K",
+        "--size",
+        "2M",
+        "--strategy",
+        "all",
+        "--json",
     ])
     .success();
     let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
@@ -63,7 +79,12 @@ fn model_json_schema() {
 fn model_lists_strategies() {
     let out = model(&["--list-strategies"]).success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    assert!(text.contains("v6.16") && text.contains("v6.17") && text.contains("v6.19") && text.contains("Falcato"));
+    assert!(
+        text.contains("v6.16")
+            && text.contains("v6.17")
+            && text.contains("v6.19")
+            && text.contains("Falcato")
+    );
     let out = model(&["--list-strategies", "--json"]).success();
     let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(v["strategies"].as_array().unwrap().len(), 4);
@@ -88,23 +109,56 @@ fn model_bad_strategy() {
 
 #[test]
 fn model_bad_granule() {
-    bad(&["mprotect-toggle", "--arch", "arm64", "--granule", "8K"], "4K, 16K, 64K");
-    bad(&["mprotect-toggle", "--arch", "x86_64", "--granule", "16K"], "4K");
+    bad(
+        &["mprotect-toggle", "--arch", "arm64", "--granule", "8K"],
+        "4K, 16K, 64K",
+    );
+    bad(
+        &["mprotect-toggle", "--arch", "x86_64", "--granule", "16K"],
+        "4K",
+    );
 }
 
 #[test]
 fn model_bad_folio() {
     bad(&["mprotect-toggle", "--folio", "48K"], "4K, 16K, 32K, 64K");
-    bad(&["mprotect-toggle", "--arch", "arm64", "--granule", "16K", "--folio", "4K"], "at least 16K");
+    bad(
+        &[
+            "mprotect-toggle",
+            "--arch",
+            "arm64",
+            "--granule",
+            "16K",
+            "--folio",
+            "4K",
+        ],
+        "at least 16K",
+    );
 }
 
 #[test]
 fn model_offset_past_the_folio() {
-    bad(&["mprotect-toggle", "--folio", "64K", "--offset", "16"], "0..15");
+    bad(
+        &["mprotect-toggle", "--folio", "64K", "--offset", "16"],
+        "0..15",
+    );
 }
 
 #[test]
 fn model_size_not_a_page_multiple() {
     bad(&["mprotect-toggle", "--size", "5000"], "multiples of 4K");
-    bad(&["mprotect-toggle", "--arch", "arm64", "--granule", "64K", "--folio", "64K", "--size", "4K"], "64K");
+    bad(
+        &[
+            "mprotect-toggle",
+            "--arch",
+            "arm64",
+            "--granule",
+            "64K",
+            "--folio",
+            "64K",
+            "--size",
+            "4K",
+        ],
+        "64K",
+    );
 }

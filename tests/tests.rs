@@ -1,7 +1,8 @@
 mod common;
 
+mod bench_cli;
+mod crosscheck_cli;
 mod doctor;
 mod knobs;
-mod store_cli;
-mod bench_cli;
 mod model_cli;
+mod store_cli;

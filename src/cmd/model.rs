@@ -294,6 +294,16 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
     }
     let plan = plan(args)?;
     let cells = model_cells(&plan)?;
+    if !args.out.no_store {
+        let store = crate::store::Store::open(&args.out.db)?;
+        let host = crate::kernel::host::capture()?;
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let run = store.begin_run("model", &command, &host, &[])?;
+        for (_, rec) in &cells {
+            store.insert_model_cell(run, rec)?;
+        }
+        store.finish_run(run, crate::store::RunStatus::Complete)?;
+    }
     let outcomes: Vec<ModelOutcome> = cells.into_iter().map(|(o, _)| o).collect();
     if args.out.json {
         writeln!(

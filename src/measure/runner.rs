@@ -73,10 +73,6 @@ pub trait Reporter {
     fn event(&mut self, _event: RunEvent<'_>) {}
 }
 
-/// A reporter that ignores everything.
-pub struct Silent;
-impl Reporter for Silent {}
-
 /// The cell was stopped by SIGINT/SIGTERM.
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted")]

@@ -5,9 +5,26 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The ptelab binary under test.
+/// A scratch working directory for the binary under test, so that commands
+/// run without `--db` write their default `./ptelab.db` there, not into the
+/// source tree.
+pub fn scratch_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// The ptelab binary under test, started in [`scratch_dir`].
 pub fn ptelab() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("ptelab").unwrap()
+    let mut cmd = assert_cmd::Command::cargo_bin("ptelab").unwrap();
+    cmd.current_dir(scratch_dir());
+    cmd
+}
+
+/// The same as a `std::process::Command`, for tests that signal the child.
+pub fn ptelab_std() -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("ptelab"));
+    cmd.current_dir(scratch_dir());
+    cmd
 }
 
 /// Effective user is root.
