@@ -138,6 +138,12 @@ pub fn kernel_flush_set(breakdown: &BTreeMap<String, u64>) -> (FlushSet, BTreeMa
             continue;
         }
         match k.split_once('/') {
+            // pages = 0: flush_tlb_func() found this CPU already up to date
+            // (KERNEL-SPEC 4.5) and invalidated nothing; the model logs
+            // invalidations, so these are shown, not compared.
+            Some(("local_mm_shootdown", "0")) => {
+                other.insert(k.clone(), n);
+            }
             Some(("local_mm_shootdown", pages)) => {
                 let p = if pages == "all" {
                     Some(-1)
@@ -366,12 +372,13 @@ mod tests {
             ("local_mm_shootdown/all".to_string(), 2),
             ("remote_ipi_send/all".to_string(), 2),
             ("local_mm_shootdown/4".to_string(), 0),
+            ("local_mm_shootdown/0".to_string(), 1),
         ]
         .into_iter()
         .collect();
         let (lmm, other) = kernel_flush_set(&b);
         assert_eq!(lmm, [(16, 1), (-1, 2)].into_iter().collect());
-        assert_eq!(other.len(), 1);
+        assert_eq!(other.len(), 2, "remote_ipi_send and the no-op record");
         assert_eq!(render_flushes(&lmm), "16 pages x1, all x2");
     }
 
