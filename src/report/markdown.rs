@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use crate::report::view::{
     ClaimRow, ComparisonInfo, Environment, Knob, LayoutEvidence, MeasuredRow, ModelTable,
-    ReportModel, RunInfo, WorkloadSection,
+    ReportModel, RunInfo, Verdict, WorkloadSection,
 };
 use crate::workload::size::format_size;
 
@@ -315,6 +315,13 @@ fn comparison(out: &mut String, c: &ComparisonInfo) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `- text` wrapped at 78 columns, continuation lines indented.
+fn bullet(out: &mut String, text: &str) {
+    let words: Vec<String> = text.split(' ').map(str::to_string).collect();
+    out.push_str(&wrap_sep("- ", &words, "", 78));
+    out.push('\n');
+}
+
 fn wrap_words(words: &[String], width: usize) -> String {
     let mut out = String::new();
     let mut col = 0;
@@ -351,36 +358,41 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
     }
     out.push_str("```\n\n");
 
+    // VMAs only when some cell's VMA count is not the plain 1 -> 1.
+    let show_vmas = w
+        .series
+        .iter()
+        .flat_map(|s| &s.rows)
+        .any(|r| r.vmas_before != 1 || r.vmas_after != 1);
     for s in &w.series {
         writeln!(out, "#### folio {}\n", s.label)?;
         let rows: Vec<Vec<String>> = s
             .rows
             .iter()
             .map(|r| {
-                vec![
+                let mut row = vec![
                     (r.size_bytes >> 10).to_string(),
                     ns(r.median_ns),
                     ci(r),
                     format!("{:.1}", r.ns_per_page),
                     flushes(r),
-                    vmas(r),
-                    layout_text(&r.layout),
-                ]
+                ];
+                if show_vmas {
+                    row.push(vmas(r));
+                }
+                row.push(layout_text(&r.layout));
+                row
             })
             .collect();
-        out.push_str(&table(
-            &[
-                "size_kib",
-                "nsec_per_call",
-                "95% CI",
-                "ns/page",
-                "flushes",
-                "VMAs",
-                "layout",
-            ],
-            &[true, true, true, true, true, true, false],
-            &rows,
-        ));
+        let mut header = vec!["size_kib", "nsec_per_call", "95% CI", "ns/page", "flushes"];
+        let mut right = vec![true; 5];
+        if show_vmas {
+            header.push("VMAs");
+            right.push(true);
+        }
+        header.push("layout");
+        right.push(false);
+        out.push_str(&table(&header, &right, &rows));
         out.push('\n');
     }
 
@@ -394,9 +406,13 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
                 .iter()
                 .map(|r| {
                     let opt = |v: Option<f64>| v.map_or("-".into(), ns);
-                    let ci = match (r.ci_low, r.ci_high) {
-                        (Some(lo), Some(hi)) => format!("{lo:.3}-{hi:.3}"),
-                        _ => "n/a".into(),
+                    // Like `ptelab compare`: no ratio where there is no verdict.
+                    let comparable = r.verdict != Verdict::NotComparable;
+                    let (ratio, ci) = match (r.ratio, r.ci_low, r.ci_high) {
+                        (Some(v), Some(lo), Some(hi)) if comparable => {
+                            (format!("{v:.3}"), format!("{lo:.3}-{hi:.3}"))
+                        }
+                        _ => ("n/a".into(), "n/a".into()),
                     };
                     if let Some(why) = &r.reason {
                         reasons.push(format!("{} {} KiB: {why}", s.label, r.size_bytes >> 10));
@@ -405,7 +421,7 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
                         (r.size_bytes >> 10).to_string(),
                         opt(r.baseline_ns),
                         opt(r.run_ns),
-                        r.ratio.map_or("n/a".into(), |v| format!("{v:.3}")),
+                        ratio,
                         ci,
                         r.verdict.text().to_string(),
                     ]
@@ -428,7 +444,7 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
         if !reasons.is_empty() {
             writeln!(out, "Not comparable:\n")?;
             for r in reasons {
-                writeln!(out, "- {r}")?;
+                bullet(out, &r);
             }
             out.push('\n');
         }
@@ -471,13 +487,16 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
         &rows,
     ));
     out.push('\n');
-    for n in notes {
-        writeln!(out, "- {n}")?;
+    for n in &notes {
+        bullet(out, n);
+    }
+    if !notes.is_empty() {
+        out.push('\n');
     }
     if !w.warnings.is_empty() {
         writeln!(out, "Warnings:\n")?;
         for x in &w.warnings {
-            writeln!(out, "- {x}")?;
+            bullet(out, x);
         }
         out.push('\n');
     }
@@ -557,27 +576,23 @@ fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One bullet per claim (a table would not fit 80 columns): the claim and
+/// its verdict, then the published, measured and modelled figures.
 fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
     writeln!(out, "## Claims\n")?;
-    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let rows: Vec<Vec<String>> = claims
-        .iter()
-        .map(|c| {
-            vec![
-                c.seed.clone(),
-                c.claim.clone(),
-                dash(&c.published),
-                dash(&c.measured),
-                dash(&c.model),
-                c.verdict.clone(),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &["seed", "claim", "published", "measured", "model", "verdict"],
-        &[false; 6],
-        &rows,
-    ));
+    for c in claims {
+        let mut text = format!("[{}] {}: {}.", c.seed, c.claim, c.verdict.to_uppercase());
+        for (what, v) in [
+            ("published", &c.published),
+            ("measured here", &c.measured),
+            ("model", &c.model),
+        ] {
+            if let Some(v) = v {
+                text.push_str(&format!(" {what}: {v};"));
+            }
+        }
+        bullet(out, text.trim_end_matches(';'));
+    }
     out.push('\n');
     Ok(())
 }

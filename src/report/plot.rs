@@ -605,7 +605,10 @@ impl SvgPlotter {
                 Verdict::Improvement,
                 Verdict::NoChange,
                 Verdict::NotComparable,
-            ] {
+            ]
+            .into_iter()
+            .filter(|v| points().any(|p| p.marker == Some(*v)))
+            {
                 let what = match v {
                     Verdict::Regression => "regression (slower)",
                     Verdict::Improvement => "improvement (faster)",

@@ -329,9 +329,13 @@ fn workload(
             );
             for r in &s.rows {
                 let opt = |v: Option<f64>| v.map_or("-".into(), ns);
-                let ci = match (r.ci_low, r.ci_high) {
-                    (Some(lo), Some(hi)) => format!("{lo:.3} to {hi:.3}"),
-                    _ => "n/a".into(),
+                // Like `ptelab compare`: no ratio where there is no verdict.
+                let comparable = r.verdict != Verdict::NotComparable;
+                let (ratio, ci) = match (r.ratio, r.ci_low, r.ci_high) {
+                    (Some(v), Some(lo), Some(hi)) if comparable => {
+                        (format!("{v:.3}"), format!("{lo:.3} to {hi:.3}"))
+                    }
+                    _ => ("n/a".into(), "n/a".into()),
                 };
                 let mut verdict = verdict_cell(r.verdict);
                 if let Some(why) = &r.reason {
@@ -346,7 +350,7 @@ fn workload(
                     r.size_bytes >> 10,
                     opt(r.baseline_ns),
                     opt(r.run_ns),
-                    r.ratio.map_or("n/a".into(), |v| format!("{v:.3}")),
+                    ratio,
                     r.p_holm.map_or("-".into(), p_text),
                 )?;
             }
