@@ -1,6 +1,7 @@
 //! Everything that touches the running kernel: THP knobs, host facts,
 //! regions with a requested folio layout, layout verification, perf.
 
+pub mod cgroup;
 pub mod host;
 pub mod layout;
 pub mod region;

@@ -311,3 +311,41 @@ impl KernelOp for MremapMove {
         &self.regions
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::FolioSpec;
+
+    // No test here moves a mapping: other test threads map memory
+    // concurrently and MREMAP_FIXED would replace whatever they put in the
+    // room. The moves are tested through the binary (tests/workloads_cli.rs).
+
+    #[test]
+    fn placement_is_pmd_aligned_with_free_room() {
+        let r = Region::map_with_room(
+            1 << 20,
+            FolioSpec::Mthp(64 << 10),
+            1 << 20,
+            PMD_SIZE as usize,
+        )
+        .unwrap();
+        assert_eq!(r.addr() as usize % PMD_SIZE as usize, 0);
+        assert_eq!(r.vma_count().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_taken_destination_is_refused() {
+        let r =
+            Region::map_with_room(64 << 10, FolioSpec::Base, 64 << 10, PMD_SIZE as usize).unwrap();
+        match mmap_at(dst(&r), r.len(), libc::PROT_NONE, libc::MAP_NORESERVE) {
+            Ok(()) => {
+                let err = check_room(&r).unwrap_err().to_string();
+                assert!(err.contains("not free"), "{err}");
+                munmap(dst(&r), r.len()).unwrap();
+            }
+            // Another test thread took the room first: that is the point.
+            Err(_) => assert!(check_room(&r).is_err()),
+        }
+    }
+}
