@@ -10,12 +10,14 @@
 use std::fmt::Write;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use serde_json::json;
 
 use crate::cli::flags::{MeasureOpts, ReproduceArgs};
 use crate::cli::plan::{self, KernelPlan};
 use crate::cmd::model::{model_cells, parse_arch, parse_strategies, ModelPlan};
 use crate::measure::session::{self, CellSink};
+use crate::report::view::ReportBuilder;
 use crate::reproduce::{claims, seeds, Evidence, Seed};
 use crate::store::Store;
 
@@ -173,6 +175,16 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         if let Some(id) = outcome.run_id {
             writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?;
         }
+        match (&store, outcome.run_id) {
+            (Some(s), Some(id)) => {
+                write_report(s, id, &rows, args)?;
+                writeln!(text, "report: {}", args.output.display())?;
+            }
+            _ => writeln!(
+                text,
+                "no report written: it is built from the database (--no-store given)"
+            )?,
+        }
         crate::cmd::print_text(&text)?;
     }
     Ok(if outcome.failed.is_empty() {
@@ -180,4 +192,26 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Build the report of the stored run, with the claim rows, and write it.
+fn write_report(
+    store: &Store,
+    run_id: i64,
+    rows: &[crate::reproduce::ClaimRow],
+    args: &ReproduceArgs,
+) -> anyhow::Result<()> {
+    let format = crate::cmd::report::Format::from_path(&args.output)?;
+    let run = store.load(run_id)?;
+    let name = run_id.to_string();
+    let mut builder =
+        ReportBuilder::new("ptelab reproduce: the seeds' experiments, measured and modelled")
+            .run(&name, &run)
+            .model_run(&name, &run);
+    for r in rows {
+        builder = builder.claim(r.clone());
+    }
+    let bytes = format.render(&builder.build())?;
+    std::fs::write(&args.output, bytes)
+        .with_context(|| format!("writing {}", args.output.display()))
 }

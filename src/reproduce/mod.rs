@@ -106,16 +106,7 @@ impl Evidence {
     }
 }
 
-/// A claim with its evidence and verdict.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct ClaimRow {
-    pub seed: String,
-    pub claim: String,
-    pub published: Option<String>,
-    pub measured: Option<String>,
-    pub model: Option<String>,
-    pub verdict: String,
-}
+pub use crate::report::view::ClaimRow;
 
 const K: u64 = 1 << 10;
 const M: u64 = 1 << 20;
