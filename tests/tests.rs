@@ -6,3 +6,4 @@ mod doctor;
 mod knobs;
 mod model_cli;
 mod store_cli;
+mod report_cli;
