@@ -386,7 +386,12 @@ impl Plotter for SvgPlotter {
         writeln!(s, r#"<title id="{id}-t">{}</title>"#, escape(&plot.title)).unwrap();
         writeln!(
             s,
-            r#"<defs><clipPath id="{id}-clip"><rect x="{ml}" y="{mt}" width="{pw}" height="{ph}"/></clipPath></defs>"#
+            r#"<defs><clipPath id="{id}-clip"><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/></clipPath></defs>"#,
+            // Room for a marker on the edge of the domain.
+            ml - 8.0,
+            mt - 8.0,
+            pw + 16.0,
+            ph + 16.0
         )
         .unwrap();
         writeln!(
