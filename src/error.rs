@@ -31,5 +31,6 @@ macro_rules! bail_usage {
 
 /// True when `err` (or anything in its chain) is a [`UsageError`].
 pub fn is_usage(err: &anyhow::Error) -> bool {
-    err.chain().any(|e| e.downcast_ref::<UsageError>().is_some())
+    err.chain()
+        .any(|e| e.downcast_ref::<UsageError>().is_some())
 }

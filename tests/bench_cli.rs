@@ -240,7 +240,7 @@ fn sigint_mid_sweep_restores_knobs_and_keeps_finished_cells() {
     }
     let before = knob_snapshot();
     let db = TempDb::new();
-    let mut child = crate::common::ptelab_std()
+    let child = crate::common::ptelab_std()
         .args([
             "sweep",
             "mprotect-toggle",

@@ -285,11 +285,23 @@ mod tests {
     #[test]
     fn bench_parses_common_options() {
         let cli = Cli::try_parse_from([
-            "ptelab", "bench", "mprotect-toggle", "--size", "400K", "--folio", "64K", "--pin", "1",
-            "--iters", "100", "--json",
+            "ptelab",
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "400K",
+            "--folio",
+            "64K",
+            "--pin",
+            "1",
+            "--iters",
+            "100",
+            "--json",
         ])
         .unwrap();
-        let Command::Bench(b) = cli.command else { panic!() };
+        let Command::Bench(b) = cli.command else {
+            panic!()
+        };
         assert_eq!(b.size.as_deref(), Some("400K"));
         assert_eq!(b.measure.iters, Some(100));
         assert!(b.out.json);

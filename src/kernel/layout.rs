@@ -26,7 +26,9 @@ pub fn verification_available() -> Result<(), String> {
     let mut pm = Process::myself()
         .and_then(|p| p.pagemap())
         .map_err(|e| format!("/proc/self/pagemap unreadable: {e}"))?;
-    let info = pm.get_info(vaddr / PAGE_SIZE).map_err(|e| format!("/proc/self/pagemap unreadable: {e}"))?;
+    let info = pm
+        .get_info(vaddr / PAGE_SIZE)
+        .map_err(|e| format!("/proc/self/pagemap unreadable: {e}"))?;
     match info {
         PageInfo::MemoryPage(f) if f.get_page_frame_number().0 != 0 => {}
         _ => return Err("pagemap hides PFNs (needs CAP_SYS_ADMIN: run as root)".into()),
@@ -112,7 +114,7 @@ pub fn observe(addr: *const u8, len: usize, spec: FolioSpec) -> anyhow::Result<L
         } else {
             let bytes = (n * PAGE_SIZE) as u64;
             *layout.histogram.entry(bytes).or_insert(0) += 1;
-            if (start + i * PAGE_SIZE) as u64 % bytes != 0 {
+            if !((start + i * PAGE_SIZE) as u64).is_multiple_of(bytes) {
                 layout.misaligned_folios += 1;
             }
         }
@@ -128,7 +130,10 @@ fn is_tail(kpf: &mut KPageFlags, pfn: u64) -> bool {
 }
 
 /// kpageflags for every present page, read in runs of consecutive PFNs.
-fn read_flags(kpf: &mut KPageFlags, pfns: &[Option<u64>]) -> anyhow::Result<Vec<Option<PhysicalPageFlags>>> {
+fn read_flags(
+    kpf: &mut KPageFlags,
+    pfns: &[Option<u64>],
+) -> anyhow::Result<Vec<Option<PhysicalPageFlags>>> {
     let mut out = vec![None; pfns.len()];
     let mut i = 0;
     while i < pfns.len() {
@@ -141,7 +146,10 @@ fn read_flags(kpf: &mut KPageFlags, pfns: &[Option<u64>]) -> anyhow::Result<Vec<
             n += 1;
         }
         let v = kpf
-            .get_range_info(procfs::process::Pfn(p0), procfs::process::Pfn(p0 + n as u64))
+            .get_range_info(
+                procfs::process::Pfn(p0),
+                procfs::process::Pfn(p0 + n as u64),
+            )
             .context("reading /proc/kpageflags")?;
         for (k, f) in v.into_iter().enumerate() {
             out[i + k] = Some(f);
@@ -161,14 +169,20 @@ fn pmd_mapped_bytes(start: usize, len: usize) -> anyhow::Result<u64> {
         let line = line?;
         let first = line.split_whitespace().next().unwrap_or("");
         if let Some((lo, hi)) = first.split_once('-') {
-            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
                 inside = lo < end && hi > start;
                 continue;
             }
         }
         if inside {
             if let Some(rest) = line.strip_prefix("AnonHugePages:") {
-                let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                let kb: u64 = rest
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .unwrap_or(0);
                 total += kb * 1024;
             }
         }
@@ -192,16 +206,27 @@ fn judge(layout: &mut Layout, spec: FolioSpec, len: u64, partial: u64) {
     let (want, want_pmd) = expected(spec, len);
     let mut why = Vec::new();
     if layout.pages_present != layout.pages_total {
-        why.push(format!("{} of {} pages not present", layout.pages_total - layout.pages_present, layout.pages_total));
+        why.push(format!(
+            "{} of {} pages not present",
+            layout.pages_total - layout.pages_present,
+            layout.pages_total
+        ));
     }
     if layout.histogram != want {
-        why.push(format!("expected {}, observed {}", describe(&want), describe(&layout.histogram)));
+        why.push(format!(
+            "expected {}, observed {}",
+            describe(&want),
+            describe(&layout.histogram)
+        ));
     }
     if partial > 0 {
         why.push(format!("{partial} folio(s) only partly inside the region"));
     }
     if layout.misaligned_folios > 0 {
-        why.push(format!("{} folio(s) not aligned to their size", layout.misaligned_folios));
+        why.push(format!(
+            "{} folio(s) not aligned to their size",
+            layout.misaligned_folios
+        ));
     }
     if layout.pmd_mapped_bytes != want_pmd {
         why.push(format!(
@@ -210,7 +235,8 @@ fn judge(layout: &mut Layout, spec: FolioSpec, len: u64, partial: u64) {
         ));
     }
     layout.matches = why.is_empty();
-    layout.mismatch = (!why.is_empty()).then(|| format!("requested {spec} folios: {}", why.join("; ")));
+    layout.mismatch =
+        (!why.is_empty()).then(|| format!("requested {spec} folios: {}", why.join("; ")));
 }
 
 /// Short human form of a layout: `100% 64K` or `94% 2M, 6% 4K (PMD-mapped 0%)`.
@@ -229,7 +255,10 @@ pub fn summary(layout: &Layout) -> String {
         })
         .collect();
     if layout.pmd_mapped_bytes > 0 {
-        parts.push(format!("{:.0}% PMD-mapped", 100.0 * layout.pmd_mapped_bytes as f64 / total as f64));
+        parts.push(format!(
+            "{:.0}% PMD-mapped",
+            100.0 * layout.pmd_mapped_bytes as f64 / total as f64
+        ));
     }
     parts.join(", ")
 }
@@ -265,7 +294,10 @@ mod tests {
 
     #[test]
     fn summary_reads_well() {
-        let l = Layout { histogram: BTreeMap::from([(4096, 16), (65536, 3)]), ..Layout::default() };
+        let l = Layout {
+            histogram: BTreeMap::from([(4096, 16), (65536, 3)]),
+            ..Layout::default()
+        };
         assert_eq!(summary(&l), "75% 64K, 25% 4K");
     }
 }

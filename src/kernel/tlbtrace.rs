@@ -127,6 +127,7 @@ impl Breakdown {
     }
 
     /// Sampled events of one key (0 when absent).
+    #[cfg(test)]
     pub fn get(&self, key: &str) -> u64 {
         self.events.get(key).copied().unwrap_or(0)
     }
@@ -801,6 +802,7 @@ impl FlushCounter {
 /// `per_call` is `None`; when only the breakdown cannot be sampled, the count
 /// is given with an empty breakdown. Records lost to a full ring buffer are
 /// reported under the breakdown key `"lost"` (absent when none).
+#[cfg(test)]
 pub fn count_flushes(calls: u64, f: impl FnMut()) -> TlbFlushes {
     count_flushes_with(calls, 1, || {}, f)
 }

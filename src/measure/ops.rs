@@ -105,7 +105,7 @@ impl KernelOp for MprotectToggle {
         let t0 = Instant::now();
         for j in 0..iterations {
             for (i, r) in self.regions.iter().enumerate() {
-                let prot = if (i as u64 + j + self.flip) % 2 == 0 {
+                let prot = if (i as u64 + j + self.flip).is_multiple_of(2) {
                     libc::PROT_NONE
                 } else {
                     RW

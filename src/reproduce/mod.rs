@@ -55,12 +55,15 @@ pub struct Seed {
     pub model: Vec<ModelCells>,
 }
 
+/// (arch, workload, size, folio) of a model cell.
+pub type ModelKey = (String, WorkloadKind, u64, FolioSpec);
+
 /// Everything measured and modelled in one reproduce run.
 #[derive(Default)]
 pub struct Evidence {
     pub cells: Vec<CellResult>,
-    /// (arch, workload, size, folio) -> outcomes per strategy.
-    pub model: Vec<((String, WorkloadKind, u64, FolioSpec), Vec<ModelOutcome>)>,
+    /// Model outcomes per strategy, by cell.
+    pub model: Vec<(ModelKey, Vec<ModelOutcome>)>,
     /// Kernel cells that could not run, with the reason.
     pub unavailable: Vec<(WorkloadKind, String)>,
 }

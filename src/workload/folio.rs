@@ -28,7 +28,15 @@ pub enum FolioSpec {
 
 /// Sizes of anonymous mTHP folios the spec grammar knows (a kernel may offer
 /// fewer; order 1 is never offered for anonymous memory).
-pub const MTHP_SIZES: [u64; 7] = [16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20];
+pub const MTHP_SIZES: [u64; 7] = [
+    16 << 10,
+    32 << 10,
+    64 << 10,
+    128 << 10,
+    256 << 10,
+    512 << 10,
+    1 << 20,
+];
 
 /// PMD size on x86-64 and arm64 with 4K pages.
 pub const PMD_SIZE: u64 = 2 << 20;
@@ -68,7 +76,11 @@ impl FolioSpec {
 
     /// The accepted spellings, for error messages.
     pub fn accepted() -> String {
-        FolioSpec::all().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+        FolioSpec::all()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -93,10 +105,17 @@ impl FromStr for FolioSpec {
             "4K" => Some(FolioSpec::Base),
             "2M" => Some(FolioSpec::Pmd),
             "2M-PTE" => Some(FolioSpec::PmdPte),
-            _ => MTHP_SIZES.iter().copied().map(FolioSpec::Mthp).find(|m| m.to_string() == norm),
+            _ => MTHP_SIZES
+                .iter()
+                .copied()
+                .map(FolioSpec::Mthp)
+                .find(|m| m.to_string() == norm),
         };
         spec.ok_or_else(|| {
-            usage(format!("unknown folio spec '{s}': accepted specs are {}", FolioSpec::accepted()))
+            usage(format!(
+                "unknown folio spec '{s}': accepted specs are {}",
+                FolioSpec::accepted()
+            ))
         })
     }
 }
@@ -116,7 +135,10 @@ impl TryFrom<String> for FolioSpec {
 
 /// Parse a comma-separated list of folio specs.
 pub fn parse_folio_list(text: &str) -> anyhow::Result<Vec<FolioSpec>> {
-    text.split(',').filter(|s| !s.trim().is_empty()).map(str::parse).collect()
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(str::parse)
+        .collect()
 }
 
 #[cfg(test)]

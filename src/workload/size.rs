@@ -22,7 +22,9 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
         .parse()
         .map_err(|_| usage(format!("invalid size '{text}': {accepted}")))?;
     if n == 0 {
-        return Err(usage(format!("invalid size '{text}': the size must be above zero; {accepted}")));
+        return Err(usage(format!(
+            "invalid size '{text}': the size must be above zero; {accepted}"
+        )));
     }
     n.checked_mul(1u64 << shift)
         .ok_or_else(|| usage(format!("invalid size '{text}': too large")))
@@ -30,13 +32,16 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
 
 /// Parse a comma-separated list of sizes (`4K,40K,400K`).
 pub fn parse_size_list(text: &str) -> anyhow::Result<Vec<u64>> {
-    text.split(',').filter(|s| !s.trim().is_empty()).map(parse_size).collect()
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(parse_size)
+        .collect()
 }
 
 /// Format bytes the way the CLI accepts them (largest exact binary unit).
 pub fn format_size(bytes: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
@@ -63,7 +68,10 @@ mod tests {
             let err = parse_size(bad).unwrap_err();
             assert!(crate::error::is_usage(&err), "{bad}");
         }
-        assert!(parse_size("12Q").unwrap_err().to_string().contains("K, M, G"));
+        assert!(parse_size("12Q")
+            .unwrap_err()
+            .to_string()
+            .contains("K, M, G"));
     }
 
     #[test]

@@ -199,18 +199,17 @@ pub struct Geometry {
 /// # Errors
 /// Sizes that are not page multiples, folios smaller than a page or not a
 /// power-of-two multiple of it, offsets past the folio.
-#[allow(clippy::manual_is_multiple_of)] // MSRV 1.80: no u64::is_multiple_of
 pub fn geometry(cfg: &ModelConfig) -> Result<Geometry, ModelError> {
     let g = cfg.arch.granule();
     let ps = g.page_size();
-    if cfg.size_bytes == 0 || cfg.size_bytes % ps != 0 {
+    if cfg.size_bytes == 0 || !cfg.size_bytes.is_multiple_of(ps) {
         return Err(ModelError::Size {
             size: cfg.size_bytes,
             page_size: ps,
         });
     }
     if cfg.folio_bytes < ps
-        || cfg.folio_bytes % ps != 0
+        || !cfg.folio_bytes.is_multiple_of(ps)
         || !(cfg.folio_bytes / ps).is_power_of_two()
     {
         return Err(ModelError::Folio {
