@@ -7,3 +7,4 @@ mod knobs;
 mod model_cli;
 mod store_cli;
 mod report_cli;
+mod store_kill;
