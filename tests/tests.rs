@@ -5,6 +5,7 @@ mod crosscheck_cli;
 mod doctor;
 mod knobs;
 mod model_cli;
-mod store_cli;
 mod report_cli;
+mod store_cli;
+mod workloads_cli;
 mod store_kill;

@@ -477,6 +477,11 @@ impl KernelOp for Reclaim {
     }
 
     fn phase_setup(&mut self, _phase: usize) -> anyhow::Result<()> {
+        // The flush-counting pass does not poll for SIGINT and each setup
+        // writes a file: stop here.
+        if crate::kernel::thp::interrupted().load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(super::runner::Interrupted.into());
+        }
         if !self.ready {
             self.populate()?;
         }
