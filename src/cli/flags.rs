@@ -233,6 +233,11 @@ pub struct CompareArgs {
     /// Output format: text, markdown.
     #[arg(long, default_value = "text")]
     pub format: String,
+    /// Pair cells that differ only in their folio layout (e.g. a `--folio 4K`
+    /// run against a `--folio 64K` run); each side must still match its own
+    /// requested layout.
+    #[arg(long)]
+    pub across_folios: bool,
     /// Exit 1 when any cell regressed.
     #[arg(long)]
     pub fail_on_regression: bool,

@@ -48,7 +48,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open_existing(&args.out.db)?;
     let a = store.load_run(&args.a)?;
     let b = store.load_run(&args.b)?;
-    let view = compare_runs(&args.a, &a, &args.b, &b, &opts)?;
+    let view = compare_runs_paired(&args.a, &a, &args.b, &b, &opts, args.across_folios)?;
 
     let mut out = std::io::stdout().lock();
     out.write_all(render(&view, format).as_bytes())?;
@@ -73,22 +73,29 @@ fn parse_seed(text: &str) -> anyhow::Result<u64> {
     })
 }
 
-/// What pairs two cells: everything but the kernel that ran them.
+/// What pairs two cells: everything but the kernel that ran them (and, with
+/// `--across-folios`, but the folio layout).
 type CellKey = (String, u64, String, Option<String>, u32, bool);
 
-fn key(c: &CellResult) -> CellKey {
+fn key(c: &CellResult, across_folios: bool) -> CellKey {
     (
         c.workload.name().to_string(),
         c.size_bytes,
-        c.folio.to_string(),
+        if across_folios {
+            String::new()
+        } else {
+            c.folio.to_string()
+        },
         c.phase.clone(),
         c.regions,
         c.neighbor,
     )
 }
 
-/// Why two cells with one key cannot be compared, as far as layouts go.
-fn layout_refusal(a: &CellResult, b: &CellResult) -> Option<NotComparable> {
+/// Why two cells with one key cannot be compared, as far as layouts go. Each
+/// side must have the layout it asked for; unless folios are compared on
+/// purpose, both must also have the same layout.
+fn layout_refusal(a: &CellResult, b: &CellResult, across_folios: bool) -> Option<NotComparable> {
     let side_mismatch = |name: &str, c: &CellResult| {
         (!c.layout.matches).then(|| {
             let why = c
@@ -102,8 +109,9 @@ fn layout_refusal(a: &CellResult, b: &CellResult) -> Option<NotComparable> {
     if let Some(why) = side_mismatch("A", a).or_else(|| side_mismatch("B", b)) {
         return Some(NotComparable::LayoutsDiffer(why));
     }
-    if a.layout.histogram != b.layout.histogram
-        || a.layout.pmd_mapped_bytes != b.layout.pmd_mapped_bytes
+    if !across_folios
+        && (a.layout.histogram != b.layout.histogram
+            || a.layout.pmd_mapped_bytes != b.layout.pmd_mapped_bytes)
     {
         return Some(NotComparable::LayoutsDiffer(format!(
             "A {}, B {}",
@@ -123,6 +131,19 @@ pub fn compare_runs(
     b: &StoredRun,
     opts: &CompareOpts,
 ) -> anyhow::Result<CompareView> {
+    compare_runs_paired(name_a, a, name_b, b, opts, false)
+}
+
+/// [`compare_runs`], optionally pairing cells that differ only in their folio
+/// layout (`--across-folios`: "what does 64K buy over 4K on this kernel?").
+pub fn compare_runs_paired(
+    name_a: &str,
+    a: &StoredRun,
+    name_b: &str,
+    b: &StoredRun,
+    opts: &CompareOpts,
+    across_folios: bool,
+) -> anyhow::Result<CompareView> {
     let cells_a: Vec<&CellResult> = a.kernel_cells().collect();
     let cells_b: Vec<&CellResult> = b.kernel_cells().collect();
     if cells_a.is_empty() || cells_b.is_empty() {
@@ -141,22 +162,27 @@ pub fn compare_runs(
     // Keys in A's order, then the ones only B has.
     let mut keys: Vec<CellKey> = Vec::new();
     for c in cells_a.iter().chain(&cells_b) {
-        let k = key(c);
+        let k = key(c, across_folios);
         if !keys.contains(&k) {
             keys.push(k);
         }
     }
-    fn find<'c>(cells: &[&'c CellResult], k: &CellKey) -> Option<&'c CellResult> {
-        cells.iter().copied().find(|c| key(c) == *k)
-    }
+    let find = |cells: &[&'_ CellResult], k: &CellKey| -> Option<usize> {
+        cells.iter().position(|c| key(c, across_folios) == *k)
+    };
     let pairs: Vec<(Option<&CellResult>, Option<&CellResult>)> = keys
         .iter()
-        .map(|k| (find(&cells_a, k), find(&cells_b, k)))
+        .map(|k| {
+            (
+                find(&cells_a, k).map(|i| cells_a[i]),
+                find(&cells_b, k).map(|i| cells_b[i]),
+            )
+        })
         .collect();
     let refusals: Vec<Option<NotComparable>> = pairs
         .iter()
         .map(|p| match p {
-            (Some(x), Some(y)) => layout_refusal(x, y),
+            (Some(x), Some(y)) => layout_refusal(x, y, across_folios),
             (None, _) => Some(NotComparable::Missing {
                 absent_from: Side::A,
             }),
@@ -243,7 +269,10 @@ fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison) -> Compar
     CompareRow {
         workload: any.workload.name().to_string(),
         size_bytes: any.size_bytes,
-        folio: any.folio.to_string(),
+        folio: match (a, b) {
+            (Some(x), Some(y)) if x.folio != y.folio => format!("{} vs {}", x.folio, y.folio),
+            _ => any.folio.to_string(),
+        },
         phase: any.phase.clone(),
         regions: any.regions,
         neighbor: any.neighbor,
@@ -303,6 +332,25 @@ mod tests {
             resamples: 500,
             ..CompareOpts::default()
         }
+    }
+
+    #[test]
+    fn across_folios_pairs_4k_with_64k_and_gives_the_sign() {
+        let a = stored(1, vec![cell(65536, FolioSpec::Base, 2_700_000.0, 30)]);
+        let b = stored(
+            2,
+            vec![cell(65536, FolioSpec::Mthp(64 << 10), 640_000.0, 30)],
+        );
+        // By default the two layouts are different cells: nothing to compare.
+        let v = compare_runs("1", &a, "2", &b, &opts()).unwrap();
+        assert_eq!(v.summary.not_comparable, 2);
+        // Across folios they pair, and 64K is an improvement over 4K.
+        let v = compare_runs_paired("1", &a, "2", &b, &opts(), true).unwrap();
+        assert_eq!(v.summary.improvements, 1, "{v:?}");
+        assert_eq!(v.rows[0].folio, "4K vs 64K");
+        // Reversed, it is a regression.
+        let v = compare_runs_paired("2", &b, "1", &a, &opts(), true).unwrap();
+        assert_eq!(v.summary.regressions, 1);
     }
 
     #[test]
