@@ -370,6 +370,10 @@ impl Reclaim {
                 let r = f.write(text.as_bytes());
                 let ns = t0.elapsed().as_nanos() as u64;
                 let unlimit = f.write(b"-1");
+                if matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EINTR)) {
+                    // SIGINT/SIGTERM arrived while the kernel reclaimed.
+                    return Err(super::runner::Interrupted.into());
+                }
                 r.context("lowering memory.limit_in_bytes (reclaim)")?;
                 unlimit.context("restoring memory.limit_in_bytes to unlimited")?;
                 Ok((ns, 1))
@@ -385,6 +389,9 @@ impl Reclaim {
                     // EAGAIN: less than asked could be reclaimed; mincore
                     // says how much was.
                     Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                        return Err(super::runner::Interrupted.into())
+                    }
                     Err(e) => return Err(e).context("writing memory.reclaim"),
                 }
                 Ok((ns, 1))
