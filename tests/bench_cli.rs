@@ -9,7 +9,7 @@ use std::time::Duration;
 use predicates::prelude::*;
 use serde_json::Value;
 
-use crate::common::{is_root, knob_snapshot, ptelab, skip, TempDb};
+use crate::common::{assert_success, is_root, knob_snapshot, ptelab, skip, TempDb};
 
 fn bench_json(args: &[&str]) -> Value {
     let db = TempDb::new();
@@ -19,12 +19,15 @@ fn bench_json(args: &[&str]) -> Value {
         .args(["--json", "--db", db.path()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// [`bench_json`] of mprotect-toggle over `size` in `folio` folios, with `extra`.
+fn toggle_json(size: &str, folio: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["mprotect-toggle", "--size", size, "--folio", folio];
+    args.extend(extra);
+    bench_json(&args)
 }
 
 #[test]
@@ -100,15 +103,7 @@ fn bench_json_has_the_documented_fields() {
         return skip("needs root for layout control");
     }
     let before = knob_snapshot();
-    let v = bench_json(&[
-        "mprotect-toggle",
-        "--size",
-        "400K",
-        "--folio",
-        "4K",
-        "--time",
-        "300ms",
-    ]);
+    let v = toggle_json("400K", "4K", &["--time", "300ms"]);
     assert_eq!(v["schema"], "ptelab/bench/v1");
     for f in [
         "workload",
@@ -142,50 +137,18 @@ fn layouts_are_obtained_and_verified() {
     }
     let before = knob_snapshot();
     // --folio 64K on a 64M region: 100% 64K folios.
-    let v = bench_json(&[
-        "mprotect-toggle",
-        "--size",
-        "64M",
-        "--folio",
-        "64K",
-        "--iters",
-        "4",
-    ]);
+    let v = toggle_json("64M", "64K", &["--iters", "4"]);
     assert_eq!(v["layout"]["matches"], true, "{}", v["layout"]);
     assert_eq!(v["layout"]["histogram"]["65536"], 1024);
     // 2M-pte: 2M folios, none PMD-mapped.
-    let v = bench_json(&[
-        "mprotect-toggle",
-        "--size",
-        "8M",
-        "--folio",
-        "2M-pte",
-        "--iters",
-        "4",
-    ]);
+    let v = toggle_json("8M", "2M-pte", &["--iters", "4"]);
     assert_eq!(v["layout"]["histogram"]["2097152"], 4, "{}", v["layout"]);
     assert_eq!(v["layout"]["pmd_mapped_bytes"], 0);
     // 2M: PMD-mapped.
-    let v = bench_json(&[
-        "mprotect-toggle",
-        "--size",
-        "8M",
-        "--folio",
-        "2M",
-        "--iters",
-        "4",
-    ]);
+    let v = toggle_json("8M", "2M", &["--iters", "4"]);
     assert_eq!(v["layout"]["pmd_mapped_bytes"], 8 << 20, "{}", v["layout"]);
     // 4K: no large folio.
-    let v = bench_json(&[
-        "mprotect-toggle",
-        "--size",
-        "4M",
-        "--folio",
-        "4K",
-        "--iters",
-        "4",
-    ]);
+    let v = toggle_json("4M", "4K", &["--iters", "4"]);
     assert_eq!(v["layout"]["histogram"].as_object().unwrap().len(), 1);
     assert_eq!(v["layout"]["histogram"]["4096"], 1024);
     assert_eq!(knob_snapshot(), before, "THP knobs changed by bench");

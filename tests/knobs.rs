@@ -9,22 +9,10 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// Effective user is root.
-pub(crate) fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Say why a test does not run here; on CI as root nothing may skip.
-pub(crate) fn skip(why: &str) {
-    eprintln!("SKIPPED: {why}");
-    if std::env::var_os("CI").is_some() && is_root() {
-        panic!("test skipped on CI as root: {why}");
-    }
-}
+use crate::common::{assert_success, is_root, skip};
 
 /// Every THP/mTHP knob file (top level, khugepaged, per size) and its content.
 pub(crate) fn knob_snapshot() -> BTreeMap<String, String> {
@@ -84,21 +72,28 @@ fn ptelab_cmd() -> Command {
     crate::common::ptelab_std()
 }
 
+/// `ptelab bench mprotect-toggle` of `folio` and `size`, `iters` iterations,
+/// neither stored nor counting flushes.
+fn bench_cmd(folio: &str, size: &str, iters: &str) -> Command {
+    let mut cmd = ptelab_cmd();
+    cmd.args([
+        "bench",
+        "mprotect-toggle",
+        "--folio",
+        folio,
+        "--size",
+        size,
+        "--iters",
+        iters,
+        "--no-store",
+        "--no-flush-count",
+    ]);
+    cmd
+}
+
 /// A 64K bench that runs until signalled (a fixed, huge iteration count).
 fn spawn_long_bench() -> Child {
-    ptelab_cmd()
-        .args([
-            "bench",
-            "mprotect-toggle",
-            "--folio",
-            "64K",
-            "--size",
-            "4M",
-            "--iters",
-            "1000000000",
-            "--no-store",
-            "--no-flush-count",
-        ])
+    bench_cmd("64K", "4M", "1000000000")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -145,6 +140,19 @@ fn signal(child: &Child, sig: i32) {
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
 }
 
+/// The knobs as found, then a long bench sent `sigs` once it has configured
+/// them; returns the snapshot, the child and how it exited.
+fn signalled_long_bench(sigs: &[i32]) -> (BTreeMap<String, String>, Child, ExitStatus) {
+    let before = settled_snapshot();
+    let mut child = spawn_long_bench();
+    wait_until_configured(&mut child);
+    for &sig in sigs {
+        signal(&child, sig);
+    }
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    (before, child, st)
+}
+
 fn stderr_of(child: &mut Child) -> String {
     use std::io::Read;
     let mut s = String::new();
@@ -160,26 +168,7 @@ fn bench_with_64k_leaves_knobs_as_found() {
         return;
     }
     let before = settled_snapshot();
-    let out = ptelab_cmd()
-        .args([
-            "bench",
-            "mprotect-toggle",
-            "--folio",
-            "64K",
-            "--size",
-            "1M",
-            "--iters",
-            "20",
-            "--no-store",
-            "--no-flush-count",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&bench_cmd("64K", "1M", "20").output().unwrap());
     assert_eq!(settled_snapshot(), before);
 }
 
@@ -188,11 +177,7 @@ fn sigint_mid_run_restores_knobs() {
     if !ready("sigint_mid_run_restores_knobs") {
         return;
     }
-    let before = settled_snapshot();
-    let mut child = spawn_long_bench();
-    wait_until_configured(&mut child);
-    signal(&child, libc::SIGINT);
-    let st = wait_exit(&mut child, Duration::from_secs(30));
+    let (before, mut child, st) = signalled_long_bench(&[libc::SIGINT]);
     let err = stderr_of(&mut child);
     assert_eq!(st.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
@@ -206,12 +191,7 @@ fn double_sigint_restores_knobs_and_exits_130() {
     if !ready("double_sigint_restores_knobs_and_exits_130") {
         return;
     }
-    let before = settled_snapshot();
-    let mut child = spawn_long_bench();
-    wait_until_configured(&mut child);
-    signal(&child, libc::SIGINT);
-    signal(&child, libc::SIGINT);
-    let st = wait_exit(&mut child, Duration::from_secs(30));
+    let (before, mut child, st) = signalled_long_bench(&[libc::SIGINT, libc::SIGINT]);
     let err = stderr_of(&mut child);
     // Whichever signal ends it (the first one unwinding, or the second one
     // forcing the restore), the exit code is 128 + SIGINT.
@@ -224,28 +204,10 @@ fn sigkill_is_repaired_by_the_next_run() {
     if !ready("sigkill_is_repaired_by_the_next_run") {
         return;
     }
-    let before = settled_snapshot();
-    let mut child = spawn_long_bench();
-    wait_until_configured(&mut child);
-    signal(&child, libc::SIGKILL);
-    let st = wait_exit(&mut child, Duration::from_secs(30));
+    let (before, child, st) = signalled_long_bench(&[libc::SIGKILL]);
     assert_eq!(st.code(), None);
     // The next ptelab that takes the lock restores (unless a concurrent one already did).
-    let out = ptelab_cmd()
-        .args([
-            "bench",
-            "mprotect-toggle",
-            "--folio",
-            "4K",
-            "--size",
-            "64K",
-            "--iters",
-            "5",
-            "--no-store",
-            "--no-flush-count",
-        ])
-        .output()
-        .unwrap();
+    let out = bench_cmd("4K", "64K", "5").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     if !err.contains("restored THP knobs changed by pid") {
@@ -264,19 +226,7 @@ fn second_run_waits_for_the_lock_and_names_the_holder() {
     let before = settled_snapshot();
     let mut first = spawn_long_bench();
     wait_until_configured(&mut first);
-    let mut second = ptelab_cmd()
-        .args([
-            "bench",
-            "mprotect-toggle",
-            "--folio",
-            "16K",
-            "--size",
-            "64K",
-            "--iters",
-            "5",
-            "--no-store",
-            "--no-flush-count",
-        ])
+    let mut second = bench_cmd("16K", "64K", "5")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{ptelab, skip, TempDb};
+use crate::common::{import_runs, kernel_cell, ptelab, skip, TempDb};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -20,52 +20,7 @@ fn samples(median: f64, n: usize) -> Vec<f64> {
 }
 
 fn cell(size_kib: u64, folio: &str, folio_bytes: u64, median: f64) -> Value {
-    let pages = size_kib / 4;
-    json!({
-        "backend": "kernel",
-        "cell": {
-            "workload": "mprotect-toggle",
-            "size_bytes": size_kib * 1024,
-            "folio": folio,
-            "regions": 1,
-            "neighbor": false,
-            "phase": null,
-            "layout": {
-                "histogram": { (folio_bytes.to_string()): size_kib * 1024 / folio_bytes },
-                "pages_present": pages,
-                "pages_total": pages,
-                "pmd_mapped_bytes": 0,
-                "misaligned_folios": 0,
-                "matches": true,
-                "mismatch": null,
-            },
-            "layout_after": null,
-            "verified": true,
-            "vmas_before": 1,
-            "vmas_after": 1,
-            "ns_per_call": {
-                "median": median,
-                "ci_low": median * 0.995,
-                "ci_high": median * 1.005,
-                "min": median * 0.99,
-                "mean": median,
-                "samples": samples(median, 20),
-            },
-            "ns_per_page": median / pages as f64,
-            "calls": 2000,
-            "calls_per_sample": 100,
-            "pinned_cpu": 1,
-            "tlb_flushes": {
-                "per_call": 0.5,
-                "events": 32,
-                "calls": 64,
-                "breakdown": {},
-                "unavailable": null,
-            },
-            "elapsed_s": 0.25,
-            "warnings": [],
-        }
-    })
+    kernel_cell(size_kib, folio, folio_bytes, median, samples(median, 20))
 }
 
 fn model_cell(size_kib: u64, strategy: &str, folio_lookups: f64) -> Value {
@@ -151,14 +106,7 @@ fn seeded_db() -> TempDb {
             model_cell(400, "batched", 100.0),
         ],
     );
-    let mut args = vec!["runs".to_string(), "--db".into(), db.path().into()];
-    for (i, doc) in [base, run].iter().enumerate() {
-        let f = db.dir().join(format!("run{i}.json"));
-        std::fs::write(&f, serde_json::to_string_pretty(doc).unwrap()).unwrap();
-        args.push("--import".into());
-        args.push(f.display().to_string());
-    }
-    ptelab().args(&args).assert().success();
+    import_runs(&db, &[base, run]);
     db
 }
 

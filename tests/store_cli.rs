@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::{ptelab, TempDb};
+use crate::common::{import_runs, kernel_cell, merge, ptelab, TempDb};
 
 /// Deterministic samples spread ±0.5% around `median` (their median is `median`).
 fn samples(median: f64, n: usize) -> Vec<f64> {
@@ -15,6 +15,8 @@ fn samples(median: f64, n: usize) -> Vec<f64> {
         .collect()
 }
 
+/// The shared cell with `n` samples, a ±0.3% CI, a full flush per call, and
+/// a layout that matches or not.
 fn cell(
     size_kib: u64,
     folio: &str,
@@ -23,53 +25,30 @@ fn cell(
     n: usize,
     matches: bool,
 ) -> Value {
-    let s = samples(median, n);
-    let pages = size_kib / 4;
-    json!({
-        "backend": "kernel",
-        "cell": {
-            "workload": "mprotect-toggle",
-            "size_bytes": size_kib * 1024,
-            "folio": folio,
-            "regions": 1,
-            "neighbor": false,
-            "phase": null,
-            "layout": {
-                "histogram": { (folio_bytes.to_string()): size_kib * 1024 / folio_bytes },
-                "pages_present": pages,
-                "pages_total": pages,
-                "pmd_mapped_bytes": 0,
-                "misaligned_folios": 0,
-                "matches": matches,
-                "mismatch": if matches { Value::Null } else { json!("requested 64K folios: none found") },
-            },
-            "layout_after": null,
-            "verified": true,
-            "vmas_before": 1,
-            "vmas_after": 1,
-            "ns_per_call": {
-                "median": median,
-                "ci_low": median * 0.997,
-                "ci_high": median * 1.003,
-                "min": median * 0.995,
-                "mean": median,
-                "samples": s,
-            },
-            "ns_per_page": median / pages as f64,
-            "calls": 100 * n,
-            "calls_per_sample": 100,
-            "pinned_cpu": 1,
-            "tlb_flushes": {
-                "per_call": 1.0,
-                "events": 64,
-                "calls": 64,
-                "breakdown": { "0/all": 64 },
-                "unavailable": null,
-            },
-            "elapsed_s": 0.25,
-            "warnings": [],
-        }
-    })
+    let mut c = kernel_cell(size_kib, folio, folio_bytes, median, samples(median, n));
+    merge(
+        &mut c,
+        json!({
+            "cell": {
+                "layout": {
+                    "matches": matches,
+                    "mismatch": if matches { Value::Null } else { json!("requested 64K folios: none found") },
+                },
+                "ns_per_call": {
+                    "ci_low": median * 0.997,
+                    "ci_high": median * 1.003,
+                    "min": median * 0.995,
+                },
+                "calls": 100 * n,
+                "tlb_flushes": {
+                    "per_call": 1.0,
+                    "events": 64,
+                    "breakdown": { "0/all": 64 },
+                },
+            }
+        }),
+    );
+    c
 }
 
 fn run_doc(
@@ -154,14 +133,7 @@ fn seeded_db() -> TempDb {
         &[],
         vec![cell(4, "4K", 4096, 1700.0, 30, true)],
     );
-    let mut args = vec!["runs".to_string(), "--db".into(), db.path().into()];
-    for (i, doc) in [base, cand, killed].iter().enumerate() {
-        let f = db.dir().join(format!("run{i}.json"));
-        std::fs::write(&f, serde_json::to_string_pretty(doc).unwrap()).unwrap();
-        args.push("--import".into());
-        args.push(f.display().to_string());
-    }
-    ptelab().args(&args).assert().success();
+    import_runs(&db, &[base, cand, killed]);
     db
 }
 

@@ -104,14 +104,7 @@ pub fn render_text(run: &StoredRun) -> String {
         out.push('\n');
     }
 
-    let model: Vec<&ModelCellRecord> = run
-        .cells
-        .iter()
-        .filter_map(|c| match c {
-            StoredCell::Model(m) => Some(m),
-            StoredCell::Kernel(_) => None,
-        })
-        .collect();
+    let model: Vec<&ModelCellRecord> = run.model_cells().collect();
     let mut groups: Vec<(&str, &str, &str)> = Vec::new();
     for m in &model {
         let k = (m.workload.name(), m.arch.as_str(), m.strategy.as_str());

@@ -203,28 +203,6 @@ pub fn mprotect(addr: *mut u8, len: usize, prot: i32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to)`.
-pub fn mremap_fixed(from: *mut u8, len: usize, to: *mut u8) -> anyhow::Result<()> {
-    // SAFETY: moves a mapping this process owns to a destination the caller
-    // checked is free; nothing references the source afterwards.
-    let p = unsafe {
-        libc::mremap(
-            from.cast(),
-            len,
-            len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            to.cast::<libc::c_void>(),
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error()).context("mremap(MAYMOVE|FIXED)");
-    }
-    if p.cast::<u8>() != to {
-        bail!("mremap returned {p:p}, not {to:p}");
-    }
-    Ok(())
-}
-
 /// fork(); the child exits at once without touching memory; wait for it.
 /// Afterwards every private anonymous page the parent had mapped has lost
 /// `PageAnonExclusive` (fork shared it) and its PTE is write-protected.

@@ -9,7 +9,7 @@ use super::model::{standard_spec, with_exclusive, Sim};
 use super::probe::{self, FlushProbe, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
 use super::{flush_row, page_row, Row, RowKey};
 use crate::kernel::layout;
-use crate::kernel::region::{Region, PAGE_SIZE};
+use crate::kernel::region::{self, Region, PAGE_SIZE};
 use crate::kernel::thp::KnobGuard;
 use crate::measure::result::ModelCellRecord;
 use crate::workload::folio::PMD_SIZE;
@@ -323,63 +323,31 @@ fn grid_cell(
         WorkloadKind::MprotectToggle | WorkloadKind::ProtTransition => {
             ctx.mprotect_quiet(&r, &mut sim, 0, all, libc::PROT_NONE)?;
             ctx.mprotect_quiet(&r, &mut sim, 0, all, RW)?;
-            for (i, p) in [libc::PROT_NONE, RW].into_iter().enumerate() {
-                let k = key.with_scenario(prefix(p));
-                let refr = reference.get(i).map(|c| c.flushes.as_slice());
-                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, refr)?;
-            }
-            let k = key.with_scenario(prefix(RW));
-            ctx.pagemap(&k, r.addr(), &sim)?;
-            ctx.retouch(&k.with_scenario("re-touch after RW"), r.addr(), &mut sim);
-            ctx.rows
-                .push(split_row(&key.with_scenario("all calls"), &splits));
-            if !ctx.soft_dirty {
-                return Ok(());
-            }
-            // Soft-dirty tracking on: clear_refs, then the same calls.
-            probe::clear_soft_dirty()?;
-            sim.clear_soft_dirty();
-            for p in [libc::PROT_NONE, RW] {
-                let k = key.with_scenario(format!("after clear_refs: {}", prefix(p)));
-                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, None)?;
-            }
-            let k = key.with_scenario(format!("after clear_refs: {}", prefix(RW)));
-            ctx.pagemap(&k, r.addr(), &sim)?;
-            ctx.retouch(
-                &key.with_scenario("after clear_refs: re-touch"),
-                r.addr(),
+            prot_pair_cell(
+                ctx,
+                key,
+                &r,
                 &mut sim,
-            );
+                reference,
+                &splits,
+                libc::PROT_NONE,
+                prefix,
+            )?;
         }
         WorkloadKind::MprotectRoRw => {
             ctx.mprotect_quiet(&r, &mut sim, 0, all, libc::PROT_READ)?;
             ctx.mprotect_quiet(&r, &mut sim, 0, all, RW)?;
             region_touch(&r, &mut sim);
-            for (i, p) in [libc::PROT_READ, RW].into_iter().enumerate() {
-                let k = key.with_scenario(prefix(p));
-                let refr = reference.get(i).map(|c| c.flushes.as_slice());
-                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, refr)?;
-            }
-            ctx.pagemap(&key.with_scenario(prefix(RW)), r.addr(), &sim)?;
-            ctx.retouch(&key.with_scenario("re-touch after RW"), r.addr(), &mut sim);
-            ctx.rows
-                .push(split_row(&key.with_scenario("all calls"), &splits));
-            if !ctx.soft_dirty {
-                return Ok(());
-            }
-            probe::clear_soft_dirty()?;
-            sim.clear_soft_dirty();
-            for p in [libc::PROT_READ, RW] {
-                let k = key.with_scenario(format!("after clear_refs: {}", prefix(p)));
-                ctx.mprotect_counted(&k, &r, &mut sim, 0, all, p, None)?;
-            }
-            let k = key.with_scenario(format!("after clear_refs: {}", prefix(RW)));
-            ctx.pagemap(&k, r.addr(), &sim)?;
-            ctx.retouch(
-                &key.with_scenario("after clear_refs: re-touch"),
-                r.addr(),
+            prot_pair_cell(
+                ctx,
+                key,
+                &r,
                 &mut sim,
-            );
+                reference,
+                &splits,
+                libc::PROT_READ,
+                prefix,
+            )?;
         }
         WorkloadKind::MremapMove => {
             mremap_cell(ctx, key, &r, &mut sim, reference, &splits)?;
@@ -389,9 +357,54 @@ fn grid_cell(
     Ok(())
 }
 
+/// The counted calls of an mprotect workload over the whole (warmed-up)
+/// region: `mprotect(first)` then `mprotect(RW)`, the pagemap after them, a
+/// re-touch and the folio splits; with soft-dirty tracking on, the same again
+/// after `clear_refs`. `prefix` names the scenario of a protection.
+#[allow(clippy::too_many_arguments)]
+fn prot_pair_cell(
+    ctx: &mut Ctx<'_>,
+    key: &RowKey,
+    r: &Region,
+    sim: &mut Sim,
+    reference: &[ptelab_model::CallRecord],
+    splits: &std::collections::BTreeMap<String, u64>,
+    first: i32,
+    prefix: fn(i32) -> &'static str,
+) -> anyhow::Result<()> {
+    let all = sim.pages;
+    for (i, p) in [first, RW].into_iter().enumerate() {
+        let k = key.with_scenario(prefix(p));
+        let refr = reference.get(i).map(|c| c.flushes.as_slice());
+        ctx.mprotect_counted(&k, r, sim, 0, all, p, refr)?;
+    }
+    ctx.pagemap(&key.with_scenario(prefix(RW)), r.addr(), sim)?;
+    ctx.retouch(&key.with_scenario("re-touch after RW"), r.addr(), sim);
+    ctx.rows
+        .push(split_row(&key.with_scenario("all calls"), splits));
+    if !ctx.soft_dirty {
+        return Ok(());
+    }
+    // Soft-dirty tracking on: clear_refs, then the same calls.
+    probe::clear_soft_dirty()?;
+    sim.clear_soft_dirty();
+    for p in [first, RW] {
+        let k = key.with_scenario(format!("after clear_refs: {}", prefix(p)));
+        ctx.mprotect_counted(&k, r, sim, 0, all, p, None)?;
+    }
+    let k = key.with_scenario(format!("after clear_refs: {}", prefix(RW)));
+    ctx.pagemap(&k, r.addr(), sim)?;
+    ctx.retouch(
+        &key.with_scenario("after clear_refs: re-touch"),
+        r.addr(),
+        sim,
+    );
+    Ok(())
+}
+
 /// Write every page of the region on both sides, not compared (warm-up).
 fn region_touch(r: &Region, sim: &mut Sim) {
-    crate::kernel::region::touch(r.addr(), r.len());
+    region::touch(r.addr(), r.len());
     sim.retouch();
 }
 
@@ -407,7 +420,7 @@ fn mremap_cell(
     let from = r.addr();
     // SAFETY: the end of the region, the start of its free room.
     let to = unsafe { from.add(len) };
-    if crate::kernel::region::vmas_overlapping(to as usize, len)? != 0 {
+    if region::vmas_overlapping(to as usize, len)? != 0 {
         anyhow::bail!("the mremap destination above the region is not free");
     }
     let passes: &[bool] = if ctx.soft_dirty {
@@ -422,7 +435,7 @@ fn mremap_cell(
             sim.clear_soft_dirty();
         }
         let k = key.with_scenario(format!("{pfx}mremap(MREMAP_MAYMOVE|MREMAP_FIXED)"));
-        let b = ctx.probe.call(|| probe::mremap_fixed(from, len, to))?;
+        let b = ctx.probe.call(|| region::mremap_fixed(from, len, to))?;
         let m = sim.mremap_up()?;
         let mut row = flush_row(&k, &b, &m);
         if !clear {
@@ -446,7 +459,7 @@ fn mremap_cell(
         }
         // Move back (uncounted) so the region owns its pages again; the model
         // is rebuilt in the same state (moved twice = same page table).
-        probe::mremap_fixed(to, len, from)?;
+        region::mremap_fixed(to, len, from)?;
         sim.move_back()?;
     }
     Ok(())
@@ -466,18 +479,16 @@ fn mixed_exclusive(
 ) -> anyhow::Result<()> {
     let folio = FolioSpec::Mthp(64 << 10);
     let size = 64u64 << 10;
-    let key = RowKey {
-        workload: "mprotect-ro-rw".into(),
-        size_bytes: size,
-        folio: folio.to_string(),
-        scenario: "fork-mixed-exclusive".into(),
-    };
-    let r = match populated(guard, &key, size, folio, false)? {
-        Ok(r) => r,
-        Err(row) => {
-            ctx.rows.push(row);
-            return Ok(());
-        }
+    let Some((key, r)) = scenario_region(
+        ctx,
+        guard,
+        "mprotect-ro-rw",
+        "fork-mixed-exclusive",
+        size,
+        folio,
+    )?
+    else {
+        return Ok(());
     };
     let pfn_before = probe::pfns(&probe::pagemap(r.addr(), 16)?);
     probe::fork_and_reap()?;
@@ -529,24 +540,40 @@ fn mixed_exclusive(
     Ok(())
 }
 
+/// The key of a scenario and its populated region; `None` (with the row
+/// saying why pushed) when the layout could not be obtained.
+fn scenario_region(
+    ctx: &mut Ctx<'_>,
+    guard: &mut KnobGuard,
+    workload: &str,
+    scenario: &str,
+    size: u64,
+    folio: FolioSpec,
+) -> anyhow::Result<Option<(RowKey, Region)>> {
+    let key = RowKey {
+        workload: workload.into(),
+        size_bytes: size,
+        folio: folio.to_string(),
+        scenario: scenario.into(),
+    };
+    Ok(match populated(guard, &key, size, folio, false)? {
+        Ok(r) => Some((key, r)),
+        Err(row) => {
+            ctx.rows.push(row);
+            None
+        }
+    })
+}
+
 /// Scenario (c): mprotect of `[4 pages, len - 4 pages)` of a region of four
 /// 64K folios: batches start and end mid-folio, the VMA splits in three.
 fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard, strategy: Strategy) -> anyhow::Result<()> {
     let folio = FolioSpec::Mthp(64 << 10);
     let size = 256u64 << 10;
     let pages = 64;
-    let key = RowKey {
-        workload: "mprotect".into(),
-        size_bytes: size,
-        folio: folio.to_string(),
-        scenario: "mid-folio-range".into(),
-    };
-    let r = match populated(guard, &key, size, folio, false)? {
-        Ok(r) => r,
-        Err(row) => {
-            ctx.rows.push(row);
-            return Ok(());
-        }
+    let Some((key, r)) = scenario_region(ctx, guard, "mprotect", "mid-folio-range", size, folio)?
+    else {
+        return Ok(());
     };
     let mut sim = Sim::standard(strategy, pages, 16, false);
     let splits = probe::split_stats();

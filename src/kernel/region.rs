@@ -75,6 +75,70 @@ fn munmap(addr: *mut u8, len: usize) {
     }
 }
 
+/// `mmap` exactly `[addr, addr+len)` read-write, refusing to replace anything
+/// there (`MAP_FIXED_NOREPLACE`).
+fn mmap_rw_at(addr: *mut u8, len: usize) -> anyhow::Result<*mut u8> {
+    mmap_anon(
+        addr,
+        len,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_FIXED_NOREPLACE,
+    )
+}
+
+/// `size` as a length in bytes: positive and a whole number of pages.
+fn region_len(size: u64) -> anyhow::Result<usize> {
+    let len = usize::try_from(size).context("size does not fit the address space")?;
+    if len == 0 || len % PAGE_SIZE != 0 {
+        bail!("region size {size} is not a positive multiple of the 4096-byte page");
+    }
+    Ok(len)
+}
+
+/// Find a start address, aligned to `align`, for `len` bytes with `below`
+/// bytes free right under it and gaps at least one alignment unit wide (and
+/// at least 64 KiB) on both sides, so that small mappings made later rarely
+/// land next to it. A `PROT_NONE` reservation is mapped to find the place and
+/// released again before returning: the caller maps exactly what it wants
+/// inside it and the gaps stay unmapped (a `PROT_NONE` guard would merge with
+/// the region whenever the region itself is `PROT_NONE`).
+fn place(len: usize, below: usize, align: usize) -> anyhow::Result<usize> {
+    let gap = align.max(64 << 10);
+    let reserve = len + below + 2 * gap + align;
+    let base = mmap_anon(
+        ptr::null_mut(),
+        reserve,
+        libc::PROT_NONE,
+        libc::MAP_NORESERVE,
+    )?;
+    let start = (base as usize + gap + below).next_multiple_of(align);
+    munmap(base, reserve);
+    Ok(start)
+}
+
+/// `mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to)`, checking the
+/// mapping landed at `to`.
+pub fn mremap_fixed(from: *mut u8, len: usize, to: *mut u8) -> anyhow::Result<()> {
+    // SAFETY: moves a mapping this process owns to a destination the caller
+    // checked is free; nothing references the source afterwards.
+    let p = unsafe {
+        libc::mremap(
+            from.cast(),
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            to.cast::<libc::c_void>(),
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error()).context("mremap(MAYMOVE|FIXED)");
+    }
+    if p.cast::<u8>() != to {
+        bail!("mremap returned {p:p}, not {to:p}");
+    }
+    Ok(())
+}
+
 /// `madvise` with the advice's name in the error.
 pub fn madvise(addr: *mut u8, len: usize, advice: i32, name: &str) -> anyhow::Result<()> {
     // SAFETY: advice on a range of our own mapping; no memory is reinterpreted.
@@ -97,51 +161,21 @@ impl Region {
         if page != PAGE_SIZE {
             bail!("base page size is {page} bytes; ptelab's layout control assumes 4096");
         }
-        let len = usize::try_from(size).context("size does not fit the address space")?;
-        if len == 0 || len % PAGE_SIZE != 0 {
-            bail!("region size {size} is not a positive multiple of the 4096-byte page");
-        }
+        let len = region_len(size)?;
         let align = (spec.alignment() as usize).max(PAGE_SIZE);
-        // Gaps at least one alignment unit wide (and at least 64 KiB) on both
-        // sides, so that small mappings made later rarely land next to us.
-        let gap = align.max(64 << 10);
         let below = if neighbor {
             NEIGHBOR_PAGES * PAGE_SIZE
         } else {
             0
         };
-        let reserve = len + below + 2 * gap + align;
-        let base = mmap_anon(
-            ptr::null_mut(),
-            reserve,
-            libc::PROT_NONE,
-            libc::MAP_NORESERVE,
-        )?;
-        let lowest = base as usize + gap + below;
-        let start = lowest.next_multiple_of(align);
-        let start_ptr = start as *mut u8;
-        // Release the reservation, then map exactly what we want inside it: the
-        // gaps stay unmapped (a PROT_NONE guard would merge with the region
-        // whenever the region itself is PROT_NONE).
-        munmap(base, reserve);
+        let start = place(len, below, align)?;
         let mut neighbor_map = None;
         if neighbor {
             let nb = (start - below) as *mut u8;
-            let p = mmap_anon(
-                nb,
-                below,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_FIXED_NOREPLACE,
-            )
-            .context("mapping the --neighbor mapping")?;
+            let p = mmap_rw_at(nb, below).context("mapping the --neighbor mapping")?;
             neighbor_map = Some((p, below));
         }
-        let addr = match mmap_anon(
-            start_ptr,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_FIXED_NOREPLACE,
-        ) {
+        let addr = match mmap_rw_at(start as *mut u8, len) {
             Ok(p) => p,
             Err(e) => {
                 if let Some((p, l)) = neighbor_map {
@@ -168,28 +202,12 @@ impl Region {
         room: usize,
         min_align: usize,
     ) -> anyhow::Result<Region> {
-        let len = usize::try_from(size).context("size does not fit the address space")?;
-        if len == 0 || len % PAGE_SIZE != 0 {
-            bail!("region size {size} is not a positive multiple of the 4096-byte page");
-        }
+        let len = region_len(size)?;
         let align = (spec.alignment() as usize).max(PAGE_SIZE).max(min_align);
-        let gap = align.max(64 << 10);
-        let reserve = len + room + 2 * gap + align;
-        let base = mmap_anon(
-            ptr::null_mut(),
-            reserve,
-            libc::PROT_NONE,
-            libc::MAP_NORESERVE,
-        )?;
-        let start = (base as usize + gap).next_multiple_of(align);
-        munmap(base, reserve);
-        let addr = mmap_anon(
-            start as *mut u8,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_FIXED_NOREPLACE,
-        )
-        .context("another thread mapped into the reserved range; try again")?;
+        // The room above counts in the reservation, not below the start.
+        let start = place(len + room, 0, align)?;
+        let addr = mmap_rw_at(start as *mut u8, len)
+            .context("another thread mapped into the reserved range; try again")?;
         Ok(Region {
             addr,
             len,

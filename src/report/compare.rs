@@ -25,7 +25,7 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `schema` value of the JSON document.
 pub const SCHEMA: &str = "ptelab/compare/v1";
@@ -74,7 +74,7 @@ pub struct SideView {
 }
 
 /// The verdict of a row, in the words the tables print.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VerdictKind {
     Regression,
@@ -84,7 +84,8 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
-    fn text(self) -> &'static str {
+    /// The words the tables print.
+    pub fn text(self) -> &'static str {
         match self {
             VerdictKind::Regression => "REGRESSION",
             VerdictKind::Improvement => "improvement",

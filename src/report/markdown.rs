@@ -7,8 +7,8 @@
 use std::fmt::Write;
 
 use crate::report::view::{
-    ClaimRow, ComparisonInfo, Environment, Knob, LayoutEvidence, MeasuredRow, ModelTable,
-    ReportModel, RunInfo, Verdict, WorkloadSection,
+    ClaimRow, ComparisonInfo, Environment, Knob, LayoutEvidence, MeasuredRef, MeasuredRow,
+    ModelTable, RatioRow, ReportModel, RunInfo, Verdict, WorkloadSection,
 };
 use crate::workload::size::format_size;
 
@@ -45,6 +45,38 @@ pub(crate) fn ns(v: f64) -> String {
     } else {
         format!("{v:.1}")
     }
+}
+
+/// Nanoseconds as [`ns`] prints them, or `-` where there are none.
+pub(crate) fn opt_ns(v: Option<f64>) -> String {
+    v.map_or("-".into(), ns)
+}
+
+/// The ratio and its CI (bounds joined by `sep`), or `n/a` for both. Like
+/// `ptelab compare`: no ratio where there is no verdict.
+pub(crate) fn ratio_ci(r: &RatioRow, sep: &str) -> (String, String) {
+    match (r.ratio, r.ci_low, r.ci_high) {
+        (Some(v), Some(lo), Some(hi)) if r.verdict != Verdict::NotComparable => {
+            (format!("{v:.3}"), format!("{lo:.3}{sep}{hi:.3}"))
+        }
+        _ => ("n/a".into(), "n/a".into()),
+    }
+}
+
+/// ` (granule=4K, contpte=true)`, or nothing without parameters.
+pub(crate) fn params_suffix(t: &ModelTable) -> String {
+    if t.params.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", t.params)
+    }
+}
+
+/// ` none-to-rw`, or nothing without a phase.
+pub(crate) fn phase_suffix(m: &MeasuredRef) -> String {
+    m.phase
+        .as_deref()
+        .map_or(String::new(), |p| format!(" {p}"))
 }
 
 /// `±1.2%` for the CI half-width of a row.
@@ -405,22 +437,14 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
                 .rows
                 .iter()
                 .map(|r| {
-                    let opt = |v: Option<f64>| v.map_or("-".into(), ns);
-                    // Like `ptelab compare`: no ratio where there is no verdict.
-                    let comparable = r.verdict != Verdict::NotComparable;
-                    let (ratio, ci) = match (r.ratio, r.ci_low, r.ci_high) {
-                        (Some(v), Some(lo), Some(hi)) if comparable => {
-                            (format!("{v:.3}"), format!("{lo:.3}-{hi:.3}"))
-                        }
-                        _ => ("n/a".into(), "n/a".into()),
-                    };
+                    let (ratio, ci) = ratio_ci(r, "-");
                     if let Some(why) = &r.reason {
                         reasons.push(format!("{} {} KiB: {why}", s.label, r.size_bytes >> 10));
                     }
                     vec![
                         (r.size_bytes >> 10).to_string(),
-                        opt(r.baseline_ns),
-                        opt(r.run_ns),
+                        opt_ns(r.baseline_ns),
+                        opt_ns(r.run_ns),
                         ratio,
                         ci,
                         r.verdict.text().to_string(),
@@ -504,11 +528,7 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
 }
 
 fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
-    let params = if t.params.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", t.params)
-    };
+    let params = params_suffix(t);
     writeln!(
         out,
         "## Model: {}, {}{params}, run {}\n",
@@ -522,10 +542,7 @@ fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
     for c in &t.cells {
         writeln!(out, "#### {} KiB, folio {}\n", c.size_bytes >> 10, c.folio)?;
         for m in &c.measured {
-            let phase = m
-                .phase
-                .as_deref()
-                .map_or(String::new(), |p| format!(" {p}"));
+            let phase = phase_suffix(m);
             writeln!(
                 out,
                 "- measured{phase}: {} ns/call, {:.1} ns/page (run {})",

@@ -165,25 +165,45 @@ fn log2_ticks(unit: Unit, lo: f64, hi: f64) -> Ticks {
         11..=22 => 2,
         n => (n + 10) / 11,
     };
-    lo_e -= (lo_e - LOG2_ANCHOR).rem_euclid(step);
-    hi_e += (LOG2_ANCHOR - hi_e).rem_euclid(step);
+    power_ticks(Scale::Log2, unit, lo_e, hi_e, LOG2_ANCHOR, step, false)
+}
+
+/// Ticks at the powers `base^e` of the scale's base for `e` from `lo_e` to
+/// `hi_e`, both widened to the step: major where `e - anchor` is a multiple
+/// of `step`, minor elsewhere; with `subdivide` and a step of 1, minor ticks
+/// also at 2 to 9 times each major one below the top.
+fn power_ticks(
+    scale: Scale,
+    unit: Unit,
+    mut lo_e: i32,
+    mut hi_e: i32,
+    anchor: i32,
+    step: i32,
+    subdivide: bool,
+) -> Ticks {
+    let base: f64 = if scale == Scale::Log2 { 2.0 } else { 10.0 };
+    lo_e -= (lo_e - anchor).rem_euclid(step);
+    hi_e += (anchor - hi_e).rem_euclid(step);
     let mut major = Vec::new();
     let mut minor = Vec::new();
     for e in lo_e..=hi_e {
-        let v = 2f64.powi(e);
-        if (e - LOG2_ANCHOR).rem_euclid(step) == 0 {
+        let v = base.powi(e);
+        if (e - anchor).rem_euclid(step) == 0 {
             major.push(Tick {
                 value: v,
                 label: tick_label(v, unit, 0),
             });
+            if subdivide && step == 1 && e < hi_e {
+                minor.extend((2..=9).map(|m| f64::from(m) * v));
+            }
         } else {
             minor.push(v);
         }
     }
     Ticks {
-        scale: Scale::Log2,
-        lo: 2f64.powi(lo_e),
-        hi: 2f64.powi(hi_e),
+        scale,
+        lo: base.powi(lo_e),
+        hi: base.powi(hi_e),
         major,
         minor,
     }
@@ -191,7 +211,7 @@ fn log2_ticks(unit: Unit, lo: f64, hi: f64) -> Ticks {
 
 fn log10_ticks(unit: Unit, lo: f64, hi: f64) -> Ticks {
     let (lo, hi) = positive_range(lo, hi);
-    let mut lo_e = lo.log10().floor() as i32;
+    let lo_e = lo.log10().floor() as i32;
     let mut hi_e = hi.log10().ceil() as i32;
     if hi_e == lo_e {
         hi_e += 1;
@@ -240,26 +260,7 @@ fn log10_ticks(unit: Unit, lo: f64, hi: f64) -> Ticks {
         };
     }
     let step = (decades + 9) / 10;
-    lo_e -= lo_e.rem_euclid(step);
-    hi_e += (-hi_e).rem_euclid(step);
-    for e in lo_e..=hi_e {
-        let v = 10f64.powi(e);
-        if e.rem_euclid(step) == 0 {
-            major.push(tick(v));
-            if step == 1 && e < hi_e {
-                minor.extend((2..=9).map(|m| f64::from(m) * v));
-            }
-        } else {
-            minor.push(v);
-        }
-    }
-    Ticks {
-        scale: Scale::Log10,
-        lo: 10f64.powi(lo_e),
-        hi: 10f64.powi(hi_e),
-        major,
-        minor,
-    }
+    power_ticks(Scale::Log10, unit, lo_e, hi_e, 0, step, true)
 }
 
 fn linear_ticks(unit: Unit, lo: f64, hi: f64) -> Ticks {

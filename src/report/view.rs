@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::layout;
 use crate::measure::result::{CellResult, ModelCellRecord};
-use crate::report::compare::{CompareRow, CompareView, VerdictKind};
-use crate::store::{StoredCell, StoredRun};
+use crate::report::compare::{CompareRow, CompareView};
+use crate::store::StoredRun;
 use crate::workload::size::format_size;
 
 /// `schema` value of the JSON document.
@@ -308,37 +308,7 @@ pub struct RatioRow {
 }
 
 /// A comparison verdict (the compare command's, kebab-case in JSON).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    Regression,
-    Improvement,
-    NoChange,
-    NotComparable,
-}
-
-impl Verdict {
-    /// The words the tables print.
-    pub fn text(self) -> &'static str {
-        match self {
-            Verdict::Regression => "REGRESSION",
-            Verdict::Improvement => "improvement",
-            Verdict::NoChange => "no change",
-            Verdict::NotComparable => "not comparable",
-        }
-    }
-}
-
-impl From<VerdictKind> for Verdict {
-    fn from(v: VerdictKind) -> Verdict {
-        match v {
-            VerdictKind::Regression => Verdict::Regression,
-            VerdictKind::Improvement => Verdict::Improvement,
-            VerdictKind::NoChange => Verdict::NoChange,
-            VerdictKind::NotComparable => Verdict::NotComparable,
-        }
-    }
-}
+pub use crate::report::compare::VerdictKind as Verdict;
 
 /// One plot: axes and series, no pixels.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -898,7 +868,7 @@ fn ratio_series(cmp: &CompareView, workload: &str) -> Vec<RatioSeries> {
             ci_low: row.ci_low,
             ci_high: row.ci_high,
             p_holm: row.p_holm,
-            verdict: row.verdict.into(),
+            verdict: row.verdict,
             reason: row.reason.clone(),
         };
         match out.iter_mut().find(|s| s.key == key) {
@@ -933,14 +903,7 @@ fn params_text(p: &serde_json::Value) -> String {
 }
 
 fn model_tables(r: &StoredRun, measured: &[(i64, &CellResult)]) -> Vec<ModelTable> {
-    let cells: Vec<&ModelCellRecord> = r
-        .cells
-        .iter()
-        .filter_map(|c| match c {
-            StoredCell::Model(m) => Some(m),
-            StoredCell::Kernel(_) => None,
-        })
-        .collect();
+    let cells: Vec<&ModelCellRecord> = r.model_cells().collect();
     let mut tables: Vec<ModelTable> = Vec::new();
     for m in &cells {
         let params = params_text(&m.params);
@@ -1051,6 +1014,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::cmd::compare::compare_runs;
     use crate::report::cells::tests::fixture;
+    use crate::store::StoredCell;
     use crate::store::{RunStatus, RunSummary, RUN_SCHEMA};
     use crate::workload::{FolioSpec, WorkloadKind};
 

@@ -128,6 +128,14 @@ impl StoredCell {
             StoredCell::Model(_) => None,
         }
     }
+
+    /// The model cell, when this is one.
+    pub fn model(&self) -> Option<&ModelCellRecord> {
+        match self {
+            StoredCell::Model(m) => Some(m),
+            StoredCell::Kernel(_) => None,
+        }
+    }
 }
 
 /// A whole run: summary, host and every cell in the order they finished.
@@ -153,6 +161,11 @@ impl StoredRun {
     /// The measured (kernel) cells.
     pub fn kernel_cells(&self) -> impl Iterator<Item = &CellResult> {
         self.cells.iter().filter_map(StoredCell::kernel)
+    }
+
+    /// The model cells.
+    pub fn model_cells(&self) -> impl Iterator<Item = &ModelCellRecord> {
+        self.cells.iter().filter_map(StoredCell::model)
     }
 }
 

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::measure::result::{Layout, NsPerCall, TlbFlushes};
+use crate::measure::result::{NsPerCall, TlbFlushes};
+use crate::report::cells::tests::fixture;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 pub(crate) fn host() -> Host {
@@ -26,28 +27,11 @@ pub(crate) fn host() -> Host {
     }
 }
 
+/// The renderers' fixture cell with a phase, samples that differ, flushes
+/// with a breakdown and a warning.
 pub(crate) fn cell(size_kib: u64, folio: FolioSpec, median: f64) -> CellResult {
-    let fb = folio.folio_bytes();
     CellResult {
-        workload: WorkloadKind::MprotectToggle,
-        size_bytes: size_kib << 10,
-        folio,
-        regions: 1,
-        neighbor: false,
         phase: Some("none-to-rw".into()),
-        layout: Layout {
-            histogram: BTreeMap::from([(fb, (size_kib << 10) / fb)]),
-            pages_present: size_kib / 4,
-            pages_total: size_kib / 4,
-            pmd_mapped_bytes: 0,
-            misaligned_folios: 0,
-            matches: true,
-            mismatch: None,
-        },
-        layout_after: None,
-        verified: true,
-        vmas_before: 1,
-        vmas_after: 1,
         ns_per_call: NsPerCall {
             median,
             ci_low: median * 0.99,
@@ -56,10 +40,7 @@ pub(crate) fn cell(size_kib: u64, folio: FolioSpec, median: f64) -> CellResult {
             mean: median * 1.001,
             samples: (0..12).map(|i| median + i as f64).collect(),
         },
-        ns_per_page: median / (size_kib / 4) as f64,
         calls: 1200,
-        calls_per_sample: 100,
-        pinned_cpu: Some(1),
         tlb_flushes: TlbFlushes {
             per_call: Some(1.0),
             events: 64,
@@ -69,6 +50,7 @@ pub(crate) fn cell(size_kib: u64, folio: FolioSpec, median: f64) -> CellResult {
         },
         elapsed_s: 0.5,
         warnings: vec!["budget spent".into()],
+        ..fixture(size_kib, median, folio)
     }
 }
 

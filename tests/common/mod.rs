@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use serde_json::{json, Value};
+
 /// A scratch working directory for the binary under test, so that commands
 /// run without `--db` write their default `./ptelab.db` there, not into the
 /// source tree.
@@ -25,6 +27,15 @@ pub fn ptelab_std() -> std::process::Command {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("ptelab"));
     cmd.current_dir(scratch_dir());
     cmd
+}
+
+/// Assert that a finished command succeeded, with its stderr as the message.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Effective user is root.
@@ -83,4 +94,87 @@ impl TempDb {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// A measured mprotect-toggle cell as `runs --import` reads it: every page
+/// present in folios of `folio_bytes`, the layout matching, `samples` around
+/// `median` (a ±0.5% CI, 2000 calls), half a flush per call.
+pub fn kernel_cell(
+    size_kib: u64,
+    folio: &str,
+    folio_bytes: u64,
+    median: f64,
+    samples: Vec<f64>,
+) -> Value {
+    let pages = size_kib / 4;
+    json!({
+        "backend": "kernel",
+        "cell": {
+            "workload": "mprotect-toggle",
+            "size_bytes": size_kib * 1024,
+            "folio": folio,
+            "regions": 1,
+            "neighbor": false,
+            "phase": null,
+            "layout": {
+                "histogram": { (folio_bytes.to_string()): size_kib * 1024 / folio_bytes },
+                "pages_present": pages,
+                "pages_total": pages,
+                "pmd_mapped_bytes": 0,
+                "misaligned_folios": 0,
+                "matches": true,
+                "mismatch": null,
+            },
+            "layout_after": null,
+            "verified": true,
+            "vmas_before": 1,
+            "vmas_after": 1,
+            "ns_per_call": {
+                "median": median,
+                "ci_low": median * 0.995,
+                "ci_high": median * 1.005,
+                "min": median * 0.99,
+                "mean": median,
+                "samples": samples,
+            },
+            "ns_per_page": median / pages as f64,
+            "calls": 2000,
+            "calls_per_sample": 100,
+            "pinned_cpu": 1,
+            "tlb_flushes": {
+                "per_call": 0.5,
+                "events": 32,
+                "calls": 64,
+                "breakdown": {},
+                "unavailable": null,
+            },
+            "elapsed_s": 0.25,
+            "warnings": [],
+        }
+    })
+}
+
+/// Merge `patch` into `doc`: objects key by key, any other value replaces.
+pub fn merge(doc: &mut Value, patch: Value) {
+    match (doc, patch) {
+        (Value::Object(d), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(d.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (d, p) => *d = p,
+    }
+}
+
+/// Write `docs` (run documents) next to the database and `runs --import`
+/// them all in one call.
+pub fn import_runs(db: &TempDb, docs: &[Value]) {
+    let mut args = vec!["runs".to_string(), "--db".into(), db.path().into()];
+    for (i, doc) in docs.iter().enumerate() {
+        let f = db.dir().join(format!("run{i}.json"));
+        std::fs::write(&f, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+        args.push("--import".into());
+        args.push(f.display().to_string());
+    }
+    ptelab().args(&args).assert().success();
 }

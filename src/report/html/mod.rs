@@ -6,8 +6,8 @@
 use std::fmt::Write;
 
 use crate::report::markdown::{
-    ci, counter, cpu_line, flushes, histogram_text, kernel_line, layout_text, ns, run_title,
-    thp_brief, tool_line, vmas,
+    ci, counter, cpu_line, flushes, histogram_text, kernel_line, layout_text, ns, opt_ns,
+    params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::plot::{color, escape, Plotter, SvgPlotter};
 use crate::report::view::{
@@ -103,6 +103,11 @@ fn kv(out: &mut String, key: &str, value: &str) -> std::fmt::Result {
 
 /// A run's environment; `same` is an earlier run recorded on the identical
 /// environment, whose table is not repeated.
+/// A command line, escaped, in `<code class="cmdline">`.
+fn cmdline(text: &str) -> String {
+    format!("<code class=\"cmdline\">{}</code>", escape(text))
+}
+
 fn environment(out: &mut String, r: &RunInfo, same: Option<&RunInfo>) -> anyhow::Result<()> {
     let e = &r.env;
     writeln!(out, "<h3>{}</h3>", escape(&run_title(r)))?;
@@ -122,11 +127,7 @@ fn environment(out: &mut String, r: &RunInfo, same: Option<&RunInfo>) -> anyhow:
                 run_title(p)
             )),
         )?;
-        kv(
-            out,
-            "command",
-            &format!("<code class=\"cmdline\">{}</code>", escape(&r.command)),
-        )?;
+        kv(out, "command", &cmdline(&r.command))?;
         out.push_str("</table>\n");
         return Ok(());
     }
@@ -146,11 +147,7 @@ fn environment(out: &mut String, r: &RunInfo, same: Option<&RunInfo>) -> anyhow:
         kv(out, "virtualization", &escape(pv))?;
     }
     if let Some(c) = &e.kernel_cmdline {
-        kv(
-            out,
-            "kernel cmdline",
-            &format!("<code class=\"cmdline\">{}</code>", escape(c)),
-        )?;
+        kv(out, "kernel cmdline", &cmdline(c))?;
     }
     if !e.thp_knobs.is_empty() {
         kv(out, "THP", &escape(&thp_brief(&e.thp_knobs).join(", ")))?;
@@ -161,11 +158,7 @@ fn environment(out: &mut String, r: &RunInfo, same: Option<&RunInfo>) -> anyhow:
         "machine id",
         &format!("<code>{}</code>", escape(&e.machine_id)),
     )?;
-    kv(
-        out,
-        "command",
-        &format!("<code class=\"cmdline\">{}</code>", escape(&r.command)),
-    )?;
+    kv(out, "command", &cmdline(&r.command))?;
     if !r.tags.is_empty() {
         kv(out, "tags", &escape(&r.tags.join(", ")))?;
     }
@@ -242,6 +235,15 @@ fn verdict_cell(v: Verdict) -> String {
 }
 
 /// A stacked bar of the folio sizes seen, largest first.
+/// A table cell (`<td ...>...</td>`) with `note`, escaped and muted, added
+/// at its end after `sep` (HTML, not escaped).
+fn cell_note(cell: &str, sep: &str, note: &str) -> String {
+    cell.replace(
+        "</td>",
+        &format!("{sep}<span class=\"muted\">{}</span></td>", escape(note)),
+    )
+}
+
 fn histogram_bar(l: &LayoutEvidence) -> String {
     let mut s = String::from("<span class=\"hbar\">");
     for (i, b) in l.histogram.iter().enumerate() {
@@ -328,28 +330,17 @@ fn workload(
                  <th class=\"n\">p (Holm)</th><th>verdict</th></tr>\n",
             );
             for r in &s.rows {
-                let opt = |v: Option<f64>| v.map_or("-".into(), ns);
-                // Like `ptelab compare`: no ratio where there is no verdict.
-                let comparable = r.verdict != Verdict::NotComparable;
-                let (ratio, ci) = match (r.ratio, r.ci_low, r.ci_high) {
-                    (Some(v), Some(lo), Some(hi)) if comparable => {
-                        (format!("{v:.3}"), format!("{lo:.3} to {hi:.3}"))
-                    }
-                    _ => ("n/a".into(), "n/a".into()),
-                };
+                let (ratio, ci) = ratio_ci(r, " to ");
                 let mut verdict = verdict_cell(r.verdict);
                 if let Some(why) = &r.reason {
-                    verdict = verdict.replace(
-                        "</td>",
-                        &format!(": <span class=\"muted\">{}</span></td>", escape(why)),
-                    );
+                    verdict = cell_note(&verdict, ": ", why);
                 }
                 writeln!(
                     out,
                     "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{ci}</td><td class=\"n\">{}</td>{verdict}</tr>",
                     r.size_bytes >> 10,
-                    opt(r.baseline_ns),
-                    opt(r.run_ns),
+                    opt_ns(r.baseline_ns),
+                    opt_ns(r.run_ns),
                     ratio,
                     r.p_holm.map_or("-".into(), p_text),
                 )?;
@@ -376,10 +367,7 @@ fn workload(
                 ),
             };
             if let Some(a) = &l.after {
-                matches = matches.replace(
-                    "</td>",
-                    &format!("<br><span class=\"muted\">after: {}</span></td>", escape(a)),
-                );
+                matches = cell_note(&matches, "<br>", &format!("after: {a}"));
             }
             writeln!(
                 out,
@@ -413,11 +401,7 @@ fn workload(
 }
 
 fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
-    let params = if t.params.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", t.params)
-    };
+    let params = params_suffix(t);
     writeln!(
         out,
         "<h3>{}, {}{}, run {}</h3>",
@@ -435,10 +419,7 @@ fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
             escape(&c.folio)
         )?;
         for m in &c.measured {
-            let phase = m
-                .phase
-                .as_deref()
-                .map_or(String::new(), |p| format!(" {p}"));
+            let phase = phase_suffix(m);
             writeln!(
                 out,
                 "<p class=\"muted\">measured{}: {} ns/call, {:.1} ns/page (run {})</p>",
