@@ -102,6 +102,7 @@ fn bench_json_has_the_documented_fields() {
     if !is_root() {
         return skip("needs root for layout control");
     }
+    let _knobs = crate::common::knob_watch();
     let before = knob_snapshot();
     let v = toggle_json("400K", "4K", &["--time", "300ms"]);
     assert_eq!(v["schema"], "ptelab/bench/v1");
@@ -135,6 +136,7 @@ fn layouts_are_obtained_and_verified() {
     if !is_root() {
         return skip("needs root for layout control");
     }
+    let _knobs = crate::common::knob_watch();
     let before = knob_snapshot();
     // --folio 64K on a 64M region: 100% 64K folios.
     let v = toggle_json("64M", "64K", &["--iters", "4"]);
@@ -201,6 +203,7 @@ fn sigint_mid_sweep_restores_knobs_and_keeps_finished_cells() {
     if !is_root() {
         return skip("needs root to change THP knobs");
     }
+    let _knobs = crate::common::knob_watch();
     let before = knob_snapshot();
     let db = TempDb::new();
     let child = crate::common::ptelab_std()

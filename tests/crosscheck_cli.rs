@@ -15,6 +15,7 @@ fn crosscheck_small_grid_matches_the_model() {
         return;
     }
     let db = TempDb::new();
+    let _knobs = crate::common::knob_watch();
     let before = knob_snapshot();
     let out = ptelab()
         .args([

@@ -4,29 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Top-level and per-size THP knob files with their content.
-fn knob_snapshot() -> BTreeMap<String, String> {
-    let root = std::path::Path::new("/sys/kernel/mm/transparent_hugepage");
-    let mut files = vec![
-        root.join("enabled"),
-        root.join("defrag"),
-        root.join("shmem_enabled"),
-    ];
-    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
-        files.push(e.path().join("enabled"));
-    }
-    files
-        .into_iter()
-        .filter_map(|f| Some((f.display().to_string(), std::fs::read_to_string(&f).ok()?)))
-        .collect()
-}
-
-use crate::common::ptelab;
+use crate::common::{is_root, knob_snapshot, ptelab};
 
 fn doctor_json() -> Value {
     let out = ptelab().args(["doctor", "--json"]).output().unwrap();
@@ -168,6 +146,7 @@ fn doctor_changes_no_knob_and_leaves_tracefs_as_found() {
             .filter(|l| l.contains(" - tracefs "))
             .count()
     };
+    let _knobs = crate::common::knob_watch();
     let (knobs, tracefs) = (knob_snapshot(), mounts());
     ptelab().arg("doctor").assert().success();
     assert_eq!(knob_snapshot(), knobs);

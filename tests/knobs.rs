@@ -6,38 +6,13 @@
 //! concurrent ptelab (another test) cannot be caught mid-run.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::io::AsRawFd;
+use std::fs;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{assert_success, is_root, skip};
+use crate::common::{assert_success, is_root, knob_snapshot, skip};
 
-/// Every THP/mTHP knob file (top level, khugepaged, per size) and its content.
-pub(crate) fn knob_snapshot() -> BTreeMap<String, String> {
-    fn walk(dir: &Path, m: &mut BTreeMap<String, String>) {
-        let Ok(rd) = fs::read_dir(dir) else { return };
-        for e in rd.flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if p.is_dir() {
-                if name != "stats" {
-                    walk(&p, m);
-                }
-            } else if !matches!(name.as_str(), "pages_collapsed" | "full_scans") {
-                if let Ok(v) = fs::read_to_string(&p) {
-                    m.insert(p.display().to_string(), v.trim().to_owned());
-                }
-            }
-        }
-    }
-    let mut m = BTreeMap::new();
-    walk(Path::new("/sys/kernel/mm/transparent_hugepage"), &mut m);
-    m
-}
-
-const LOCK: &str = "/run/lock/ptelab.lock";
 const RECOVERY: &str = "/run/lock/ptelab.knobs.json";
 
 fn ready(test: &str) -> bool {
@@ -50,22 +25,6 @@ fn ready(test: &str) -> bool {
         return false;
     }
     true
-}
-
-/// The knobs as they are when no ptelab holds the lock.
-fn settled_snapshot() -> BTreeMap<String, String> {
-    let f: File = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(LOCK)
-        .unwrap();
-    // SAFETY: flock on a valid descriptor; released when `f` closes.
-    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
-    let snap = knob_snapshot();
-    drop(f);
-    snap
 }
 
 fn ptelab_cmd() -> Command {
@@ -143,7 +102,7 @@ fn signal(child: &Child, sig: i32) {
 /// The knobs as found, then a long bench sent `sigs` once it has configured
 /// them; returns the snapshot, the child and how it exited.
 fn signalled_long_bench(sigs: &[i32]) -> (BTreeMap<String, String>, Child, ExitStatus) {
-    let before = settled_snapshot();
+    let before = knob_snapshot();
     let mut child = spawn_long_bench();
     wait_until_configured(&mut child);
     for &sig in sigs {
@@ -167,9 +126,10 @@ fn bench_with_64k_leaves_knobs_as_found() {
     if !ready("bench_with_64k_leaves_knobs_as_found") {
         return;
     }
-    let before = settled_snapshot();
+    let _knobs = crate::common::knob_watch();
+    let before = knob_snapshot();
     assert_success(&bench_cmd("64K", "1M", "20").output().unwrap());
-    assert_eq!(settled_snapshot(), before);
+    assert_eq!(knob_snapshot(), before);
 }
 
 #[test]
@@ -177,11 +137,12 @@ fn sigint_mid_run_restores_knobs() {
     if !ready("sigint_mid_run_restores_knobs") {
         return;
     }
+    let _knobs = crate::common::knob_watch();
     let (before, mut child, st) = signalled_long_bench(&[libc::SIGINT]);
     let err = stderr_of(&mut child);
     assert_eq!(st.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    assert_eq!(settled_snapshot(), before, "{err}");
+    assert_eq!(knob_snapshot(), before, "{err}");
     assert!(!fs::read_to_string(RECOVERY)
         .is_ok_and(|t| t.contains(&format!("\"pid\": {},", child.id()))));
 }
@@ -191,12 +152,13 @@ fn double_sigint_restores_knobs_and_exits_130() {
     if !ready("double_sigint_restores_knobs_and_exits_130") {
         return;
     }
+    let _knobs = crate::common::knob_watch();
     let (before, mut child, st) = signalled_long_bench(&[libc::SIGINT, libc::SIGINT]);
     let err = stderr_of(&mut child);
     // Whichever signal ends it (the first one unwinding, or the second one
     // forcing the restore), the exit code is 128 + SIGINT.
     assert_eq!(st.code(), Some(130), "{err}");
-    assert_eq!(settled_snapshot(), before, "{err}");
+    assert_eq!(knob_snapshot(), before, "{err}");
 }
 
 #[test]
@@ -204,6 +166,7 @@ fn sigkill_is_repaired_by_the_next_run() {
     if !ready("sigkill_is_repaired_by_the_next_run") {
         return;
     }
+    let _knobs = crate::common::knob_kill();
     let (before, child, st) = signalled_long_bench(&[libc::SIGKILL]);
     assert_eq!(st.code(), None);
     // The next ptelab that takes the lock restores (unless a concurrent one already did).
@@ -213,7 +176,7 @@ fn sigkill_is_repaired_by_the_next_run() {
     if !err.contains("restored THP knobs changed by pid") {
         eprintln!("note: another ptelab repaired the knobs first");
     }
-    assert_eq!(settled_snapshot(), before);
+    assert_eq!(knob_snapshot(), before);
     assert!(!fs::read_to_string(RECOVERY)
         .is_ok_and(|t| t.contains(&format!("\"pid\": {},", child.id()))));
 }
@@ -223,7 +186,8 @@ fn second_run_waits_for_the_lock_and_names_the_holder() {
     if !ready("second_run_waits_for_the_lock_and_names_the_holder") {
         return;
     }
-    let before = settled_snapshot();
+    let _knobs = crate::common::knob_watch();
+    let before = knob_snapshot();
     let mut first = spawn_long_bench();
     wait_until_configured(&mut first);
     let mut second = bench_cmd("16K", "64K", "5")
@@ -248,5 +212,5 @@ fn second_run_waits_for_the_lock_and_names_the_holder() {
         )),
         "{err}"
     );
-    assert_eq!(settled_snapshot(), before);
+    assert_eq!(knob_snapshot(), before);
 }

@@ -9,10 +9,16 @@ use serde_json::Value;
 use crate::common::{is_root, knob_snapshot, ptelab, ptelab_std, skip, TempDb};
 
 fn stored_cells(db: &TempDb) -> (u64, String) {
-    let out = ptelab().args(["runs", "--json", "--db", db.path()]).output().unwrap();
+    let out = ptelab()
+        .args(["runs", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let run = &v["runs"][0];
-    (run["cells"].as_u64().unwrap_or(0), run["status"].as_str().unwrap_or("").to_string())
+    (
+        run["cells"].as_u64().unwrap_or(0),
+        run["status"].as_str().unwrap_or("").to_string(),
+    )
 }
 
 #[test]
@@ -20,10 +26,18 @@ fn sigkill_mid_sweep_keeps_finished_cells() {
     if !is_root() {
         return skip("needs root to change THP knobs");
     }
+    let _knobs = crate::common::knob_kill();
     let before = knob_snapshot();
     let db = TempDb::new();
     let mut child = ptelab_std()
-        .args(["sweep", "mprotect-toggle", "--sizes", "4K,40K,400K,4M,40M", "--folios", "64K,4K"])
+        .args([
+            "sweep",
+            "mprotect-toggle",
+            "--sizes",
+            "4K,40K,400K,4M,40M",
+            "--folios",
+            "64K,4K",
+        ])
         .args(["--time", "500ms", "--db", db.path()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -38,10 +52,31 @@ fn sigkill_mid_sweep_keeps_finished_cells() {
     child.wait().unwrap();
     let (cells, status) = stored_cells(&db);
     assert!(cells >= 2, "finished cells lost: {cells}");
-    assert_eq!(status, "interrupted", "a run whose process died must not read as running or complete");
+    assert_eq!(
+        status, "interrupted",
+        "a run whose process died must not read as running or complete"
+    );
     // The database is consistent: the run and its cells load.
-    ptelab().args(["show", "latest", "--json", "--db", db.path()]).assert().success();
+    ptelab()
+        .args(["show", "latest", "--json", "--db", db.path()])
+        .assert()
+        .success();
     // The next ptelab restores the knobs the killed one changed.
-    ptelab().args(["bench", "mprotect-toggle", "--size", "4K", "--iters", "2", "--no-store"]).assert().success();
-    assert_eq!(knob_snapshot(), before, "THP knobs not repaired after SIGKILL");
+    ptelab()
+        .args([
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "4K",
+            "--iters",
+            "2",
+            "--no-store",
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        knob_snapshot(),
+        before,
+        "THP knobs not repaired after SIGKILL"
+    );
 }

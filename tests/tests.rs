@@ -7,5 +7,5 @@ mod knobs;
 mod model_cli;
 mod report_cli;
 mod store_cli;
-mod workloads_cli;
 mod store_kill;
+mod workloads_cli;

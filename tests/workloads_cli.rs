@@ -66,6 +66,7 @@ fn mremap_move_1m_verified_one_flush_per_call() {
     if !is_root() {
         return skip("mremap-move layout verification needs root");
     }
+    let _knobs = crate::common::knob_watch();
     let knobs = knob_snapshot();
     for folio in ["4K", "64K"] {
         let doc = match bench(
@@ -134,6 +135,7 @@ fn reclaim_reports_its_method_and_leaves_nothing_behind() {
     if !is_root() {
         return skip("reclaim needs root (memory cgroup, layout verification)");
     }
+    let _knobs = crate::common::knob_watch();
     let knobs = knob_snapshot();
     let before = ptelab_cgroups();
     let res = bench(

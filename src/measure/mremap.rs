@@ -48,7 +48,7 @@ use anyhow::{bail, Context};
 
 use super::ops::{BatchTime, KernelOp};
 use crate::kernel::layout;
-use crate::kernel::region::{vmas_overlapping, Region};
+use crate::kernel::region::{self, vmas_overlapping, Region};
 use crate::workload::folio::PMD_SIZE;
 
 /// Byte the seed's `memset` writes.
@@ -74,27 +74,6 @@ pub struct MremapMove {
     _origins: Vec<Region>,
     /// Every slot's mapping is at `A + len` (moved), not at `A`.
     moved: bool,
-}
-
-fn mremap_fixed(from: *mut u8, len: usize, to: *mut u8) -> anyhow::Result<()> {
-    // SAFETY: moves a mapping we own to a destination we checked is free;
-    // nothing references the source afterwards.
-    let p = unsafe {
-        libc::mremap(
-            from.cast(),
-            len,
-            len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            to.cast::<libc::c_void>(),
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error()).context("mremap(MREMAP_MAYMOVE|MREMAP_FIXED)");
-    }
-    if p.cast::<u8>() != to {
-        bail!("mremap returned {p:p}, not the requested {to:p}");
-    }
-    Ok(())
 }
 
 fn munmap(addr: *mut u8, len: usize) -> anyhow::Result<()> {
@@ -155,7 +134,7 @@ impl MremapMove {
         for i in 0..self.regions.len() {
             let r = &self.regions[i];
             let before = layout::observe(src(r), r.len(), r.spec())?;
-            mremap_fixed(src(r), r.len(), dst(r))?;
+            region::mremap_fixed(src(r), r.len(), dst(r))?;
             let after = layout::observe(dst(r), r.len(), r.spec())?;
             munmap(dst(r), r.len())?;
             self.refill(i)?;
@@ -197,7 +176,7 @@ impl MremapMove {
     fn move_all(&mut self) -> anyhow::Result<()> {
         self.moved = true;
         for r in &self.regions {
-            mremap_fixed(src(r), r.len(), dst(r))?;
+            region::mremap_fixed(src(r), r.len(), dst(r))?;
         }
         Ok(())
     }
@@ -211,7 +190,7 @@ fn relocate(origin: &Region, verify: bool) -> anyhow::Result<Region> {
     let before = verify
         .then(|| layout::observe(origin.addr(), len, origin.spec()))
         .transpose()?;
-    mremap_fixed(origin.addr(), len, region.addr())?;
+    region::mremap_fixed(origin.addr(), len, region.addr())?;
     // The old range is unmapped now; the placeholder makes the origin's drop
     // unmap its own range and nobody else's. (Failure means another thread
     // mapped into it within microseconds; the origin's drop would then unmap
@@ -267,7 +246,7 @@ impl KernelOp for MremapMove {
                 let r = &self.regions[i];
                 let (len, from, to) = (r.len(), src(r), dst(r));
                 let t0 = Instant::now();
-                mremap_fixed(from, len, to)?;
+                region::mremap_fixed(from, len, to)?;
                 let t1 = Instant::now();
                 self.moved = true;
                 munmap(to, len)?;

@@ -52,27 +52,61 @@ pub fn skip(why: &str) {
     }
 }
 
-/// Every THP/mTHP knob file and its content, for before/after comparisons.
+/// Tests in this binary that compare knobs before and after hold this shared;
+/// tests that SIGKILL a ptelab hold it exclusively, because the killed
+/// process's knobs stay changed (with the flock released) until the next
+/// ptelab repairs them from the recovery file.
+static KNOB_TESTS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Hold while comparing THP knobs before and after something.
+pub fn knob_watch() -> std::sync::RwLockReadGuard<'static, ()> {
+    KNOB_TESTS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Hold while a killed ptelab may leave knobs changed until repaired.
+pub fn knob_kill() -> std::sync::RwLockWriteGuard<'static, ()> {
+    KNOB_TESTS.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The lock every ptelab takes while it changes THP knobs.
+const KNOB_LOCK: &str = "/run/lock/ptelab.lock";
+
+/// Every THP/mTHP knob file (top level, khugepaged, per size) and its
+/// content, read while holding the lock ptelab takes to change knobs, so a
+/// concurrent ptelab (another test) is never caught mid-run.
 pub fn knob_snapshot() -> BTreeMap<String, String> {
-    let root = Path::new("/sys/kernel/mm/transparent_hugepage");
-    let mut m = BTreeMap::new();
-    let mut files = vec![
-        root.join("enabled"),
-        root.join("defrag"),
-        root.join("shmem_enabled"),
-    ];
-    if let Ok(rd) = std::fs::read_dir(root) {
+    use std::os::unix::io::AsRawFd;
+    fn walk(dir: &Path, m: &mut BTreeMap<String, String>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with("hugepages-") {
-                files.push(e.path().join("enabled"));
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if name != "stats" {
+                    walk(&p, m);
+                }
+            } else if !matches!(name.as_str(), "pages_collapsed" | "full_scans") {
+                if let Ok(v) = std::fs::read_to_string(&p) {
+                    m.insert(p.display().to_string(), v.trim().to_owned());
+                }
             }
         }
     }
-    for f in files {
-        if let Ok(v) = std::fs::read_to_string(&f) {
-            m.insert(f.display().to_string(), v.trim().to_string());
-        }
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(KNOB_LOCK);
+    if let Ok(f) = &lock {
+        // SAFETY: flock on a valid descriptor; released when `f` closes.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
     }
+    let mut m = BTreeMap::new();
+    walk(Path::new("/sys/kernel/mm/transparent_hugepage"), &mut m);
+    drop(lock);
     m
 }
 
