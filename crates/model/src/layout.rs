@@ -7,6 +7,13 @@
 //! `contpte_set_ptes()` would. Per-page tweaks then reproduce states that
 //! other kernel paths leave behind (aging, writeback, clear_refs, uffd-wp,
 //! fork-shared pages that are no longer AnonExclusive).
+//!
+//! [`build_file`] builds a `MAP_SHARED` mapping of a file on a file system
+//! with `page_mkwrite` (ext4): the folios are page-cache folios mapped by a
+//! read fault (`filemap_map_pages()` → `set_pte_range()`: young, clean,
+//! read-only because write-notify leaves `vm_page_prot` read-only), and
+//! [`PteTweak::WriteFault`] stands for a later write to a page
+//! (`wp_page_shared()` → `page_mkwrite` → `wp_page_reuse()`).
 
 use crate::arch::Arch;
 use crate::cx::Cx;
@@ -27,6 +34,15 @@ pub enum PteTweak {
     UffdWp,
     /// Write-protected (e.g. by fork).
     WrProtect,
+    /// A write fault that reused the page in place (`wp_page_reuse()`:
+    /// young, dirty, writable), e.g. after `page_mkwrite` on a shared file
+    /// mapping. Not applied inside an arm64 contig block.
+    WriteFault,
+    /// Soft-dirty set (`pte_mksoft_dirty()`). Also stands for a kernel built
+    /// without `CONFIG_MEM_SOFT_DIRTY`, where the bit does not exist and so
+    /// never tells two PTEs apart: setting it on every PTE is equivalent.
+    /// Not applied inside an arm64 contig block.
+    SoftDirty,
 }
 
 /// One folio of a layout.
@@ -93,6 +109,33 @@ pub fn build<A: Arch>(
     spec: &LayoutSpec,
     check_tlb: bool,
 ) -> (Cx<A>, Placed) {
+    build_backed(arch, kernel, spec, check_tlb, false)
+}
+
+/// Build the mm of `spec` as a shared mapping of a file whose file system
+/// has `page_mkwrite` (`spec.vma_flags` must contain `VM_SHARED`): every
+/// folio is read-faulted (clean, read-only under write-notify), then the
+/// tweaks apply ([`PteTweak::WriteFault`] for pages written since).
+pub fn build_file<A: Arch>(
+    arch: A,
+    kernel: Kernel,
+    spec: &LayoutSpec,
+    check_tlb: bool,
+) -> (Cx<A>, Placed) {
+    assert!(
+        spec.vma_flags.contains(VmFlags::SHARED),
+        "a page_mkwrite file mapping is MAP_SHARED"
+    );
+    build_backed(arch, kernel, spec, check_tlb, true)
+}
+
+fn build_backed<A: Arch>(
+    arch: A,
+    kernel: Kernel,
+    spec: &LayoutSpec,
+    check_tlb: bool,
+    page_mkwrite: bool,
+) -> (Cx<A>, Placed) {
     let ptrs = arch.ptrs_per_pte();
     // Lay out VAs first to size the window.
     let mut va = spec.base;
@@ -110,7 +153,7 @@ pub fn build<A: Arch>(
     let wbase = spec.base / ptrs * ptrs;
     let wend = align_up(vma_end + spec.extra_window, ptrs);
     let mut mm: Mm<A::Pte> = Mm::new(wbase, wend - wbase);
-    mm.add_vma(&arch, spec.base, vma_end, spec.vma_flags);
+    mm.add_vma_backed(&arch, spec.base, vma_end, spec.vma_flags, page_mkwrite);
     let shared = spec.vma_flags.contains(VmFlags::SHARED);
     // Physical placement: naturally aligned, consecutive.
     let mut pfn = 1u64 << 20;
@@ -134,7 +177,8 @@ pub fn build<A: Arch>(
         }
         let mut pte = arch.pfn_pte(Pfn(heads[i].0 + lo), vma.page_prot);
         pte = arch.pte_mkyoung(pte);
-        if vma.flags.contains(VmFlags::WRITE) {
+        // Anonymous memory: a write fault. A page_mkwrite file: a read fault.
+        if vma.flags.contains(VmFlags::WRITE) && !page_mkwrite {
             pte = arch.pte_mkwrite(arch.pte_mkdirty(pte));
         }
         A::set_ptes(&mut cx, vas[i] + lo, pte, hi - lo);
@@ -211,6 +255,11 @@ fn apply_tweak<A: Arch>(cx: &mut Cx<A>, addr: u64, tweak: PteTweak) {
         }
         PteTweak::UffdWp if !cont => cx.poke(addr, arch.pte_mkuffd_wp(p)),
         PteTweak::WrProtect => wrprotect_at(cx, addr),
+        PteTweak::WriteFault if !cont => cx.poke(
+            addr,
+            arch.pte_mkwrite(arch.pte_mkdirty(arch.pte_mkyoung(p))),
+        ),
+        PteTweak::SoftDirty if !cont => cx.poke(addr, arch.pte_mksoft_dirty(p)),
         _ => {}
     }
 }

@@ -77,6 +77,12 @@ pub struct Vma {
     pub flags: VmFlags,
     /// `vm_page_prot`.
     pub page_prot: Pgprot,
+    /// `vm_ops->page_mkwrite` is set: a file mapping on a file system that
+    /// wants to know when a clean page is first written (ext4, xfs, ...;
+    /// `vm_ops_needs_writenotify()`). False for anonymous memory and shmem.
+    /// Kept by VMA splits; a VMA re-created by mremap starts without it (file
+    /// mappings are not moved by the modelled workloads).
+    pub page_mkwrite: bool,
 }
 
 impl Vma {
@@ -95,14 +101,17 @@ impl Vma {
         self.flags.contains(VmFlags::UFFD_WP)
     }
 
-    /// `vma_wants_writenotify()` for anonymous memory (no `page_mkwrite`, no
-    /// dirty accounting): writable shared VMAs want it only for soft-dirty or
-    /// uffd-wp tracking.
+    /// `vma_wants_writenotify()` (mm/vma.c): a writable shared VMA wants it
+    /// when its backer has `page_mkwrite` (a file system with dirty
+    /// tracking), else only for soft-dirty or uffd-wp tracking (anonymous
+    /// shared memory: no `page_mkwrite`, no writeback accounting). The
+    /// `vma_fs_can_writeback()` case (a file system with writeback but no
+    /// `page_mkwrite`) is not modelled.
     pub fn wants_writenotify<A: Arch>(&self, arch: &A) -> bool {
         if !self.flags.contains(VmFlags::WRITE | VmFlags::SHARED) {
             return false;
         }
-        self.soft_dirty_enabled(arch) || self.uffd_wp()
+        self.page_mkwrite || self.soft_dirty_enabled(arch) || self.uffd_wp()
     }
 
     /// `vma_wants_manual_pte_write_upgrade()`: mprotect sets
@@ -147,13 +156,28 @@ impl<P: PteValue> Mm<P> {
         }
     }
 
-    /// Add a VMA (`mmap()`); its `vm_page_prot` is derived from `flags`.
+    /// Add a VMA (`mmap()`) of anonymous memory; its `vm_page_prot` is
+    /// derived from `flags`.
     pub fn add_vma<A: Arch>(&mut self, arch: &A, start: u64, end: u64, flags: VmFlags) {
+        self.add_vma_backed(arch, start, end, flags, false);
+    }
+
+    /// Add a VMA whose backer has `page_mkwrite` or not (`mmap()` of a file
+    /// on ext4 with `page_mkwrite`).
+    pub fn add_vma_backed<A: Arch>(
+        &mut self,
+        arch: &A,
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+        page_mkwrite: bool,
+    ) {
         let mut vma = Vma {
             start,
             end,
             flags,
             page_prot: Pgprot(0),
+            page_mkwrite,
         };
         vma.set_page_prot(arch);
         self.vmas.push(vma);
@@ -187,7 +211,8 @@ impl<P: PteValue> Mm<P> {
                 Some(prev)
                     if prev.end == v.start
                         && prev.flags == v.flags
-                        && prev.page_prot == v.page_prot =>
+                        && prev.page_prot == v.page_prot
+                        && prev.page_mkwrite == v.page_mkwrite =>
                 {
                     prev.end = v.end;
                 }

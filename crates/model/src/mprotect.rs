@@ -412,3 +412,116 @@ pub fn set_write_prot_commit_flush_ptes<A: Arch>(
     }
     commit_anon_folio_batch(cx, tlb, vma, first_page, addr, oldpte, ptent, nr_ptes);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{build, build_file, FolioPlacement, LayoutSpec, PteTweak};
+    use crate::strategy::Strategy;
+    use crate::X86;
+
+    /// Two 16-page folios of a shared ext4 file, read-faulted; `dirty` pages
+    /// (indices in the region) written since. `soft_dirty`: the kernel
+    /// tracks soft-dirty (read faults leave the bit clear), else the bit does
+    /// not exist (every PTE alike).
+    fn file_spec(dirty: &[u64], soft_dirty: bool) -> LayoutSpec {
+        let mut folios = vec![FolioPlacement::whole(4); 2];
+        if !soft_dirty {
+            for f in &mut folios {
+                f.tweaks = (0..16).map(|k| (k, PteTweak::SoftDirty)).collect();
+            }
+        }
+        for &p in dirty {
+            folios[(p / 16) as usize]
+                .tweaks
+                .push((p % 16, PteTweak::WriteFault));
+        }
+        LayoutSpec {
+            base: 512,
+            vma_flags: VmFlags::READ | VmFlags::WRITE | VmFlags::SHARED | VmFlags::SOFTDIRTY,
+            folios,
+            extra_window: 0,
+        }
+    }
+
+    fn writable(cx: &Cx<X86>) -> Vec<bool> {
+        (512..544)
+            .map(|a| {
+                let p = cx.peek(a);
+                cx.arch.pte_present(p) && cx.arch.pte_write(p)
+            })
+            .collect()
+    }
+
+    /// mprotect RO then RW of the whole region; which PTEs end writable.
+    fn ro_rw(strategy: Strategy, spec: &LayoutSpec) -> Vec<bool> {
+        let (mut cx, _) = build_file(X86, strategy.kernel_features(), spec, false);
+        mprotect(&mut cx, 512, 32, Prot::Read).unwrap();
+        mprotect(&mut cx, 512, 32, Prot::ReadWrite).unwrap();
+        writable(&cx)
+    }
+
+    #[test]
+    fn page_mkwrite_file_mappings_want_writenotify_shmem_does_not() {
+        let spec = file_spec(&[3], false);
+        let (cx, _) = build_file(X86, Strategy::Batched.kernel_features(), &spec, false);
+        let v = cx.mm.vmas[0];
+        assert!(v.page_mkwrite && v.wants_writenotify(&cx.arch));
+        assert!(v.wants_manual_pte_write_upgrade(&cx.arch));
+        // Read-faulted pages are read-only, the written page writable.
+        let w = writable(&cx);
+        assert_eq!(w.iter().filter(|&&b| b).count(), 1);
+        assert!(w[3]);
+        // The same layout as shmem: no write-notify, every PTE writable.
+        let (cx, _) = build(X86, Strategy::Batched.kernel_features(), &spec, false);
+        let v = cx.mm.vmas[0];
+        assert!(!v.page_mkwrite && !v.wants_writenotify(&cx.arch));
+    }
+
+    #[test]
+    fn batched_upgrade_follows_the_merged_dirty_bit_per_pte_does_not() {
+        // Page 3 dirty in folio 0; folio 1 all clean.
+        let spec = file_spec(&[3], false);
+        let per_pte = ro_rw(Strategy::PerPte, &spec);
+        let batched = ro_rw(Strategy::Batched, &spec);
+        let want_per_pte: Vec<bool> = (0..32).map(|i| i == 3).collect();
+        let want_batched: Vec<bool> = (0..32).map(|i| i < 16).collect();
+        assert_eq!(per_pte, want_per_pte);
+        assert_eq!(batched, want_batched);
+        assert_eq!(ro_rw(Strategy::BatchedV619, &spec), want_batched);
+    }
+
+    #[test]
+    fn soft_dirty_splits_never_written_pages_from_dirty_ones() {
+        // A read fault leaves soft-dirty clear; x86 pte_mkdirty() sets it, so
+        // with soft-dirty tracking compiled in FPB_RESPECT_SOFT_DIRTY cuts the
+        // batch between pages 2 and 3 and between 3 and 4: no merged upgrade.
+        let mut spec = file_spec(&[3], true);
+        // Pages 0-2 were written and cleaned by writeback since
+        // (folio_mkclean(): write-protected and clean, soft-dirty kept).
+        for k in 0..3 {
+            let f = &mut spec.folios[0];
+            f.tweaks.push((k, PteTweak::WriteFault));
+            f.tweaks.push((k, PteTweak::Clean));
+            f.tweaks.push((k, PteTweak::WrProtect));
+        }
+        let batched = ro_rw(Strategy::Batched, &spec);
+        let want: Vec<bool> = (0..32).map(|i| i < 4).collect();
+        assert_eq!(batched, want, "pages 0-3 soft-dirty: one batch; 4-15 not");
+    }
+
+    #[test]
+    fn ro_and_rw_flush_the_hull_of_the_write_bit_changes() {
+        // Soft-dirty tracked: pages 3 and 5 are batches of their own in both
+        // calls. x86 flushes when _PAGE_RW changes either way (KERNEL-SPEC
+        // 4.3), so each call flushes the hull [3, 6).
+        let spec = file_spec(&[3, 5], true);
+        let (mut cx, _) = build_file(X86, Strategy::Batched.kernel_features(), &spec, false);
+        for prot in [Prot::Read, Prot::ReadWrite] {
+            mprotect(&mut cx, 512, 32, prot).unwrap();
+            let f = cx.take_flushes();
+            assert_eq!(f.len(), 1, "{prot:?}");
+            assert_eq!((f[0].start, f[0].pages), (515, 3), "{prot:?}");
+        }
+    }
+}
