@@ -94,6 +94,17 @@ counters! {
     /// Write faults taken by the workload's re-touch (not an mprotect
     /// primitive; reported separately).
     write_faults,
+    /// Per-PTE tests of the accessed bit by a young helper
+    /// (`ptep_test_and_clear_young()`; arm64 `__ptep_test_and_clear_young()`).
+    young_tests,
+    /// Atomic clears of the accessed bit executed: x86 `lock btr` (only when
+    /// young), arm64 `cmpxchg` (every test, young or not), generic `set_pte_at`.
+    young_clears,
+    /// TLB flushes issued by clear-flush-young helpers (arm64 TLBI nosync of
+    /// one page or of the block-expanded range; also in `tlb_flush_calls`).
+    young_flushes,
+    /// `folio_referenced()` calls (folios the reclaim scan checked).
+    folios_scanned,
 }
 
 impl Counters {

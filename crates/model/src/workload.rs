@@ -20,6 +20,7 @@ use crate::cx::Cx;
 use crate::layout::{build, FolioPlacement, LayoutSpec};
 use crate::mprotect::mprotect;
 use crate::mremap;
+use crate::rmap::{folio_referenced, Lru, RmapImpl};
 use crate::strategy::{Faults, Strategy};
 use crate::tlb::FlushOp;
 use crate::types::{Granule, Prot, VmFlags};
@@ -37,6 +38,12 @@ pub enum Workload {
     ProtTransition,
     /// Seed 002: fill, mremap MAYMOVE|FIXED to addr+len, (munmap).
     MremapMove,
+    /// Seed 004, classic LRU: every folio mapped and young (touched), then
+    /// one reclaim pass calls `folio_referenced()` on each folio.
+    Reclaim,
+    /// Seed 004, MGLRU: the same pass through `lru_gen_look_around()` (no
+    /// flush; the look-around window is not modelled).
+    ReclaimMglru,
 }
 
 impl Workload {
@@ -47,6 +54,17 @@ impl Workload {
             Workload::MprotectRoRw => "mprotect-ro-rw",
             Workload::ProtTransition => "prot-transition",
             Workload::MremapMove => "mremap-move",
+            Workload::Reclaim => "reclaim",
+            Workload::ReclaimMglru => "reclaim-mglru",
+        }
+    }
+
+    /// The reclaim workloads' LRU, `None` for the others.
+    pub fn lru(self) -> Option<Lru> {
+        match self {
+            Workload::Reclaim => Some(Lru::Classic),
+            Workload::ReclaimMglru => Some(Lru::Mglru),
+            _ => None,
         }
     }
 }
@@ -290,17 +308,25 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
     let start = base + geo.offset;
     let end = start + geo.pages;
     let nfolios = (end - base).div_ceil(nr);
+    let mut folios = vec![FolioPlacement::whole(geo.order); nfolios as usize];
+    if cfg.workload.lru().is_some() {
+        // Reclaim maps exactly [start, end): the first and last folios may be
+        // partially mapped (arm64 paints CONT on whole aligned blocks only).
+        folios[0].mapped.0 = geo.offset;
+        let last = folios.len() - 1;
+        folios[last].mapped.1 = end - (base + last as u64 * nr);
+    }
     let spec = LayoutSpec {
         base,
         vma_flags: VmFlags::READ | VmFlags::WRITE | VmFlags::SOFTDIRTY,
-        folios: vec![FolioPlacement::whole(geo.order); nfolios as usize],
+        folios,
         extra_window: if cfg.workload == Workload::MremapMove {
             nfolios * nr + ptrs
         } else {
             0
         },
     };
-    let (mut cx, _placed) = build(arch, kernel, &spec, cfg.check_tlb);
+    let (mut cx, placed) = build(arch, kernel, &spec, cfg.check_tlb);
     let len = geo.pages;
     let mut outcome = ModelOutcome {
         workload: cfg.workload.name().to_string(),
@@ -368,9 +394,25 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
             calls.push(rec);
             outcome.ptes_simulated = 2 * len;
         }
+        Workload::Reclaim | Workload::ReclaimMglru => {
+            let lru = cfg.workload.lru().unwrap_or(Lru::Classic);
+            let rec = reclaim_scan(&mut cx, &placed.folios, lru)?;
+            calls.push(rec);
+            outcome.ptes_simulated = len;
+            outcome.notes.push(format!(
+                "{} ({}); counters are for the whole pass: divide by folios_scanned for per-folio figures",
+                RmapImpl::of(&kernel).summary(),
+                if lru == Lru::Classic { "classic LRU" } else { "MGLRU, look-around window not modelled" }
+            ));
+        }
     }
     outcome.calls = calls;
-    if cfg.strategy == Strategy::SmallFast && cfg.workload != Workload::MremapMove {
+    if cfg.strategy == Strategy::SmallFast
+        && matches!(
+            cfg.workload,
+            Workload::MprotectToggle | Workload::MprotectRoRw | Workload::ProtTransition
+        )
+    {
         outcome.notes.push(
             "smallfast (Pedro Falcato v3) performs the same page-table primitives as v6.17/v6.19; \
              it differs in instructions, branches and out-of-line calls (see `calls`)"
@@ -408,4 +450,88 @@ pub fn retouch<A: Arch>(cx: &mut Cx<A>, start: u64, end: u64) {
             A::set_ptes(cx, addr, new, 1);
         }
     }
+}
+
+/// One reclaim pass over `folios` (`(va of page 0, head pfn)`, one VMA):
+/// `shrink_folio_list()` → `folio_check_references()` → [`folio_referenced`]
+/// per folio (classic LRU; `shrink_active_list()` makes the same calls), or
+/// the MGLRU eviction's `folio_referenced()` → `lru_gen_look_around()`.
+/// The user touched every page just before (worst-case TLB filled).
+///
+/// Checks afterwards: no present PTE of the pass is young; each folio's
+/// result equals the OR of its PTEs' young bits before the pass; arm64
+/// contig blocks are consistent; the TLB model holds no entry granting more
+/// than its PTE — where no flush follows the young clear (MGLRU; x86) a stale
+/// accessed bit is legal (it only makes aging less precise) and is ignored.
+///
+/// # Errors
+/// [`ModelError::Invariant`] when one of those checks fails.
+pub fn reclaim_scan<A: Arch>(
+    cx: &mut Cx<A>,
+    folios: &[(u64, crate::types::Pfn)],
+    lru: Lru,
+) -> Result<CallRecord, ModelError> {
+    let arch = cx.arch;
+    let vma = cx.mm.vmas[0];
+    let (wb, wn) = (cx.mm.pt.base(), cx.mm.pt.len());
+    cx.tlb_fill(wb, wb + wn);
+    let mut want = Vec::with_capacity(folios.len());
+    for &(va, head) in folios {
+        let n = cx.mm.memmap.folio_of(head).map_or(0, |f| f.nr_pages());
+        let young = (va.max(vma.start)..(va + n).min(vma.end)).any(|a| {
+            let p = cx.peek(a);
+            arch.pte_present(p) && arch.pte_young(p)
+        });
+        want.push(young);
+    }
+    let mut referenced = 0;
+    for (&(va, head), &young) in folios.iter().zip(&want) {
+        let got = folio_referenced(cx, &vma, va, head, lru);
+        if (got > 0) != young {
+            return Err(ModelError::Invariant(format!(
+                "folio at page {va:#x}: folio_referenced() = {got}, but its PTEs were {}young",
+                if young { "" } else { "not " }
+            )));
+        }
+        referenced += got;
+    }
+    for a in vma.start..vma.end {
+        let p = cx.peek(a);
+        if arch.pte_present(p) && arch.pte_young(p) {
+            return Err(ModelError::Invariant(format!(
+                "page {a:#x} is still young after the reclaim pass: {p:?}"
+            )));
+        }
+    }
+    A::check_contig(cx, wb, wb + wn).map_err(ModelError::Invariant)?;
+    if let Some(tlb) = &cx.tlb {
+        // A stale young TLB entry is legal: compare against the table with
+        // the accessed bit set wherever the entry is present.
+        let mut pt = cx.mm.pt.clone();
+        for a in wb..wb + wn {
+            let p = pt.get(a);
+            if arch.pte_present(p) {
+                pt.set(a, arch.pte_mkyoung(p));
+            }
+        }
+        tlb.check(&arch, &pt).map_err(ModelError::Invariant)?;
+        if lru == Lru::Classic && arch.name() == "arm64" {
+            cx.tlb_check().map_err(ModelError::Invariant)?;
+        }
+    }
+    let counters = cx.take_counters();
+    let flushes = cx.take_flushes();
+    Ok(CallRecord {
+        label: format!(
+            "reclaim pass: folio_referenced() x {} ({}; {referenced} referenced)",
+            folios.len(),
+            if lru == Lru::Classic {
+                "classic LRU"
+            } else {
+                "MGLRU"
+            }
+        ),
+        counters,
+        flushes,
+    })
 }

@@ -229,9 +229,89 @@ pub trait Arch: Copy + Debug + Send + Sync + 'static {
         pgtable::modify_prot_commit_ptes(cx, vma, addr, old, pte, nr)
     }
 
+    // ---- young-bit helpers (rmap, vmscan; see [`crate::rmap`]) ----
+
+    /// `ptep_test_and_clear_young()`: generic (include/linux/pgtable.h,
+    /// `!__HAVE_ARCH_PTEP_TEST_AND_CLEAR_YOUNG`): `ptep_get()`, and when young
+    /// `set_pte_at(pte_mkold(pte))`. x86 and arm64 override it.
+    fn ptep_test_and_clear_young(cx: &mut Cx<Self>, addr: u64) -> bool {
+        cx.counters.young_tests += 1;
+        let pte = Self::ptep_get(cx, addr);
+        if !cx.arch.pte_young(pte) {
+            return false;
+        }
+        cx.counters.young_clears += 1;
+        let old = cx.arch.pte_mkold(pte);
+        cx.store(addr, old);
+        true
+    }
+
+    /// `ptep_clear_flush_young()`: generic (mm/pgtable-generic.c):
+    /// test-and-clear, then `flush_tlb_page()` when it was young.
+    fn ptep_clear_flush_young(cx: &mut Cx<Self>, addr: u64) -> bool {
+        let young = Self::ptep_test_and_clear_young(cx, addr);
+        if young {
+            young_flush(cx, addr, addr + 1);
+        }
+        young
+    }
+
+    /// `test_and_clear_young_ptes()` (2026, include/linux/pgtable.h): the
+    /// generic loop of `ptep_test_and_clear_young()` over `nr` PTEs of one
+    /// folio, OR of the results; never flushes.
+    fn test_and_clear_young_ptes(cx: &mut Cx<Self>, addr: u64, nr: u64) -> bool {
+        let mut young = false;
+        for i in 0..nr {
+            young |= Self::ptep_test_and_clear_young(cx, addr + i);
+        }
+        young
+    }
+
+    /// `clear_flush_young_ptes()` (2026, include/linux/pgtable.h): the
+    /// generic loop of `ptep_clear_flush_young()`, OR of the results.
+    fn clear_flush_young_ptes(cx: &mut Cx<Self>, addr: u64, nr: u64) -> bool {
+        let mut young = false;
+        for i in 0..nr {
+            young |= Self::ptep_clear_flush_young(cx, addr + i);
+        }
+        young
+    }
+
     /// Invariant check after a syscall: arm64 contiguous blocks are
     /// consistent. Generic: nothing to check.
     fn check_contig(_cx: &Cx<Self>, _start: u64, _end: u64) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// The TLB flush of a clear-flush-young helper (`flush_tlb_page()`, arm64
+/// `__flush_tlb_page_nosync()` / `__flush_tlb_range(…, TLBF_NOSYNC)`): an
+/// arch range flush of `[start, end)` counted in `young_flushes` too.
+pub fn young_flush<A: Arch>(cx: &mut Cx<A>, start: u64, end: u64) {
+    cx.counters.young_flushes += 1;
+    cx.arch_flush(start, end, FlushSource::FlushTlbRange);
+}
+
+/// The write half of an atomic read-modify-write of one PTE (x86 `lock btr`,
+/// arm64 `cmpxchg_relaxed`): the caller counts it. Another CPU may walk the
+/// new value at once, so a hardware-valid value enters the TLB model.
+pub fn atomic_write<A: Arch>(cx: &mut Cx<A>, addr: u64, pte: A::Pte) {
+    cx.mm.pt.set(addr, pte);
+    let valid = cx.arch.pte_hw_valid(pte);
+    if let Some(tlb) = cx.tlb.as_mut() {
+        if valid {
+            tlb.cache(addr, pte);
+        }
+    }
+}
+
+/// Whether `kernel` is the 2026 mm tree, which carries Baolin Wang's young-bit
+/// series (`clear_flush_young_ptes()`, batched `folio_referenced_one()`, arm64
+/// `contpte_{test_and_clear,clear_flush}_young_ptes()` and the
+/// `test_and_clear_young_ptes()` override of seed 004). Of the modelled
+/// strategies only `smallfast` (mm-unstable 2026) is that tree; [`Kernel`]
+/// has no switch of its own for the series, so the 2026-only switch
+/// `always_inline_commit` identifies it (test: `rmap::tests::young_series_only_in_2026`).
+pub fn young_ptes_series(kernel: &Kernel) -> bool {
+    kernel.always_inline_commit
 }

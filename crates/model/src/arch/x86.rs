@@ -6,14 +6,18 @@
 //! arch/x86/include/asm/pgtable-invert.h (L1TF PFN inversion of PROT_NONE
 //! entries), arch/x86/include/asm/tlbflush.h (`pte_needs_flush`) and
 //! arch/x86/mm/tlb.c (`flush_tlb_mm_range`, `tlb_single_page_flush_ceiling`
-//! = 33). Valid for v6.16 … 2026. x86 overrides no page-table *operation* of
-//! the batching API: `ptep_get`, `set_ptes`, `modify_prot_*_ptes` are generic.
+//! = 33), arch/x86/mm/pgtable.c (`ptep_test_and_clear_young`,
+//! `ptep_clear_flush_young`: read, `lock btr` only when young, never a flush).
+//! Valid for v6.16 … 2026. x86 overrides no page-table *operation* of the
+//! batching API: `ptep_get`, `set_ptes`, `modify_prot_*_ptes`,
+//! `test_and_clear_young_ptes`, `clear_flush_young_ptes` are generic.
 //! Not modelled: PARAVIRT (Xen PV batching), PCID/INVLPGB, protection keys
 //! other than 0, IPIs (single-threaded process).
 
 use bitflags::bitflags;
 
-use super::{Arch, FlushCost, PteValue};
+use super::{atomic_write, Arch, FlushCost, PteValue};
+use crate::cx::Cx;
 use crate::strategy::Kernel;
 use crate::types::{Pfn, Pgprot, VmFlags};
 
@@ -348,5 +352,26 @@ impl Arch for X86 {
                 ops: pages,
             }
         }
+    }
+
+    /// arch/x86/mm/pgtable.c `ptep_test_and_clear_young()`: a plain read of
+    /// the entry, then `test_and_clear_bit(_PAGE_BIT_ACCESSED)` (`lock btr`)
+    /// only when it is young.
+    fn ptep_test_and_clear_young(cx: &mut Cx<Self>, addr: u64) -> bool {
+        cx.counters.young_tests += 1;
+        let pte = cx.load(addr);
+        if !pte.has(PteFlags::ACCESSED) {
+            return false;
+        }
+        cx.counters.young_clears += 1;
+        atomic_write(cx, addr, pte.clear(PteFlags::ACCESSED));
+        true
+    }
+
+    /// arch/x86/mm/pgtable.c `ptep_clear_flush_young()`: the same as
+    /// test-and-clear — no TLB flush on x86 (a stale accessed bit only makes
+    /// aging less precise; the next context switch or flush drops it).
+    fn ptep_clear_flush_young(cx: &mut Cx<Self>, addr: u64) -> bool {
+        Self::ptep_test_and_clear_young(cx, addr)
     }
 }

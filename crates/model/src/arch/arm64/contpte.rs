@@ -6,7 +6,7 @@
 //! v6.17+ (093ae7a033cf early-exit gather, 83bbd6be7d17 BBML2 TLBI elision),
 //! selected by [`crate::Kernel`]. Only user mms are modelled (`mm_is_user`).
 
-use crate::arch::Arch;
+use crate::arch::{young_flush, Arch};
 use crate::cx::Cx;
 use crate::folio::page_folio;
 use crate::tlb::FlushSource;
@@ -206,4 +206,80 @@ pub fn contpte_get_and_clear_full_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -
     cx.call();
     contpte_try_unfold_partial(cx, addr, nr);
     raw::get_and_clear_full_ptes(cx, addr, nr)
+}
+
+/// `contpte_align_addr_ptep()` (2026): widen `[addr, addr + nr)` to whole
+/// blocks at each end whose entry is contiguous. Returns `(start, end)`.
+///
+/// Cost: 2 loads (`__ptep_get` of the last and of the first entry).
+///
+/// # Context
+/// The `nr` entries are present, map consecutive pages of one large folio,
+/// in one VMA and one PTE table.
+pub fn contpte_align_addr_ptep(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> (u64, u64) {
+    let arch = cx.arch;
+    let c = arch.cont_geometry();
+    let (mut start, mut end) = (addr, addr + nr);
+    if arch.pte_cont(raw::ptep_get(cx, addr + nr - 1)) {
+        end = end.div_ceil(c) * c;
+    }
+    if arch.pte_cont(raw::ptep_get(cx, addr)) {
+        start = align_down(start, c);
+    }
+    (start, end)
+}
+
+/// `contpte_test_and_clear_young_ptes()` (2026): clear `PTE_AF` on every
+/// entry of the block-expanded range (no unfold: core mm tracks access per
+/// folio and a block never spans two folios); OR of the results.
+///
+/// Cost: 2 loads + per entry of the expanded range 1 load + 1 CAS.
+pub fn contpte_test_and_clear_young_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> bool {
+    cx.call();
+    let (start, end) = contpte_align_addr_ptep(cx, addr, nr);
+    let mut young = false;
+    for a in start..end {
+        young |= raw::ptep_test_and_clear_young(cx, a);
+    }
+    young
+}
+
+/// `contpte_clear_flush_young_ptes()` (2026): the test-and-clear above, then
+/// when any entry was young one `__flush_tlb_range(…, TLBF_NOSYNC)` over the
+/// block-expanded range (aligned again: 2 more loads).
+pub fn contpte_clear_flush_young_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> bool {
+    cx.call();
+    let young = contpte_test_and_clear_young_ptes(cx, addr, nr);
+    if young {
+        let (start, end) = contpte_align_addr_ptep(cx, addr, nr);
+        young_flush(cx, start, end);
+    }
+    young
+}
+
+/// `contpte_ptep_test_and_clear_young()` (v6.16 … v6.19): clear `PTE_AF` on
+/// all C entries of the block of `addr` (aligned down unconditionally, no
+/// extra loads); OR of the results.
+pub fn contpte_ptep_test_and_clear_young(cx: &mut Cx<Arm64>, addr: u64) -> bool {
+    cx.call();
+    let c = cx.arch.cont_geometry();
+    let start = align_down(addr, c);
+    let mut young = false;
+    for a in start..start + c {
+        young |= raw::ptep_test_and_clear_young(cx, a);
+    }
+    young
+}
+
+/// `contpte_ptep_clear_flush_young()` (v6.16 … v6.19): the block
+/// test-and-clear, then when young `__flush_tlb_range_nosync()` over the block.
+pub fn contpte_ptep_clear_flush_young(cx: &mut Cx<Arm64>, addr: u64) -> bool {
+    cx.call();
+    let young = contpte_ptep_test_and_clear_young(cx, addr);
+    if young {
+        let c = cx.arch.cont_geometry();
+        let start = align_down(addr, c);
+        young_flush(cx, start, start + c);
+    }
+    young
 }

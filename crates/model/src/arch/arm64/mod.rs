@@ -3,7 +3,9 @@
 //! Kernel counterpart: arch/arm64/include/asm/pgtable.h (the
 //! `CONFIG_ARM64_CONTPTE` public API block and its `#else` branch),
 //! arch/arm64/mm/mmu.c (`modify_prot_start_ptes`/`modify_prot_commit_ptes`,
-//! 7efa1cd5f89b, v6.17), arch/arm64/include/asm/tlbflush.h
+//! 7efa1cd5f89b, v6.17), the young-bit helpers (`ptep_test_and_clear_young`,
+//! `ptep_clear_flush_young`, the 2026 `test_and_clear_young_ptes` and
+//! `clear_flush_young_ptes` overrides), arch/arm64/include/asm/tlbflush.h
 //! (`__flush_tlb_range`, `pte_needs_flush` of c320dbb7c80d, v6.19).
 //! Three tiers as in the kernel: [`raw`] (one hardware entry), [`contpte`]
 //! (slow paths) and this module (public dispatch with the `nr == 1` /
@@ -15,7 +17,7 @@ pub mod contpte;
 pub mod hwdef;
 pub mod raw;
 
-use super::{Arch, FlushCost, PteValue};
+use super::{young_ptes_series, Arch, FlushCost, PteValue};
 use crate::cx::Cx;
 use crate::mm::Vma;
 use crate::strategy::Kernel;
@@ -97,6 +99,14 @@ impl Arm64 {
     /// `pte_hw_dirty()`: writable and not read-only (DBM has set it dirty).
     pub fn pte_hw_dirty(&self, pte: Arm64Pte) -> bool {
         pte.has(PTE_WRITE) && !pte.has(PteBits::RDONLY)
+    }
+
+    /// `pte_cont(__ptep_get(ptep))`: one load (the 2026 young helpers rely on
+    /// their callers for `pte_present`, so they test `pte_cont`, not
+    /// `pte_valid_cont`).
+    fn first_cont(cx: &mut Cx<Self>, addr: u64) -> bool {
+        let pte = raw::ptep_get(cx, addr);
+        cx.arch.pte_cont(pte)
     }
 
     /// `pte_mkcont()`.
@@ -418,6 +428,77 @@ impl Arch for Arm64 {
     ) {
         cx.call();
         Self::set_ptes(cx, addr, pte, nr)
+    }
+
+    /// `ptep_test_and_clear_young()`. 2026: `test_and_clear_young_ptes(…, 1)`
+    /// (seed 004). v6.16 … v6.19: `__ptep_get()`, then the single-entry
+    /// helper or, on a valid contig entry, `contpte_ptep_test_and_clear_young()`.
+    fn ptep_test_and_clear_young(cx: &mut Cx<Self>, addr: u64) -> bool {
+        if !cx.arch.contpte {
+            return raw::ptep_test_and_clear_young(cx, addr);
+        }
+        if young_ptes_series(&cx.kernel) {
+            return Self::test_and_clear_young_ptes(cx, addr, 1);
+        }
+        let orig = raw::ptep_get(cx, addr);
+        if !cx.arch.pte_valid_cont(orig) {
+            return raw::ptep_test_and_clear_young(cx, addr);
+        }
+        contpte::contpte_ptep_test_and_clear_young(cx, addr)
+    }
+
+    /// `ptep_clear_flush_young()`: `__ptep_get()`, then the single-entry
+    /// helper, or on a valid contig entry the block version: 2026
+    /// `contpte_clear_flush_young_ptes(…, 1)`, before
+    /// `contpte_ptep_clear_flush_young()`.
+    fn ptep_clear_flush_young(cx: &mut Cx<Self>, addr: u64) -> bool {
+        if !cx.arch.contpte {
+            return raw::ptep_clear_flush_young(cx, addr);
+        }
+        let orig = raw::ptep_get(cx, addr);
+        if !cx.arch.pte_valid_cont(orig) {
+            return raw::ptep_clear_flush_young(cx, addr);
+        }
+        if young_ptes_series(&cx.kernel) {
+            contpte::contpte_clear_flush_young_ptes(cx, addr, 1)
+        } else {
+            contpte::contpte_ptep_clear_flush_young(cx, addr)
+        }
+    }
+
+    /// `test_and_clear_young_ptes()` (2026 override, seed 004): `nr == 1` and
+    /// not contig → the single-entry helper; else
+    /// `contpte_test_and_clear_young_ptes()`. Without the series (or without
+    /// contpte) the generic loop.
+    fn test_and_clear_young_ptes(cx: &mut Cx<Self>, addr: u64, nr: u64) -> bool {
+        if !cx.arch.contpte || !young_ptes_series(&cx.kernel) {
+            let mut young = false;
+            for i in 0..nr {
+                young |= Self::ptep_test_and_clear_young(cx, addr + i);
+            }
+            return young;
+        }
+        if nr == 1 && !Self::first_cont(cx, addr) {
+            return raw::ptep_test_and_clear_young(cx, addr);
+        }
+        contpte::contpte_test_and_clear_young_ptes(cx, addr, nr)
+    }
+
+    /// `clear_flush_young_ptes()` (2026 override): `nr == 1` and not contig →
+    /// `__ptep_clear_flush_young()`; else `contpte_clear_flush_young_ptes()`.
+    /// Without the series (or without contpte) the generic loop.
+    fn clear_flush_young_ptes(cx: &mut Cx<Self>, addr: u64, nr: u64) -> bool {
+        if !cx.arch.contpte || !young_ptes_series(&cx.kernel) {
+            let mut young = false;
+            for i in 0..nr {
+                young |= Self::ptep_clear_flush_young(cx, addr + i);
+            }
+            return young;
+        }
+        if nr == 1 && !Self::first_cont(cx, addr) {
+            return raw::ptep_clear_flush_young(cx, addr);
+        }
+        contpte::contpte_clear_flush_young_ptes(cx, addr, nr)
     }
 
     fn check_contig(cx: &Cx<Self>, start: u64, end: u64) -> Result<(), String> {
