@@ -162,3 +162,35 @@ fn model_size_not_a_page_multiple() {
         "64K",
     );
 }
+
+#[test]
+fn model_reclaim_arm64_batched_does_c_times_fewer_cas() {
+    let out = model(&[
+        "reclaim",
+        "--arch",
+        "arm64",
+        "--folio",
+        "64K",
+        "--size",
+        "1M",
+        "--strategy",
+        "per-pte,smallfast",
+        "--json",
+        "--no-store",
+    ])
+    .success();
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let s = v["strategies"].as_array().unwrap();
+    let clears = |i: usize| s[i]["counters"]["young_clears"].as_f64().unwrap();
+    let flushes = |i: usize| s[i]["counters"]["young_flushes"].as_f64().unwrap();
+    // 16 folios: 256 CAS per folio before 2026, 16 with the batched series.
+    assert_eq!((clears(0), clears(1)), (16.0 * 256.0, 16.0 * 16.0));
+    assert_eq!((flushes(0), flushes(1)), (16.0, 16.0));
+}
+
+#[test]
+fn list_strategies_names_the_reclaim_behaviour() {
+    let out = model(&["--list-strategies"]).success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("clear_flush_young_ptes"), "{text}");
+}

@@ -30,7 +30,7 @@ use std::process::ExitCode;
 
 use ptelab_model::{
     run_model, ArchConfig, Arm64, FlushSource, Granule, ModelConfig, ModelError, ModelOutcome,
-    Strategy, Workload,
+    RmapImpl, Strategy, Workload,
 };
 use serde_json::{json, Value};
 
@@ -62,10 +62,9 @@ pub fn model_workload(w: WorkloadKind) -> anyhow::Result<Workload> {
         WorkloadKind::MprotectRoRw => Workload::MprotectRoRw,
         WorkloadKind::ProtTransition => Workload::ProtTransition,
         WorkloadKind::MremapMove => Workload::MremapMove,
-        WorkloadKind::Reclaim => bail_usage!(
-            "workload 'reclaim' is not modelled yet: accepted workloads are mprotect-toggle, mprotect-ro-rw, \
-             prot-transition, mremap-move"
-        ),
+        // Classic LRU: folio_referenced() per folio (the library also has
+        // Workload::ReclaimMglru, not selectable here).
+        WorkloadKind::Reclaim => Workload::Reclaim,
     })
 }
 
@@ -146,7 +145,7 @@ pub fn folio_bytes(spec: FolioSpec, granule: Granule) -> anyhow::Result<u64> {
 /// Validate the flags into a plan (everything a user can get wrong → exit 2).
 pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
     let Some(workload) = args.workload else {
-        bail_usage!("a workload is required: accepted workloads are mprotect-toggle, mprotect-ro-rw, prot-transition, mremap-move")
+        bail_usage!("a workload is required: accepted workloads are mprotect-toggle, mprotect-ro-rw, prot-transition, mremap-move, reclaim")
     };
     model_workload(workload)?;
     let arch = parse_arch(&args.arch, &args.granule, args.no_contpte, args.bbml2)?;
@@ -277,7 +276,10 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
         if args.out.json {
             let v: Vec<Value> = Strategy::ALL
                 .iter()
-                .map(|s| json!({"name": s.name(), "kernel": s.kernel(), "summary": s.summary()}))
+                .map(|s| {
+                    json!({"name": s.name(), "kernel": s.kernel(), "summary": s.summary(),
+                           "reclaim": RmapImpl::of_strategy(*s).summary()})
+                })
                 .collect();
             writeln!(
                 out,
@@ -288,6 +290,13 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
             writeln!(out, "{:<15} {:<38} changes", "strategy", "kernel")?;
             for s in Strategy::ALL {
                 writeln!(out, "{:<15} {:<38} {}", s.name(), s.kernel(), s.summary())?;
+                writeln!(
+                    out,
+                    "{:<15} {:<38} {}",
+                    "",
+                    "",
+                    RmapImpl::of_strategy(s).summary()
+                )?;
             }
         }
         return Ok(ExitCode::SUCCESS);

@@ -248,7 +248,15 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: vec![if quick { 64 * M } else { 256 * M }],
                 folios: vec![f4k, f64k],
             }],
-            model: vec![],
+            model: ["x86_64", "arm64"]
+                .map(|arch| ModelCells {
+                    workload: WorkloadKind::Reclaim,
+                    arch,
+                    strategies: "per-pte,smallfast",
+                    size: 64 * M,
+                    folio: f64k,
+                })
+                .to_vec(),
         },
     ]
 }
