@@ -94,3 +94,92 @@ fn crosscheck_rejects_reclaim() {
         .assert()
         .code(2);
 }
+
+/// Scenario (b): a shared ext4 file mapping with some dirty pages. The rows
+/// must match (batched: clean PTEs in a batch with a dirty sibling become
+/// writable without a fault), and the temporary file leaves nothing behind.
+#[test]
+fn crosscheck_shared_file_writenotify_matches_and_leaves_no_file() {
+    if !is_root() {
+        skip("crosscheck needs root (tracepoint, THP knobs, pagemap)");
+        return;
+    }
+    if std::env::consts::ARCH != "x86_64" {
+        skip("crosscheck compares x86 tlb:tlb_flush records");
+        return;
+    }
+    // /var/tmp is the default and on a disk file system; a fresh directory
+    // there shows whether anything is left behind.
+    let dir = tempfile::Builder::new()
+        .prefix("ptelab-crosscheck-test")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let _knobs = crate::common::knob_watch();
+    let out = ptelab()
+        .args([
+            "crosscheck",
+            "mprotect-toggle",
+            "--sizes",
+            "64K",
+            "--folios",
+            "64K",
+            "--json",
+            "--no-store",
+        ])
+        .env("PTELAB_CROSSCHECK_DIR", dir.path())
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "the scenario left a file behind"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "bad JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let skipped = doc["skipped"].as_array().unwrap();
+    if let Some(s) = skipped
+        .iter()
+        .find(|s| s.as_str().unwrap().starts_with("shared-file-writenotify"))
+    {
+        skip(&format!("scenario skipped here: {s}"));
+        return;
+    }
+    let rows: Vec<&serde_json::Value> = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["scenario"]
+                .as_str()
+                .unwrap()
+                .starts_with("shared-file-writenotify")
+        })
+        .collect();
+    let bad: Vec<_> = rows.iter().filter(|r| r["match"] != true).collect();
+    assert!(bad.is_empty(), "mismatches: {bad:#?}");
+    assert_eq!(out.status.code(), Some(0));
+    for obs in [
+        "page-cache folios",
+        "tlb flushes",
+        "write faults",
+        "pagemap present",
+        "folio splits",
+    ] {
+        assert!(rows.iter().any(|r| r["observable"] == obs), "no {obs} row");
+    }
+    // The write-fault row names the v6.16 (per-PTE) expectation.
+    let faults = rows
+        .iter()
+        .find(|r| r["observable"] == "write faults")
+        .unwrap();
+    assert!(faults["note"]
+        .as_str()
+        .unwrap()
+        .contains("v6.16 per-PTE faults"));
+}

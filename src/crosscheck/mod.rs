@@ -21,6 +21,7 @@
 //! The comparison logic here is pure; [`probe`] touches the machine,
 //! [`model`] drives the model, [`run`] puts them together.
 
+pub mod file;
 pub mod model;
 pub mod probe;
 pub mod run;
@@ -242,6 +243,14 @@ pub fn page_row(key: &RowKey, observable: &str, kernel: &[bool], model: &[bool])
     row
 }
 
+/// Append `note` to the row's note (`; `-separated).
+pub fn add_note(row: &mut Row, note: String) {
+    row.note = Some(match row.note.take() {
+        Some(n) => format!("{n}; {note}"),
+        None => note,
+    });
+}
+
 /// Compare flushes of one call.
 pub fn flush_row(key: &RowKey, breakdown: &BTreeMap<String, u64>, model: &[FlushOp]) -> Row {
     let (k, other) = kernel_flush_set(breakdown);
@@ -427,6 +436,14 @@ mod tests {
         let r = page_row(&key(), "write faults", &v, &w);
         assert!(!r.matches);
         assert!(r.note.unwrap().contains("page 2"));
+    }
+
+    #[test]
+    fn notes_accumulate() {
+        let mut r = key().text_row("folio splits", "0".into(), "0".into());
+        add_note(&mut r, "a".into());
+        add_note(&mut r, "b".into());
+        assert_eq!(r.note.as_deref(), Some("a; b"));
     }
 
     #[test]

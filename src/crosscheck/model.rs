@@ -6,7 +6,7 @@
 //! naturally aligned, exclusive folios starting at a PMD boundary); scenarios
 //! bring their own [`LayoutSpec`] (AnonExclusive patterns, offsets).
 
-use ptelab_model::layout::{build, FolioPlacement, LayoutSpec};
+use ptelab_model::layout::{build, build_file, FolioPlacement, LayoutSpec, PteTweak};
 use ptelab_model::workload::{check_invariants, retouch};
 use ptelab_model::{Arch, Cx, FlushOp, Prot, Strategy, VmFlags, X86};
 
@@ -56,7 +56,35 @@ pub fn with_exclusive(mut spec: LayoutSpec, folio: usize, exclusive: Vec<bool>) 
     spec
 }
 
+/// Scenario (b)'s layout: a `MAP_SHARED` mapping of an ext4 file of
+/// `folio_pages` page-cache folios, every page read-faulted (clean,
+/// read-only), then the `dirty` pages written (dirty, writable).
+/// `soft_dirty`: the kernel tracks soft-dirty, so read-faulted PTEs lack the
+/// bit that x86 `pte_mkdirty()` sets on written ones (and
+/// `FPB_RESPECT_SOFT_DIRTY` cuts batches there); without tracking the bit
+/// does not exist, which the model's x86 expresses by setting it everywhere.
+pub fn shared_file_spec(folio_pages: u64, dirty: &[bool], soft_dirty: bool) -> LayoutSpec {
+    let mut spec = standard_spec(dirty.len() as u64, folio_pages, false);
+    spec.vma_flags |= VmFlags::SHARED;
+    for (i, &d) in dirty.iter().enumerate() {
+        let (f, k) = (i / folio_pages as usize, i as u64 % folio_pages);
+        if !soft_dirty {
+            spec.folios[f].tweaks.push((k, PteTweak::SoftDirty));
+        }
+        if d {
+            spec.folios[f].tweaks.push((k, PteTweak::WriteFault));
+        }
+    }
+    spec
+}
+
 impl Sim {
+    /// Fault `spec` in as a shared mapping of a file with `page_mkwrite`.
+    pub fn new_file(strategy: Strategy, spec: &LayoutSpec, start: u64, pages: u64) -> Sim {
+        let (cx, _) = build_file(X86, strategy.kernel_features(), spec, true);
+        Sim { cx, start, pages }
+    }
+
     /// Fault `spec` in under `strategy`; the region is `[start, start+pages)`.
     pub fn new(strategy: Strategy, spec: &LayoutSpec, start: u64, pages: u64) -> Sim {
         let (cx, _) = build(X86, strategy.kernel_features(), spec, true);
@@ -237,6 +265,49 @@ mod tests {
         s.mprotect_all(Prot::ReadWrite).unwrap();
         assert_eq!(s.writable(), vec![true; 16]);
         assert_eq!(s.state().soft_dirty, vec![true; 16]);
+    }
+
+    /// Scenario (b) on the model: RO then RW of the shared file mapping;
+    /// flushes of both calls and the pages that fault on re-touch.
+    fn shared_file(strategy: Strategy, fp: u64, soft_dirty: bool) -> (u64, u64, Vec<bool>) {
+        let dirty = crate::crosscheck::file::dirty_pages();
+        let spec = shared_file_spec(fp, &dirty, soft_dirty);
+        let mut s = Sim::new_file(strategy, &spec, spec.base, 64);
+        let ro = s.mprotect_all(Prot::Read).unwrap();
+        let rw = s.mprotect_all(Prot::ReadWrite).unwrap();
+        assert_eq!(s.state().present, vec![true; 64]);
+        let pages = |f: &[FlushOp]| {
+            assert_eq!(f.len(), 1);
+            f[0].trace_pages() as u64
+        };
+        (pages(&ro), pages(&rw), s.retouch())
+    }
+
+    #[test]
+    fn shared_file_batched_upgrades_clean_pages_of_dirty_batches() {
+        let (ro, rw, faults) = shared_file(Strategy::Batched, 16, false);
+        // Write removed from 21..36; added back to folios 1 and 2 (16..48).
+        assert_eq!((ro, rw), (15, 32));
+        let want: Vec<bool> = (0..64).map(|i| !(16..48).contains(&i)).collect();
+        assert_eq!(faults, want);
+        // v6.16: only the dirty pages are upgraded.
+        let (ro, rw, faults) = shared_file(Strategy::PerPte, 16, false);
+        assert_eq!((ro, rw), (15, 15));
+        let dirty = crate::crosscheck::file::dirty_pages();
+        assert_eq!(faults, dirty.iter().map(|d| !d).collect::<Vec<_>>());
+        // Order-0 page cache: batches of one, the same as v6.16.
+        let (_, rw, faults) = shared_file(Strategy::Batched, 1, false);
+        assert_eq!(rw, 15);
+        assert_eq!(faults, dirty.iter().map(|d| !d).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn shared_file_with_soft_dirty_tracking_cuts_batches_at_written_pages() {
+        // Read-faulted PTEs are not soft-dirty, written ones are: the batch
+        // stops at the boundary, so the clean pages fault as in v6.16.
+        let (_, _, faults) = shared_file(Strategy::Batched, 16, true);
+        let dirty = crate::crosscheck::file::dirty_pages();
+        assert_eq!(faults, dirty.iter().map(|d| !d).collect::<Vec<_>>());
     }
 
     #[test]

@@ -5,9 +5,12 @@
 use anyhow::Context;
 use ptelab_model::{run_model, ArchConfig, FlushOp, ModelConfig, Prot, Strategy, Workload};
 
-use super::model::{standard_spec, with_exclusive, Sim};
+use super::file::{self, SharedFile};
+use super::model::{shared_file_spec, standard_spec, with_exclusive, Sim};
 use super::probe::{self, FlushProbe, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
-use super::{flush_row, page_row, Row, RowKey};
+use super::{
+    add_note, flush_row, model_flush_set, page_row, render_flushes, render_pages, Row, RowKey,
+};
 use crate::kernel::layout;
 use crate::kernel::region::{self, Region, PAGE_SIZE};
 use crate::kernel::thp::KnobGuard;
@@ -265,6 +268,12 @@ pub fn run_plan(
         mixed_exclusive(&mut ctx, guard, plan.strategy).context("scenario fork-mixed-exclusive")?;
         progress("scenario mid-folio-range");
         mid_folio(&mut ctx, guard, plan.strategy).context("scenario mid-folio-range")?;
+        progress("scenario shared-file-writenotify");
+        if let Some(why) =
+            shared_file(&mut ctx, plan.strategy).context("scenario shared-file-writenotify")?
+        {
+            out.skipped.push(format!("shared-file-writenotify: {why}"));
+        }
     }
     Ok(out)
 }
@@ -600,4 +609,105 @@ fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard, strategy: Strategy) -> an
         &splits,
     ));
     Ok(())
+}
+
+/// File systems whose shared mappings have `page_mkwrite` (write-notify).
+const PAGE_MKWRITE_FS: [&str; 4] = ["ext4", "xfs", "btrfs", "f2fs"];
+
+/// Scenario (b): a `MAP_SHARED` mapping of an ext4 file (see
+/// [`file`]): every page read-faulted (clean, read-only), pages 21 and
+/// 32-35 written (dirty, writable), mprotect RO then RW, re-touch. v6.17+
+/// makes a clean PTE writable when its batch's merged dirty bit is set;
+/// the rows' notes give v6.16's per-PTE answer. `Some(why)` when skipped.
+fn shared_file(ctx: &mut Ctx<'_>, strategy: Strategy) -> anyhow::Result<Option<String>> {
+    let dir = file::dir();
+    let fs = file::fs_type(&dir)?;
+    if !PAGE_MKWRITE_FS.contains(&fs) {
+        return Ok(Some(format!(
+            "{} is on {fs}, not a file system with page_mkwrite and large folios \
+             (set {} to a directory on ext4 or xfs)",
+            dir.display(),
+            file::DIR_ENV
+        )));
+    }
+    let f = SharedFile::create(&dir)
+        .with_context(|| format!("a shared file mapping in {}", dir.display()))?;
+    f.read_all();
+    let pages = file::PAGES as u64;
+    let asked = FolioSpec::Mthp(file::CHUNK as u64);
+    let l = layout::observe(f.addr(), f.region().len(), asked)?;
+    let mut key = RowKey {
+        workload: "mprotect-ro-rw".into(),
+        size_bytes: file::SIZE,
+        folio: asked.to_string(),
+        scenario: "shared-file-writenotify: read faults".into(),
+    };
+    let fp = match file::model_folio_pages(&l) {
+        Ok(fp) => fp,
+        Err(why) => {
+            let mut row = key.text_row(
+                "page-cache folios",
+                layout::summary(&l),
+                "whole aligned folios of one size".into(),
+            );
+            row.matches = false;
+            row.note = Some(format!("{why} ({})", f.fs));
+            ctx.rows.push(row);
+            return Ok(None);
+        }
+    };
+    let size = format_size(fp * PAGE_SIZE as u64);
+    key.folio = size.clone();
+    let mut row = key.text_row(
+        "page-cache folios",
+        layout::summary(&l),
+        format!("100% {size}"),
+    );
+    row.note = Some(format!(
+        "{} of {} written in {} chunks; the model uses the observed size",
+        format_size(file::SIZE),
+        f.fs,
+        format_size(file::CHUNK as u64)
+    ));
+    ctx.rows.push(row);
+    let dirty = file::dirty_pages();
+    f.write(&dirty);
+    let spec = shared_file_spec(fp, &dirty, ctx.soft_dirty);
+    let mut sim = Sim::new_file(strategy, &spec, spec.base, pages);
+    let mut v616 = Sim::new_file(Strategy::PerPte, &spec, spec.base, pages);
+    let splits = probe::split_stats();
+    let mut k = key.clone();
+    for (name, p) in [("PROT_READ", libc::PROT_READ), ("PROT_READ|PROT_WRITE", RW)] {
+        k = key.with_scenario(format!("shared-file-writenotify: mprotect({name})"));
+        ctx.mprotect_counted(&k, f.region(), &mut sim, 0, pages, p, None)?;
+        let old = v616.mprotect(0, pages, prot_of(p))?;
+        if let Some(row) = ctx.rows.last_mut() {
+            add_note(
+                row,
+                format!("v6.16 per-PTE: {}", render_flushes(&model_flush_set(&old))),
+            );
+        }
+    }
+    ctx.pagemap(&k, f.addr(), &sim)?;
+    ctx.retouch(
+        &key.with_scenario("shared-file-writenotify: re-touch after RW"),
+        f.addr(),
+        &mut sim,
+    );
+    let old = v616.retouch();
+    if let Some(row) = ctx.rows.last_mut() {
+        add_note(
+            row,
+            format!(
+                "dirty before mprotect: {}; v6.16 per-PTE faults: {}",
+                render_pages(&dirty),
+                render_pages(&old)
+            ),
+        );
+    }
+    ctx.rows.push(split_row(
+        &key.with_scenario("shared-file-writenotify: all calls"),
+        &splits,
+    ));
+    Ok(None)
 }
