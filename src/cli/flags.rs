@@ -83,6 +83,13 @@ pub struct MeasureOpts {
     /// 95% CI half-width of the median is under 1%).
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub time: String,
+    /// Blocks each cell's time budget is split into. Each block measures a
+    /// fresh instance of the cell, and a sweep interleaves the blocks of its
+    /// cells, so that host noise bursts and placement luck hit one block, not
+    /// the whole cell. Ignored with --iters (one block).
+    #[arg(long, default_value_t = crate::measure::runner::DEFAULT_BLOCKS,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub blocks: u32,
     /// Keep a cell whose observed folio layout differs from the request.
     #[arg(long)]
     pub allow_mismatch: bool,

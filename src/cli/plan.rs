@@ -148,6 +148,7 @@ pub fn kernel_plan(
                 allow_mismatch: opts.allow_mismatch,
                 verified,
                 count_flushes: !opts.no_flush_count,
+                blocks: opts.blocks,
                 pinned_cpu: pin,
             });
         }

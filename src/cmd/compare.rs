@@ -194,13 +194,23 @@ pub fn compare_runs_paired(
     fn samples(c: Option<&CellResult>) -> &[f64] {
         c.map_or(&[], |c| &c.ns_per_call.samples)
     }
+    // Samples per block: the bootstrap resamples blocks (fresh instances
+    // spread over time) before samples, so run-to-run noise widens the CI.
+    fn blocks(c: Option<&CellResult>) -> Vec<usize> {
+        c.map_or_else(Vec::new, |c| c.blocks.iter().map(|&n| n as usize).collect())
+    }
+    let block_sizes: Vec<(Vec<usize>, Vec<usize>)> =
+        pairs.iter().map(|&(x, y)| (blocks(x), blocks(y))).collect();
     let inputs: Vec<CellInput<'_>> = pairs
         .iter()
         .zip(&refusals)
-        .map(|(&(x, y), refuse)| CellInput {
+        .zip(&block_sizes)
+        .map(|((&(x, y), refuse), (ba, bb))| CellInput {
             a: samples(x),
             b: samples(y),
             refuse: refuse.as_ref(),
+            a_blocks: ba,
+            b_blocks: bb,
         })
         .collect();
     let results =

@@ -32,6 +32,7 @@ fn measure_opts(quick: bool) -> MeasureOpts {
         allow_unverified: false,
         neighbor: false,
         no_flush_count: false,
+        blocks: crate::measure::runner::DEFAULT_BLOCKS,
     }
 }
 

@@ -77,6 +77,11 @@ pub struct CellResult {
     pub vmas_before: u64,
     pub vmas_after: u64,
     pub ns_per_call: NsPerCall,
+    /// Samples per block, in measurement order (each block is a fresh
+    /// instance of the cell; see `runner::DEFAULT_BLOCKS`). Empty in results
+    /// stored before blocks existed: one block.
+    #[serde(default)]
+    pub blocks: Vec<u64>,
     /// Median ns per call divided by the pages one call covers.
     pub ns_per_page: f64,
     /// Calls timed in total, and per sample.

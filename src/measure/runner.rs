@@ -1,13 +1,18 @@
-//! The phases of one cell on the running kernel, in order:
+//! The phases of one block of a cell on the running kernel, in order (a cell
+//! is measured in `blocks` blocks, each a fresh instance; see
+//! [`DEFAULT_BLOCKS`]):
 //!
 //! 1. prepare: configure THP knobs for the folio spec (guarded), map each
 //!    region (aligned, isolated), populate, verify the layout;
 //! 2. warm up for `WARMUP` (first calls settle the page tables, e.g. the first
 //!    mprotect after population write-protects nothing yet);
-//! 3. calibrate: double the batch until one batch takes about `SAMPLE_TARGET`;
-//! 4. sample: batches until the 95% CI half-width of the median is under
-//!    `PRECISION` of the median, or the time budget is spent;
-//! 5. count TLB flushes in a separate pass (the tracepoint perturbs timing);
+//! 3. calibrate (first block): double the batch until one batch takes about
+//!    `SAMPLE_TARGET`;
+//! 4. sample: batches until the 95% CI half-width of the median over every
+//!    block so far is under `PRECISION` of the median, or the block's share
+//!    of the time budget is spent;
+//! 5. count TLB flushes in a separate pass (first block; the tracepoint
+//!    perturbs timing);
 //! 6. verify the layout again, count VMAs, tear down.
 //!
 //! The runner emits [`RunEvent`]s and never prints.
@@ -24,7 +29,7 @@ use crate::kernel::{layout, tlbtrace};
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Time spent warming up before calibration.
-const WARMUP: Duration = Duration::from_millis(100);
+const WARMUP: Duration = Duration::from_millis(50);
 /// Target duration of one sample (a batch of calls).
 const SAMPLE_TARGET: Duration = Duration::from_millis(10);
 /// Stop sampling once the CI half-width of the median is under this fraction.
@@ -58,6 +63,8 @@ pub struct CellPlan {
     /// Layout control and verification available (root).
     pub verified: bool,
     pub count_flushes: bool,
+    /// Blocks the time budget is split into (fresh instance each).
+    pub blocks: u32,
     pub pinned_cpu: Option<usize>,
 }
 
@@ -128,174 +135,304 @@ pub fn pin_process(cpu: usize) -> anyhow::Result<()> {
     Err(anyhow::Error::new(err).context("re-executing ptelab on the pinned CPU"))
 }
 
-/// Run one cell; one result per timed phase of the workload.
-pub fn run_cell(
-    plan: &CellPlan,
-    knobs: Option<&mut KnobGuard>,
-    reporter: &mut dyn Reporter,
-) -> anyhow::Result<Vec<CellResult>> {
-    let started = Instant::now();
-    let mut warnings = Vec::new();
-    reporter.event(RunEvent::Phase("prepare"));
-    if let Some(k) = knobs {
-        k.configure_for(plan.folio)?;
-    }
-    let mut regions = Vec::with_capacity(plan.regions as usize);
-    for _ in 0..plan.regions {
-        let mut r = Region::map(plan.size, plan.folio, plan.neighbor)?;
-        r.populate()?;
-        regions.push(r);
-    }
-    let layout = observe_all(&regions, plan)?;
-    if plan.verified && !layout.matches && !plan.allow_mismatch {
-        anyhow::bail!(
-            "{}\nThe cell was not measured; pass --allow-mismatch to measure it anyway.",
-            layout.mismatch.clone().unwrap_or_default()
-        );
-    }
-    if let Some(m) = &layout.mismatch {
-        if plan.verified {
-            warnings.push(format!("layout mismatch accepted: {m}"));
+/// Blocks a cell's time budget is split into by default. Each block measures
+/// a fresh instance of the cell (new regions, populated and verified again),
+/// and a sweep runs the blocks of its cells round-robin, so that a burst of
+/// host noise, or an unlucky placement of one region, touches one block of a
+/// cell instead of all of it. Measured on this VM: back-to-back single-block
+/// sweeps differed by up to 48% in one cell while their minima agreed to 0.6%
+/// in the others.
+pub const DEFAULT_BLOCKS: u32 = 5;
+/// Samples every block collects before the precision rule may end it.
+const MIN_BLOCK_SAMPLES: usize = 3;
+
+/// One block: the samples and observations of one instance of a cell.
+struct Block {
+    /// Per phase, ns per call of each sample.
+    samples: Vec<Vec<f64>>,
+    calls: u64,
+    layout: Layout,
+    layout_after: Layout,
+    vmas_before: u64,
+    vmas_after: u64,
+    flushes: Option<Vec<TlbFlushes>>,
+}
+
+/// A cell being measured block by block.
+pub struct CellRun {
+    plan: CellPlan,
+    started: Instant,
+    blocks: Vec<Block>,
+    /// Calls per sample, calibrated in the first block.
+    batch: Option<u64>,
+    phases: Vec<Option<&'static str>>,
+    pages: u64,
+    warnings: Vec<String>,
+}
+
+impl CellRun {
+    /// A cell with no block measured yet.
+    pub fn new(plan: CellPlan) -> CellRun {
+        CellRun {
+            plan,
+            started: Instant::now(),
+            blocks: Vec::new(),
+            batch: None,
+            phases: Vec::new(),
+            pages: 1,
+            warnings: Vec::new(),
         }
     }
-    let vmas_before = vma_total(&regions)?;
-    let mut op = ops::for_workload(plan.workload, regions)?;
-    let phases = op.phases();
-    let multiple = op.iteration_multiple();
 
-    reporter.event(RunEvent::Phase("warm-up"));
-    let t = Instant::now();
-    while t.elapsed() < WARMUP {
-        op.run(multiple)?;
+    /// The plan this cell runs.
+    pub fn plan(&self) -> &CellPlan {
+        &self.plan
     }
 
-    reporter.event(RunEvent::Phase("calibrate"));
-    let mut batch = multiple;
-    loop {
+    /// Blocks this cell is measured in (one for a fixed `--iters` budget).
+    pub fn blocks_planned(&self) -> u32 {
+        match self.plan.budget {
+            Budget::Iters(_) => 1,
+            Budget::Time(_) => self.plan.blocks.max(1),
+        }
+    }
+
+    /// Every planned block is measured.
+    pub fn finished(&self) -> bool {
+        self.blocks.len() as u32 >= self.blocks_planned()
+    }
+
+    /// Samples of `phase` over every block measured so far.
+    fn pooled(&self, phase: usize, current: &[f64]) -> Vec<f64> {
+        let mut v: Vec<f64> = self
+            .blocks
+            .iter()
+            .flat_map(|b| b.samples[phase].iter().copied())
+            .collect();
+        v.extend_from_slice(current);
+        v
+    }
+
+    /// Measure the next block: prepare a fresh instance, warm up, (calibrate),
+    /// sample its share of the budget, count flushes (first block), verify.
+    pub fn run_block(
+        &mut self,
+        knobs: Option<&mut KnobGuard>,
+        reporter: &mut dyn Reporter,
+    ) -> anyhow::Result<()> {
+        let plan = self.plan.clone();
+        let first = self.blocks.is_empty();
+        reporter.event(RunEvent::Phase("prepare"));
+        if let Some(k) = knobs {
+            k.configure_for(plan.folio)?;
+        }
+        let mut regions = Vec::with_capacity(plan.regions as usize);
+        for _ in 0..plan.regions {
+            let mut r = Region::map(plan.size, plan.folio, plan.neighbor)?;
+            r.populate()?;
+            regions.push(r);
+        }
+        let layout = observe_all(&regions, &plan)?;
+        if plan.verified && !layout.matches && !plan.allow_mismatch {
+            anyhow::bail!(
+                "{}\nThe cell was not measured; pass --allow-mismatch to measure it anyway.",
+                layout.mismatch.clone().unwrap_or_default()
+            );
+        }
+        if let (true, true, Some(m)) = (first, plan.verified, &layout.mismatch) {
+            self.warnings.push(format!("layout mismatch accepted: {m}"));
+        }
+        let vmas_before = vma_total(&regions)?;
+        let mut op = ops::for_workload(plan.workload, regions)?;
+        self.phases = op.phases();
+        let multiple = op.iteration_multiple();
+
+        reporter.event(RunEvent::Phase("warm-up"));
         let t = Instant::now();
-        op.run(batch)?;
-        let el = t.elapsed();
-        if el >= SAMPLE_TARGET / 4 || batch >= 1 << 30 {
-            let scale = SAMPLE_TARGET.as_secs_f64() / el.as_secs_f64().max(1e-9);
-            batch = ((batch as f64 * scale) as u64).max(multiple);
-            batch = batch.div_ceil(multiple) * multiple;
-            break;
+        while t.elapsed() < WARMUP {
+            op.run(multiple)?;
         }
-        batch *= 2;
-    }
-    if let Budget::Iters(n) = plan.budget {
-        batch = batch.min(n.max(multiple));
-    }
 
-    reporter.event(RunEvent::Phase("sample"));
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); phases.len()];
-    let mut calls = 0u64;
-    let mut iters_done = 0u64;
-    let t = Instant::now();
-    loop {
-        if interrupted() {
-            return Err(Interrupted.into());
-        }
-        let this = match plan.budget {
-            Budget::Iters(n) => {
-                let left = n.saturating_sub(iters_done);
-                if left == 0 {
+        let batch = match self.batch {
+            Some(b) => b,
+            None => {
+                reporter.event(RunEvent::Phase("calibrate"));
+                let mut batch = multiple;
+                loop {
+                    let t = Instant::now();
+                    op.run(batch)?;
+                    let el = t.elapsed();
+                    if el >= SAMPLE_TARGET / 4 || batch >= 1 << 30 {
+                        let scale = SAMPLE_TARGET.as_secs_f64() / el.as_secs_f64().max(1e-9);
+                        batch = ((batch as f64 * scale) as u64).max(multiple);
+                        batch = batch.div_ceil(multiple) * multiple;
+                        break;
+                    }
+                    batch *= 2;
+                }
+                if let Budget::Iters(n) = plan.budget {
+                    batch = batch.min(n.max(multiple));
+                }
+                self.batch = Some(batch);
+                batch
+            }
+        };
+
+        reporter.event(RunEvent::Phase("sample"));
+        let nphases = self.phases.len();
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); nphases];
+        let mut calls = 0u64;
+        let mut iters_done = 0u64;
+        let t = Instant::now();
+        loop {
+            if interrupted() {
+                return Err(Interrupted.into());
+            }
+            let this = match plan.budget {
+                Budget::Iters(n) => {
+                    let left = n.saturating_sub(iters_done);
+                    if left == 0 {
+                        break;
+                    }
+                    batch.min(left).div_ceil(multiple) * multiple
+                }
+                Budget::Time(_) => batch,
+            };
+            let times = op.run(this)?;
+            iters_done += this;
+            for (s, bt) in samples.iter_mut().zip(&times) {
+                s.push(bt.ns as f64 / bt.calls.max(1) as f64);
+            }
+            calls += times[0].calls;
+            let rel = (0..nphases)
+                .map(|p| relative_ci(&self.pooled(p, &samples[p])))
+                .fold(0.0, f64::max);
+            let pooled_n = self.pooled(0, &samples[0]).len();
+            reporter.event(RunEvent::Sample {
+                done: pooled_n,
+                rel_ci: rel,
+            });
+            if let Budget::Time(budget) = plan.budget {
+                let share = budget / self.blocks_planned();
+                let n = samples[0].len();
+                if n >= MIN_BLOCK_SAMPLES
+                    && ((pooled_n >= MIN_SAMPLES && rel < PRECISION) || pooled_n >= MAX_SAMPLES)
+                {
                     break;
                 }
-                batch.min(left).div_ceil(multiple) * multiple
+                // Slow cells (one call of several ms) still get a minimum.
+                if t.elapsed() >= share && (n >= MIN_BLOCK_SAMPLES || t.elapsed() >= share * 5) {
+                    break;
+                }
             }
-            Budget::Time(_) => batch,
+        }
+
+        let flushes = if first && plan.count_flushes {
+            reporter.event(RunEvent::Phase("count TLB flushes"));
+            Some(count_flushes(op.as_mut(), nphases)?)
+        } else {
+            None
         };
-        let times = op.run(this)?;
-        iters_done += this;
-        for (s, bt) in samples.iter_mut().zip(&times) {
-            s.push(bt.ns as f64 / bt.calls.max(1) as f64);
+
+        reporter.event(RunEvent::Phase("verify"));
+        let layout_after = observe_all(op.regions(), &plan)?;
+        if plan.verified && layout_after.histogram != layout.histogram {
+            self.warnings.push(format!(
+                "layout changed during block {}: before {}, after {}",
+                self.blocks.len() + 1,
+                layout::summary(&layout),
+                layout::summary(&layout_after)
+            ));
         }
-        calls += times[0].calls;
-        let rel = samples.iter().map(|s| relative_ci(s)).fold(0.0, f64::max);
-        reporter.event(RunEvent::Sample {
-            done: samples[0].len(),
-            rel_ci: rel,
+        let vmas_after = vma_total(op.regions())?;
+        self.pages = op.pages_per_call();
+        drop(op);
+        self.blocks.push(Block {
+            samples,
+            calls,
+            layout,
+            layout_after,
+            vmas_before,
+            vmas_after,
+            flushes,
         });
-        if let Budget::Time(budget) = plan.budget {
-            let n = samples[0].len();
-            if (n >= MIN_SAMPLES && rel < PRECISION) || n >= MAX_SAMPLES {
-                break;
-            }
-            if t.elapsed() >= budget {
-                if n < MIN_SAMPLES {
-                    // Slow cells (one call of several ms): still collect a minimum.
-                    if t.elapsed() < budget * 5 {
-                        continue;
-                    }
-                }
-                if rel >= PRECISION {
-                    warnings.push(format!(
-                        "time budget spent before the precision target: CI half-width {:.1}% of the median",
-                        rel * 100.0
-                    ));
-                }
-                break;
+        Ok(())
+    }
+
+    /// The cell's results (one per phase) from every block measured.
+    pub fn finish(mut self) -> Vec<CellResult> {
+        let plan = &self.plan;
+        let first = &self.blocks[0];
+        let last = self.blocks.last().expect("a finished cell has blocks");
+        for (k, b) in self.blocks.iter().enumerate().skip(1) {
+            if plan.verified && b.layout.histogram != first.layout.histogram {
+                self.warnings.push(format!(
+                    "block {} observed {} where block 1 observed {}",
+                    k + 1,
+                    layout::summary(&b.layout),
+                    layout::summary(&first.layout)
+                ));
             }
         }
-    }
-
-    let flushes: Vec<TlbFlushes> = if plan.count_flushes {
-        reporter.event(RunEvent::Phase("count TLB flushes"));
-        count_flushes(op.as_mut(), phases.len())?
-    } else {
-        vec![
-            TlbFlushes {
-                unavailable: Some("not counted (--no-flush-count)".into()),
-                ..Default::default()
+        let calls: u64 = self.blocks.iter().map(|b| b.calls).sum();
+        let block_sizes: Vec<u64> = self
+            .blocks
+            .iter()
+            .map(|b| b.samples[0].len() as u64)
+            .collect();
+        let flushes = first.flushes.clone().unwrap_or_else(|| {
+            let why = if plan.count_flushes {
+                "not counted"
+            } else {
+                "not counted (--no-flush-count)"
             };
-            phases.len()
-        ]
-    };
-
-    reporter.event(RunEvent::Phase("verify"));
-    let layout_after = observe_all(op.regions(), plan)?;
-    if plan.verified && layout_after.histogram != layout.histogram {
-        warnings.push(format!(
-            "layout changed during the timed phase: before {}, after {}",
-            layout::summary(&layout),
-            layout::summary(&layout_after)
-        ));
-    }
-    let vmas_after = vma_total(op.regions())?;
-    let pages = op.pages_per_call();
-    let elapsed_s = started.elapsed().as_secs_f64();
-    drop(op);
-
-    Ok(phases
-        .iter()
-        .zip(samples)
-        .zip(flushes)
-        .map(|((phase, s), tlb)| {
-            let ns = summarize(s);
-            CellResult {
+            vec![
+                TlbFlushes {
+                    unavailable: Some(why.into()),
+                    ..Default::default()
+                };
+                self.phases.len()
+            ]
+        });
+        let elapsed_s = self.started.elapsed().as_secs_f64();
+        let batch = self.batch.unwrap_or(1);
+        let mut out = Vec::with_capacity(self.phases.len());
+        for (p, phase) in self.phases.iter().enumerate() {
+            let pooled = self.pooled(p, &[]);
+            let rel = relative_ci(&pooled);
+            let mut warnings = self.warnings.clone();
+            if matches!(plan.budget, Budget::Time(_)) && rel >= PRECISION {
+                warnings.push(format!(
+                    "time budget spent before the precision target: CI half-width {:.1}% of the median",
+                    rel * 100.0
+                ));
+            }
+            let ns = summarize(pooled);
+            out.push(CellResult {
                 workload: plan.workload,
                 size_bytes: plan.size,
                 folio: plan.folio,
                 regions: plan.regions,
                 neighbor: plan.neighbor,
                 phase: phase.map(str::to_string),
-                layout: layout.clone(),
-                layout_after: Some(layout_after.clone()),
+                layout: first.layout.clone(),
+                layout_after: Some(last.layout_after.clone()),
                 verified: plan.verified,
-                vmas_before,
-                vmas_after,
-                ns_per_page: ns.median / pages as f64,
+                vmas_before: first.vmas_before,
+                vmas_after: last.vmas_after,
+                ns_per_page: ns.median / self.pages as f64,
                 ns_per_call: ns,
+                blocks: block_sizes.clone(),
                 calls,
                 calls_per_sample: batch * op_calls_per_iteration(plan),
                 pinned_cpu: plan.pinned_cpu,
-                tlb_flushes: tlb,
+                tlb_flushes: flushes[p].clone(),
                 elapsed_s,
-                warnings: warnings.clone(),
-            }
-        })
-        .collect())
+                warnings,
+            });
+        }
+        out
+    }
 }
 
 fn op_calls_per_iteration(plan: &CellPlan) -> u64 {

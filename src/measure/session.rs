@@ -90,7 +90,7 @@ pub fn run(
     let bar =
         ProgressBar::with_draw_target(Some(plan.cells.len() as u64), ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} cells, ETA {eta} {wide_msg}")
+        ProgressStyle::with_template("{bar:30} {pos}/{len} blocks, ETA {eta} {wide_msg}")
             .expect("static template"),
     );
     let mut progress = Progress {
@@ -101,21 +101,61 @@ pub fn run(
     let mut failed = Vec::new();
     let mut interrupted = false;
     let started = Instant::now();
-    for cell in &plan.cells {
-        if interrupted_flag.load(std::sync::atomic::Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        let name = format!(
-            "{} {} {}",
-            cell.workload,
-            format_size(cell.size),
-            cell.folio
-        );
-        progress.cell = name.clone();
-        match runner::run_cell(cell, guard.as_mut(), &mut progress) {
-            Ok(results) => {
-                for r in results {
+    // Blocks run round-robin over the cells: block 1 of every cell, then
+    // block 2, ... A cell is stored as soon as its last block is done.
+    let mut runs: Vec<Option<runner::CellRun>> = plan
+        .cells
+        .iter()
+        .map(|c| Some(runner::CellRun::new(c.clone())))
+        .collect();
+    let rounds = runs
+        .iter()
+        .flatten()
+        .map(|r| r.blocks_planned())
+        .max()
+        .unwrap_or(0);
+    let total_blocks: u64 = runs
+        .iter()
+        .flatten()
+        .map(|r| r.blocks_planned() as u64)
+        .sum();
+    progress.bar.set_length(total_blocks);
+    'rounds: for _ in 0..rounds {
+        for slot in runs.iter_mut() {
+            let Some(run) = slot.as_mut() else { continue };
+            if run.finished() {
+                continue;
+            }
+            if interrupted_flag.load(std::sync::atomic::Ordering::Relaxed) {
+                interrupted = true;
+                break 'rounds;
+            }
+            let cell = run.plan();
+            let name = format!(
+                "{} {} {}",
+                cell.workload,
+                format_size(cell.size),
+                cell.folio
+            );
+            progress.cell = name.clone();
+            match run.run_block(guard.as_mut(), &mut progress) {
+                Ok(()) => {}
+                Err(e) if e.is::<Interrupted>() => {
+                    interrupted = true;
+                    break 'rounds;
+                }
+                Err(e) => {
+                    let left = run.blocks_planned() as u64 - 1;
+                    failed.push((name, format!("{e:#}")));
+                    *slot = None;
+                    progress.bar.inc(1 + left);
+                    continue;
+                }
+            }
+            progress.bar.inc(1);
+            if run.finished() {
+                let run = slot.take().expect("checked above");
+                for r in run.finish() {
                     if let (Some(s), Some(id)) = (store, run_id) {
                         s.cell(id, &r)?;
                     }
@@ -130,13 +170,11 @@ pub fn run(
                     cells.push(r);
                 }
             }
-            Err(e) if e.is::<Interrupted>() => {
-                interrupted = true;
-                break;
-            }
-            Err(e) => failed.push((name, format!("{e:#}"))),
         }
-        progress.bar.inc(1);
+    }
+    let unfinished = runs.iter().flatten().count();
+    if interrupted && unfinished > 0 {
+        eprintln!("ptelab: {unfinished} partly measured cell(s) discarded");
     }
     progress.bar.finish_and_clear();
     if let Some(g) = guard.as_mut() {

@@ -147,6 +147,7 @@ pub(crate) mod tests {
                 samples: vec![median; 10],
             },
             ns_per_page: median / (size_kib / 4) as f64,
+            blocks: vec![],
             calls: 1000,
             calls_per_sample: 100,
             pinned_cpu: Some(1),

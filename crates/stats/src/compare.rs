@@ -21,7 +21,7 @@
 
 use std::fmt;
 
-use crate::bootstrap::{derive_seed, ratio_of_medians, BootstrapOpts, DEFAULT_RESAMPLES};
+use crate::bootstrap::{derive_seed, ratio_of_medians_blocked, BootstrapOpts, DEFAULT_RESAMPLES};
 use crate::holm::holm;
 use crate::mann_whitney::mann_whitney_u;
 use crate::{check_confidence, Error, Sample};
@@ -229,17 +229,20 @@ impl Estimate {
 /// Cost: dominated by the bootstrap, O(resamples · (n_A + n_B)).
 ///
 /// # Errors
-/// As [`ratio_of_medians`] (non-positive values, bad confidence or resamples).
+/// As [`crate::bootstrap::ratio_of_medians`] (non-positive values, bad confidence or resamples).
 pub fn estimate(
     a: &Sample,
     b: &Sample,
+    blocks: (&[usize], &[usize]),
     confidence: f64,
     resamples: usize,
     seed: u64,
 ) -> Result<Estimate, Error> {
-    let ci = ratio_of_medians(
+    let ci = ratio_of_medians_blocked(
         a,
+        blocks.0,
         b,
+        blocks.1,
         &BootstrapOpts {
             resamples,
             confidence,
@@ -284,6 +287,10 @@ pub struct CellInput<'a> {
     pub a: &'a [f64],
     /// Samples of B.
     pub b: &'a [f64],
+    /// Values per block of A, in order (empty: one block).
+    pub a_blocks: &'a [usize],
+    /// Values per block of B, in order (empty: one block).
+    pub b_blocks: &'a [usize],
     /// Set when the caller refuses a verdict for a reason of its own.
     pub refuse: Option<&'a NotComparable>,
 }
@@ -316,7 +323,14 @@ pub fn compare_grid(cells: &[CellInput<'_>], opts: &CompareOpts) -> Result<Vec<C
         let seed = derive_seed(opts.seed, i as u64);
         let samples = Sample::from_slice(cell.a).and_then(|a| Ok((a, Sample::from_slice(cell.b)?)));
         let (est, invalid) = match samples {
-            Ok((a, b)) => match estimate(&a, &b, opts.confidence, opts.resamples, seed) {
+            Ok((a, b)) => match estimate(
+                &a,
+                &b,
+                (cell.a_blocks, cell.b_blocks),
+                opts.confidence,
+                opts.resamples,
+                seed,
+            ) {
                 Ok(e) => (Some(e), None),
                 Err(e) => (None, Some(e.to_string())),
             },
@@ -395,9 +409,18 @@ mod tests {
     }
 
     fn run(a: &[f64], b: &[f64]) -> Comparison {
-        compare_grid(&[CellInput { a, b, refuse: None }], &opts())
-            .unwrap()
-            .remove(0)
+        compare_grid(
+            &[CellInput {
+                a,
+                b,
+                refuse: None,
+                a_blocks: &[],
+                b_blocks: &[],
+            }],
+            &opts(),
+        )
+        .unwrap()
+        .remove(0)
     }
 
     #[test]
@@ -445,16 +468,22 @@ mod tests {
                 a: &a,
                 b: &b,
                 refuse: None,
+                a_blocks: &[],
+                b_blocks: &[],
             },
             CellInput {
                 a: &a[..4],
                 b: &b,
                 refuse: None,
+                a_blocks: &[],
+                b_blocks: &[],
             },
             CellInput {
                 a: &a,
                 b: &b,
                 refuse: Some(&layouts),
+                a_blocks: &[],
+                b_blocks: &[],
             },
             CellInput {
                 a: &[],
@@ -462,6 +491,8 @@ mod tests {
                 refuse: Some(&NotComparable::Missing {
                     absent_from: Side::A,
                 }),
+                a_blocks: &[],
+                b_blocks: &[],
             },
         ];
         let r = compare_grid(&cells, &opts()).unwrap();
@@ -527,6 +558,8 @@ mod tests {
             a: &a,
             b: &a,
             refuse: None,
+            a_blocks: &[],
+            b_blocks: &[],
         }; 2];
         let x = compare_grid(&cells, &opts()).unwrap();
         let y = compare_grid(&cells, &opts()).unwrap();
@@ -592,7 +625,13 @@ mod tests {
                 .collect();
             let input: Vec<CellInput> = data
                 .iter()
-                .map(|(a, b)| CellInput { a, b, refuse: None })
+                .map(|(a, b)| CellInput {
+                    a,
+                    b,
+                    refuse: None,
+                    a_blocks: &[],
+                    b_blocks: &[],
+                })
                 .collect();
             let r = compare_grid(&input, &opts).unwrap();
             flagged += usize::from(r.iter().any(|c| is_flag(&c.verdict)));
