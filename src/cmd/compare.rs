@@ -231,7 +231,7 @@ pub fn compare_runs_paired(
             confidence: opts.confidence,
             resamples: opts.resamples,
             seed: hex(opts.seed),
-            test: "mann-whitney-u (normal approximation, tie and continuity corrected)".into(),
+            test: "mann-whitney-u on block medians (samples when a side has fewer than 3 blocks); normal approximation, tie and continuity corrected".into(),
             correction: "holm".into(),
             family,
             alpha: opts.alpha,

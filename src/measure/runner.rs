@@ -142,7 +142,7 @@ pub fn pin_process(cpu: usize) -> anyhow::Result<()> {
 /// cell instead of all of it. Measured on this VM: back-to-back single-block
 /// sweeps differed by up to 48% in one cell while their minima agreed to 0.6%
 /// in the others.
-pub const DEFAULT_BLOCKS: u32 = 5;
+pub const DEFAULT_BLOCKS: u32 = 10;
 /// Samples every block collects before the precision rule may end it.
 const MIN_BLOCK_SAMPLES: usize = 3;
 

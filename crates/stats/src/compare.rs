@@ -249,7 +249,14 @@ pub fn estimate(
             seed,
         },
     )?;
-    let mw = mann_whitney_u(a, b);
+    // The rank test runs on the experimental units: with at least
+    // `MIN_TEST_BLOCKS` blocks a side, the block medians (samples within a
+    // block are pseudo-replicates of one instance, Hurlbert 1984); otherwise
+    // the samples themselves.
+    let mw = match (block_medians(a, blocks.0), block_medians(b, blocks.1)) {
+        (Some(ma), Some(mb)) => mann_whitney_u(&ma, &mb),
+        _ => mann_whitney_u(a, b),
+    };
     Ok(Estimate {
         median_a: a.median(),
         median_b: b.median(),
@@ -293,6 +300,29 @@ pub struct CellInput<'a> {
     pub b_blocks: &'a [usize],
     /// Set when the caller refuses a verdict for a reason of its own.
     pub refuse: Option<&'a NotComparable>,
+}
+
+/// Fewest blocks a side needs before the rank test runs on block medians.
+pub const MIN_TEST_BLOCKS: usize = 3;
+
+/// Medians of the blocks of `s` (consecutive runs of `sizes` values), when
+/// `sizes` partitions `s` into at least [`MIN_TEST_BLOCKS`] blocks.
+fn block_medians(s: &Sample, sizes: &[usize]) -> Option<Sample> {
+    if sizes.len() < MIN_TEST_BLOCKS || sizes.iter().sum::<usize>() != s.len() || sizes.contains(&0)
+    {
+        return None;
+    }
+    let mut start = 0;
+    let medians = sizes
+        .iter()
+        .map(|&n| {
+            let m = Sample::from_slice(&s.values()[start..start + n])
+                .map_or(s.values()[start], |b| b.median());
+            start += n;
+            m
+        })
+        .collect();
+    Sample::new(medians).ok()
 }
 
 /// The comparison of one cell.
@@ -379,6 +409,27 @@ pub fn compare_grid(cells: &[CellInput<'_>], opts: &CompareOpts) -> Result<Vec<C
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn rank_test_uses_block_medians() {
+        // Ten blocks a side; within-block spread is tiny, so pooled samples
+        // look wildly significant, but the blocks of A and B interleave.
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for k in 0..10 {
+            let (la, lb) = (
+                100.0 + (k % 2) as f64 * 30.0,
+                100.0 + ((k + 1) % 3 == 0) as u8 as f64 * 30.0,
+            );
+            a.extend((0..20).map(|i| la + (i % 3) as f64 * 0.01));
+            b.extend((0..20).map(|i| lb + (i % 3) as f64 * 0.01));
+        }
+        let (sa, sb) = (Sample::new(a).unwrap(), Sample::new(b).unwrap());
+        let pooled = estimate(&sa, &sb, (&[], &[]), 0.95, 500, 1).unwrap();
+        let blocked = estimate(&sa, &sb, (&[20; 10], &[20; 10]), 0.95, 500, 1).unwrap();
+        assert!(pooled.p_value < 0.01, "{}", pooled.p_value);
+        assert!(blocked.p_value > 0.05, "{}", blocked.p_value);
+    }
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
