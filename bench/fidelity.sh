@@ -25,10 +25,13 @@ run_ptelab() { # size [extra] -> median ns/call
     "$PTELAB" bench mprotect-toggle --size "$1" --folio 4K --pin "$CPU" --no-store --no-flush-count --json "${@:2}" \
         | python3 -c 'import json,sys; print(json.load(sys.stdin)["ns_per_call"]["median"])'
 }
-median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
-
-printf '%-8s %-10s %12s %12s %8s\n' size_kib placement seed_ns ptelab_ns diff%
-for spec in "4000 4000 isolated" "40000 400 isolated" "4 400000 neighbor" "40 100000 neighbor"; do
+# Per round: seed then ptelab, back to back, so slow host drift hits both;
+# the figure is the median over rounds of the per-round ratio ptelab/seed,
+# with the interquartile range of those ratios.
+SPECS=${SPECS:-"4000 4000 isolated;40000 400 isolated;4 400000 neighbor;40 100000 neighbor"}
+printf '%-8s %-10s %12s %12s %9s %16s\n' size_kib placement seed_ns ptelab_ns ratio-1 IQR
+IFS=';' read -ra specs <<<"$SPECS"
+for spec in "${specs[@]}"; do
     read -r kib iters placement <<<"$spec"
     extra=()
     [ "$placement" = neighbor ] && extra=(--neighbor)
@@ -37,6 +40,14 @@ for spec in "4000 4000 isolated" "40000 400 isolated" "4 400000 neighbor" "40 10
         s+=("$(run_seed "$kib" "$iters")")
         p+=("$(run_ptelab "${kib}K" "${extra[@]}")")
     done
-    ms=$(median "${s[@]}"); mp=$(median "${p[@]}")
-    python3 -c "print(f'{$kib:<8} {\"$placement\":<10} {$ms:12.0f} {$mp:12.0f} {100*($mp-$ms)/$ms:+7.1f}%')"
+    python3 - "$kib" "$placement" "${s[*]}" "${p[*]}" <<'PY'
+import statistics as st, sys
+kib, placement = sys.argv[1], sys.argv[2]
+s = [float(x) for x in sys.argv[3].split()]
+p = [float(x) for x in sys.argv[4].split()]
+r = sorted(b / a for a, b in zip(s, p))
+q = st.quantiles(r, n=4) if len(r) >= 4 else [r[0], st.median(r), r[-1]]
+print(f"{kib:<8} {placement:<10} {st.median(s):12.0f} {st.median(p):12.0f} {100*(st.median(r)-1):+8.1f}% "
+      f"[{100*(q[0]-1):+.1f}%, {100*(q[2]-1):+.1f}%]")
+PY
 done
