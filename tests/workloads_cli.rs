@@ -1,10 +1,11 @@
 //! `ptelab bench mremap-move` and `ptelab bench reclaim` end to end on the
 //! running kernel: layouts verified, TLB flushes per mremap call, the reclaim
-//! method reported, and nothing left behind (cgroups, THP knobs).
+//! method reported, and nothing left behind (cgroups, THP knobs, swapfiles).
 //!
 //! Tests that need root say why they skip.
 
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
@@ -59,6 +60,36 @@ fn ptelab_cgroups() -> Vec<String> {
         }
     }
     found
+}
+
+/// Reclaim tests that compare cgroups or swap areas before and after run one
+/// at a time (another one's ptelab would add its own meanwhile).
+static RECLAIM: Mutex<()> = Mutex::new(());
+
+fn reclaim_serial() -> MutexGuard<'static, ()> {
+    RECLAIM.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Active swap areas made by ptelab (/proc/swaps).
+fn ptelab_swaps() -> Vec<String> {
+    std::fs::read_to_string("/proc/swaps")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("ptelab-swap-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Swapfile recovery records in /run/lock.
+fn swap_records() -> Vec<String> {
+    std::fs::read_dir("/run/lock")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("ptelab.swap."))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[test]
@@ -135,6 +166,7 @@ fn reclaim_reports_its_method_and_leaves_nothing_behind() {
     if !is_root() {
         return skip("reclaim needs root (memory cgroup, layout verification)");
     }
+    let _serial = reclaim_serial();
     let _knobs = crate::common::knob_watch();
     let knobs = knob_snapshot();
     let before = ptelab_cgroups();
@@ -183,6 +215,7 @@ fn reclaim_pageout_method_can_be_forced() {
     if !is_root() {
         return skip("reclaim layout verification needs root");
     }
+    let _serial = reclaim_serial();
     let before = ptelab_cgroups();
     let doc = match bench(
         &[
@@ -212,4 +245,137 @@ fn reclaim_unknown_method_fails_the_cell_with_a_message() {
     .map(|d| d.to_string())
     .unwrap_or_else(|e| e);
     assert!(err.contains("PTELAB_RECLAIM_METHOD"), "{err}");
+}
+
+#[test]
+fn anon_reclaim_swaps_64k_folios_to_a_temporary_swapfile_and_removes_it() {
+    if !is_root() {
+        return skip("anonymous reclaim needs root (swapon, memory cgroup)");
+    }
+    let Ok(dir) = tempfile::tempdir_in("/var/tmp") else {
+        return skip("no writable /var/tmp");
+    };
+    let _serial = reclaim_serial();
+    let _knobs = crate::common::knob_watch();
+    let knobs = knob_snapshot();
+    let cgroups = ptelab_cgroups();
+    assert!(ptelab_swaps().is_empty(), "{:?}", ptelab_swaps());
+    let res = bench(
+        &[
+            "reclaim",
+            "--size",
+            "8M",
+            "--folio",
+            "64K",
+            "--time",
+            "400ms",
+            "--blocks",
+            "2",
+            "--swapfile",
+            "256M",
+        ],
+        &[("PTELAB_RECLAIM_DIR", dir.path().to_str().unwrap())],
+    );
+    // Nothing left behind, whatever happened.
+    assert_eq!(knob_snapshot(), knobs, "THP knobs changed by anon reclaim");
+    assert!(
+        ptelab_swaps().is_empty(),
+        "swap left active: {:?}",
+        ptelab_swaps()
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(
+        left.is_empty(),
+        "files left in the swapfile directory: {left:?}"
+    );
+    assert!(
+        swap_records().is_empty(),
+        "records left: {:?}",
+        swap_records()
+    );
+    let after = ptelab_cgroups();
+    assert!(
+        after.iter().all(|c| cgroups.contains(c)),
+        "cgroups left behind: {after:?}"
+    );
+    let doc = match res {
+        Ok(d) => d,
+        Err(e) if e.contains("not offered") || e.contains("cannot hold an active swapfile") => {
+            return skip(&format!("anon reclaim unavailable here: {e}"))
+        }
+        Err(e) => panic!("anon reclaim failed: {e}"),
+    };
+    let c = &cells(&doc)[0];
+    let label = c["phase"].as_str().expect("method label");
+    let words: Vec<&str> = label.split(' ').collect();
+    assert!(
+        ["memcg-v2-reclaim", "memcg-v1-limit", "madv-pageout"].contains(&words[0]),
+        "{label}"
+    );
+    assert_eq!(words.get(1), Some(&"anon"), "{label}");
+    assert!(
+        words.last().unwrap().starts_with("swpout-"),
+        "no split verdict in {label}"
+    );
+    assert_eq!(c["layout"]["matches"], true, "{c:#}");
+    let ns = c["ns_per_call"]["median"].as_f64().unwrap();
+    assert!(ns > 0.0);
+    // Pages per call: those whose PTE became a swap entry (target: 80%).
+    let pages = ns / c["ns_per_page"].as_f64().unwrap();
+    assert!(
+        pages > 0.5 * 2048.0 && pages <= 2048.5,
+        "{pages} pages per call"
+    );
+}
+
+#[test]
+fn anon_reclaim_without_swapfile_is_refused_naming_the_option() {
+    let out = ptelab()
+        .args([
+            "bench",
+            "reclaim",
+            "--size",
+            "4M",
+            "--iters",
+            "1",
+            "--no-store",
+        ])
+        .env("PTELAB_RECLAIM_MEMORY", "anon")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--swapfile"), "{err}");
+    // Too small for the region.
+    let out = ptelab()
+        .args([
+            "bench",
+            "reclaim",
+            "--size",
+            "8M",
+            "--iters",
+            "1",
+            "--no-store",
+            "--swapfile",
+            "4M",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot hold") && err.contains("8M"), "{err}");
+    // Other workloads take no swapfile.
+    let out = ptelab()
+        .args([
+            "bench",
+            "mprotect-toggle",
+            "--iters",
+            "1",
+            "--no-store",
+            "--swapfile",
+            "64M",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 }

@@ -103,6 +103,13 @@ pub struct MeasureOpts {
     /// Skip the TLB-flush counting pass.
     #[arg(long)]
     pub no_flush_count: bool,
+    /// reclaim: swap the anonymous region out to a temporary swapfile of SIZE
+    /// (e.g. 256M; made in $PTELAB_RECLAIM_DIR, default /var/tmp, for each
+    /// block, then swapped off and removed; a killed run's swapfile is
+    /// removed by the next ptelab). Without it reclaim drops page-cache
+    /// folios; PTELAB_RECLAIM_MEMORY=anon|file states the kind explicitly.
+    #[arg(long, value_name = "SIZE")]
+    pub swapfile: Option<String>,
 }
 
 #[derive(Debug, Args)]

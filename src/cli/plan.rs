@@ -102,6 +102,8 @@ pub fn kernel_plan(
             fmt(limit / opts.regions as u64 / 4096 * 4096)
         );
     }
+    let swapfile = swapfile_plan(workload, max_size.saturating_mul(opts.regions as u64), opts)?;
+    crate::measure::reclaim::set_swapfile(swapfile);
     let verified = match layout::verification_available() {
         Ok(()) if is_root() => true,
         Ok(()) => false,
@@ -158,6 +160,49 @@ pub fn kernel_plan(
         verified,
         pin,
     })
+}
+
+/// `--swapfile`: the size in bytes, checked against the workload, the
+/// memory kind (`PTELAB_RECLAIM_MEMORY`), the bytes the cells may swap out
+/// (`need`) and the disk; swapfiles left by killed runs are recovered first.
+fn swapfile_plan(
+    workload: WorkloadKind,
+    need: u64,
+    opts: &MeasureOpts,
+) -> anyhow::Result<Option<u64>> {
+    use crate::measure::reclaim::{self, Memory};
+    if is_root() {
+        for m in crate::kernel::swap::recover_stale() {
+            eprintln!("{m}");
+        }
+    }
+    let bytes = match &opts.swapfile {
+        Some(t) => Some(crate::workload::size::parse_size(t)?),
+        None => None,
+    };
+    if workload != WorkloadKind::Reclaim {
+        if bytes.is_some() {
+            bail_usage!("--swapfile is only used by the reclaim workload (anonymous reclaim)");
+        }
+        return Ok(None);
+    }
+    let memory = reclaim::memory_from_env(bytes.is_some()).map_err(|e| usage(format!("{e:#}")))?;
+    let (Memory::Anon, Some(b)) = (memory, bytes) else {
+        return Ok(None);
+    };
+    if b < need {
+        bail_usage!(
+            "--swapfile {} cannot hold the {} of anonymous memory a cell may swap out \
+             (largest size x {} region(s)); pass --swapfile {} or more",
+            fmt(b),
+            fmt(need),
+            opts.regions,
+            fmt(need.next_multiple_of(1 << 20))
+        );
+    }
+    crate::kernel::swap::check_dir(&reclaim::reclaim_dir(), b)
+        .map_err(|e| usage(format!("{e:#}")))?;
+    Ok(Some(b))
 }
 
 fn fmt(b: u64) -> String {

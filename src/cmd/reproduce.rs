@@ -33,6 +33,7 @@ fn measure_opts(quick: bool) -> MeasureOpts {
         neighbor: false,
         no_flush_count: false,
         blocks: crate::measure::runner::DEFAULT_BLOCKS,
+        swapfile: None,
     }
 }
 

@@ -9,6 +9,9 @@
 //! moves (v1 `tasks`); page-cache folios are charged to the memcg of the task
 //! that allocates them, so the thread's file I/O lands in the child.
 //!
+//! Settings of the child (`memory.swappiness` for anonymous reclaim) are
+//! written with [`ChildCgroup::write`]; they go with the directory.
+//!
 //! The child is `<mount>/ptelab-<pid>`. On drop the thread (or process) is
 //! moved back to the cgroup it came from, then the directory is removed.
 
@@ -199,6 +202,13 @@ impl ChildCgroup {
             .custom_flags(libc::O_CLOEXEC)
             .open(&p)
             .with_context(|| format!("opening {}", p.display()))
+    }
+
+    /// Write `value` to the child's control file `name` (untimed settings
+    /// such as `memory.swappiness`).
+    pub fn write(&self, name: &str, value: &str) -> anyhow::Result<()> {
+        let p = self.dir.join(name);
+        write_file(&p, value).with_context(|| format!("writing {value} to {}", p.display()))
     }
 
     /// Leave (move back home) and remove the child. Idempotent.

@@ -6,5 +6,6 @@ pub mod host;
 pub mod layout;
 pub mod region;
 pub mod signals;
+pub mod swap;
 pub mod thp;
 pub mod tlbtrace;

@@ -7,9 +7,12 @@
 //! -> `folio_referenced` -> `folio_referenced_one`, whose young-bit clearing
 //! the 2026 series batches per large folio (KERNEL-SPEC §7.1, §7.4).
 //!
-//! Why file-backed: anonymous folios cannot be reclaimed without swap (and a
-//! temporary swapfile is out of scope here), while clean page-cache folios
-//! are simply dropped. The folios come from a temporary file (`O_TMPFILE`, so
+//! Two kinds of memory (`PTELAB_RECLAIM_MEMORY=file|anon`; `anon` is the
+//! default when `--swapfile SIZE` is given, `file` otherwise):
+//!
+//! **file** (default): this machine has no swap, so anonymous folios cannot
+//! be reclaimed, while clean page-cache folios are simply dropped. The folios
+//! come from a temporary file (`O_TMPFILE`, so
 //! nothing is left behind even after SIGKILL) in `$PTELAB_RECLAIM_DIR`
 //! (default /var/tmp) written with one `pwrite` per folio-sized chunk: on a
 //! filesystem with large-folio support (ext4 and xfs on 6.x) the page cache
@@ -18,6 +21,28 @@
 //! post-sampling verification observes the file folios), and every page is
 //! read so that every PTE is young. The anonymous memory the runner populated
 //! is released by that mapping; its verified layout is the "before" layout.
+//!
+//! **anon** (`--swapfile SIZE`, opt-in): the runner's own anonymous region,
+//! populated with the requested folio layout and verified, is swapped out to
+//! a temporary swapfile of SIZE ([`crate::kernel::swap::SwapFile`]: created
+//! in `$PTELAB_RECLAIM_DIR` per block, swapped off and removed after, and by
+//! the next ptelab if this one is killed). The measuring thread enters the
+//! child memcg first and the region is refaulted there (charges do not move
+//! with a task), with `memory.swappiness` 100 in a v1 child. Before every
+//! iteration (untimed) the region is zapped (`MADV_DONTNEED`, which frees the
+//! swap slots) and written again, so each reclaim call finds fresh folios of
+//! the requested size: swapping the old ones back in by touching them would
+//! give order-0 folios (the kernel swaps in large folios only from
+//! `SWP_SYNCHRONOUS_IO` devices such as zram, not from a swapfile), and the
+//! next call would reclaim a different layout. Reclaimed pages are counted in
+//! `/proc/self/pagemap` (pages whose PTE became a swap entry, bit 62).
+//! Whether large folios are split on the way out is read from the mTHP
+//! counters of the folio size (`hugepages-<N>kB/stats/swpout`,
+//! `swpout_fallback`, `split`) around one untimed probe reclaim when the op is
+//! built, and shown in the phase label: `swpout-whole` (swapped out as large
+//! folios), `swpout-split` (split first: no contiguous swap slots or no
+//! large-folio swap-out on this device), `swpout-mixed`, `swpout-unseen`.
+//! Label example: `memcg-v1-limit anon ext4 swpout-whole`.
 //!
 //! Methods, in order of preference (the chosen one is the phase label, with
 //! the filesystem type, e.g. `memcg-v1-limit ext4`):
@@ -41,7 +66,8 @@
 //! Only the reclaim call is timed; ns per reclaimed page divides by the pages
 //! `mincore` saw leave the page cache, not by the target.
 //!
-//! Cleanup: mappings, files and the cgroup (thread moved home first) are
+//! Cleanup: mappings, files, the cgroup (thread moved home first) and the
+//! swapfile (after the mappings, so no swap entry is left in it) are
 //! released by `Drop` on success, error, panic and interrupt (the runner turns
 //! SIGINT into an error between samples).
 
@@ -57,6 +83,7 @@ use super::ops::{BatchTime, KernelOp};
 use crate::kernel::cgroup::{self, ChildCgroup, Memcg};
 use crate::kernel::layout;
 use crate::kernel::region::{madvise, Region, PAGE_SIZE};
+use crate::kernel::swap::{SwapFile, SwapoutStats};
 use crate::workload::FolioSpec;
 
 /// Share of the populated file pages each call asks to reclaim (the seed's
@@ -124,6 +151,62 @@ pub fn choose(memcg: Option<&Memcg>, root: bool, forced: Option<Method>) -> anyh
     Ok(m)
 }
 
+/// What is reclaimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// Clean page-cache folios of a temporary file (dropped, no swap needed).
+    File,
+    /// The runner's anonymous region, swapped out to a temporary swapfile.
+    Anon,
+}
+
+/// The memory kind: `PTELAB_RECLAIM_MEMORY` (`file` or `anon`), else `anon`
+/// when a swapfile was asked for, else `file`. Anonymous reclaim without
+/// `--swapfile` is refused.
+pub fn memory_from_env(swapfile: bool) -> anyhow::Result<Memory> {
+    let memory = match std::env::var("PTELAB_RECLAIM_MEMORY").ok().as_deref() {
+        None | Some("") if swapfile => Memory::Anon,
+        None | Some("") => Memory::File,
+        Some("file") => Memory::File,
+        Some("anon") => Memory::Anon,
+        Some(other) => bail!("PTELAB_RECLAIM_MEMORY={other:?}: expected file or anon"),
+    };
+    if memory == Memory::Anon && !swapfile {
+        bail!(
+            "anonymous reclaim needs swap, and ptelab does not use the machine's own: pass \
+             --swapfile SIZE (e.g. --swapfile 256M) for a temporary swapfile in \
+             $PTELAB_RECLAIM_DIR (default /var/tmp), swapped off and removed after the run"
+        );
+    }
+    if memory == Memory::File && swapfile {
+        bail!(
+            "--swapfile is for anonymous reclaim, but PTELAB_RECLAIM_MEMORY=file asks for \
+             page-cache reclaim, which needs no swap; drop one of them"
+        );
+    }
+    Ok(memory)
+}
+
+/// The `--swapfile` size of this run, set by the plan stage (the op is built
+/// by the runner from the workload alone).
+static SWAPFILE: std::sync::Mutex<Option<u64>> = std::sync::Mutex::new(None);
+
+/// Record the `--swapfile` size (bytes) for the reclaim ops of this run.
+pub fn set_swapfile(bytes: Option<u64>) {
+    *SWAPFILE.lock().unwrap_or_else(|e| e.into_inner()) = bytes;
+}
+
+fn swapfile() -> Option<u64> {
+    *SWAPFILE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The directory of reclaim files and swapfiles.
+pub fn reclaim_dir() -> PathBuf {
+    std::env::var_os("PTELAB_RECLAIM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp"))
+}
+
 /// Name of a filesystem magic from statfs(2).
 pub fn fs_name(magic: i64) -> &'static str {
     match magic {
@@ -140,7 +223,7 @@ pub fn fs_name(magic: i64) -> &'static str {
     }
 }
 
-fn statfs_magic(dir: &Path) -> anyhow::Result<i64> {
+pub(crate) fn statfs_magic(dir: &Path) -> anyhow::Result<i64> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
     // SAFETY: a zeroed statfs is a valid out-parameter; c is NUL-terminated.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -204,11 +287,33 @@ struct Backing {
     chunk: usize,
 }
 
+/// Present and swapped pages of `[addr, addr+len)` by /proc/self/pagemap
+/// (bits 63 and 62; readable without root, which only hides PFNs).
+fn pagemap_counts(addr: *mut u8, len: usize) -> anyhow::Result<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    let pages = len / PAGE_SIZE;
+    let mut buf = vec![0u8; pages * 8];
+    let f = File::open("/proc/self/pagemap").context("opening /proc/self/pagemap")?;
+    f.read_exact_at(&mut buf, (addr as u64 / PAGE_SIZE as u64) * 8)
+        .context("reading /proc/self/pagemap")?;
+    let (mut present, mut swapped) = (0, 0);
+    for e in buf.chunks_exact(8) {
+        let v = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
+        present += v >> 63;
+        swapped += (v >> 62) & 1;
+    }
+    Ok((present, swapped))
+}
+
 /// The reclaim workload.
 pub struct Reclaim {
-    /// The runner's regions, their ranges now `MAP_SHARED` file mappings.
+    /// The runner's regions: file mode, their ranges now `MAP_SHARED` file
+    /// mappings; anon mode, the runner's anonymous memory.
     regions: Vec<Region>,
     files: Vec<Backing>,
+    memory: Memory,
+    /// Anon mode: the swapfile the region is swapped out to.
+    swap: Option<SwapFile>,
     method: Method,
     cg: Option<ChildCgroup>,
     /// memory.limit_in_bytes (v1) or memory.reclaim (v2), open.
@@ -222,13 +327,15 @@ pub struct Reclaim {
 }
 
 impl Reclaim {
-    /// Replace the runner's regions by file mappings and set up the method.
+    /// Set up the method and the memory: file mode replaces the runner's
+    /// regions by file mappings; anon mode makes the swapfile and refaults
+    /// the regions in the cgroup.
     pub fn new(regions: Vec<Region>) -> anyhow::Result<Reclaim> {
-        let dir = std::env::var_os("PTELAB_RECLAIM_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        let dir = reclaim_dir();
+        let swap_bytes = swapfile();
+        let memory = memory_from_env(swap_bytes.is_some())?;
         let fs = fs_name(statfs_magic(&dir)?);
-        if matches!(fs, "tmpfs" | "ramfs") && swap_total_kb() == 0 {
+        if memory == Memory::File && matches!(fs, "tmpfs" | "ramfs") && swap_total_kb() == 0 {
             bail!(
                 "{} is on {fs}, whose pages are swap-backed or unevictable, and this machine \
                  has no swap: nothing there can be reclaimed (MADV_PAGEOUT and memcg reclaim \
@@ -245,10 +352,19 @@ impl Reclaim {
         let root = unsafe { libc::geteuid() } == 0;
         let memcg = cgroup::detect();
         let method = choose(memcg.as_ref(), root, forced)?;
-        let label: &'static str = Box::leak(format!("{} {fs}", method.name()).into_boxed_str());
+        let swap = match (memory, swap_bytes) {
+            (Memory::Anon, Some(b)) => Some(SwapFile::create(&dir, b)?),
+            _ => None,
+        };
+        let label: &'static str = Box::leak(match memory {
+            Memory::File => format!("{} {fs}", method.name()).into_boxed_str(),
+            Memory::Anon => format!("{} anon {fs}", method.name()).into_boxed_str(),
+        });
         let mut op = Reclaim {
             regions,
             files: Vec::new(),
+            memory,
+            swap,
             method,
             cg: None,
             control: None,
@@ -267,7 +383,19 @@ impl Reclaim {
                 "memory.reclaim"
             };
             op.control = Some(cg.control(name)?);
+            if memory == Memory::Anon && method == Method::MemcgV1Limit {
+                // A child inherits its parent's swappiness, and 0 would keep
+                // memcg reclaim off anonymous memory altogether.
+                cg.write("memory.swappiness", "100")?;
+            }
             op.cg = Some(cg);
+        }
+        if memory == Memory::Anon {
+            // Refault in the cgroup (charges stay where they were made).
+            op.populate()?;
+            op.check_layout()?;
+            op.probe_split()?;
+            return Ok(op);
         }
         for r in &op.regions {
             let file =
@@ -287,7 +415,29 @@ impl Reclaim {
         Ok(op)
     }
 
-    /// The folios in the page cache must be the requested ones.
+    /// One untimed reclaim of large anonymous folios around which the mTHP
+    /// swap-out counters are read: were the folios split on the way out? The
+    /// verdict joins the phase label.
+    fn probe_split(&mut self) -> anyhow::Result<()> {
+        let spec = match self.regions.first() {
+            Some(r) if r.spec() != FolioSpec::Base => r.spec(),
+            _ => return Ok(()),
+        };
+        let Some(before) = SwapoutStats::read(spec.folio_bytes()) else {
+            return Ok(());
+        };
+        self.reclaim_once()?;
+        self.ready = false;
+        let Some(after) = SwapoutStats::read(spec.folio_bytes()) else {
+            return Ok(());
+        };
+        let verdict = after.since(before).verdict();
+        self.label = Box::leak(format!("{} {verdict}", self.label).into_boxed_str());
+        self.populate()
+    }
+
+    /// The folios (page cache, or anonymous after a refault) must be the
+    /// requested ones.
     fn check_layout(&self) -> anyhow::Result<()> {
         if layout::verification_available().is_err() {
             return Ok(());
@@ -295,6 +445,14 @@ impl Reclaim {
         for r in &self.regions {
             let l = layout::observe(r.addr(), r.len(), r.spec())?;
             let (want, _) = layout::expected(r.spec(), r.len() as u64);
+            if l.histogram != want && self.memory == Memory::Anon {
+                bail!(
+                    "the anonymous region refaulted in the reclaim cgroup did not get {} folios: \
+                     observed {}",
+                    r.spec(),
+                    layout::summary(&l)
+                );
+            }
             if l.histogram != want {
                 bail!(
                     "the page cache of this {} file did not get {} folios: observed {} \
@@ -312,6 +470,9 @@ impl Reclaim {
     /// Bring every file to "written in folio-sized chunks, clean, mapped,
     /// every PTE young, fully resident" (untimed).
     fn populate(&mut self) -> anyhow::Result<()> {
+        if self.memory == Memory::Anon {
+            return self.refill();
+        }
         for attempt in 0..3 {
             for (r, b) in self.regions.iter().zip(&self.files) {
                 write_clean(b, r.len())?;
@@ -337,7 +498,34 @@ impl Reclaim {
         unreachable!()
     }
 
+    /// Anon mode: zap the region (freeing its swap slots) and fault it in
+    /// again with writes, so it holds fresh folios of the requested size, all
+    /// present (untimed).
+    fn refill(&mut self) -> anyhow::Result<()> {
+        for r in &mut self.regions {
+            madvise(r.addr(), r.len(), libc::MADV_DONTNEED, "MADV_DONTNEED")?;
+            r.populate()?;
+            let (present, _) = pagemap_counts(r.addr(), r.len())?;
+            let want = (r.len() / PAGE_SIZE) as u64;
+            if present != want {
+                bail!("only {present} of {want} anonymous pages are present after the refault");
+            }
+        }
+        self.ready = true;
+        Ok(())
+    }
+
+    /// Pages still to be reclaimed: resident in the page cache (file), or
+    /// not yet replaced by a swap entry (anon).
     fn resident(&self) -> anyhow::Result<u64> {
+        if self.memory == Memory::Anon {
+            let mut left = 0;
+            for r in &self.regions {
+                let (_, swapped) = pagemap_counts(r.addr(), r.len())?;
+                left += (r.len() / PAGE_SIZE) as u64 - swapped;
+            }
+            return Ok(left);
+        }
         self.regions
             .iter()
             .map(|r| resident_pages(r.addr(), r.len()))
@@ -373,6 +561,15 @@ impl Reclaim {
                 if matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EINTR)) {
                     // SIGINT/SIGTERM arrived while the kernel reclaimed.
                     return Err(super::runner::Interrupted.into());
+                }
+                if self.memory == Memory::Anon
+                    && matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EBUSY))
+                {
+                    // The retries ran out before the usage fell under the
+                    // limit (swap writeback is slower than dropping clean
+                    // page cache); pagemap says how much was reclaimed.
+                    unlimit.context("restoring memory.limit_in_bytes to unlimited")?;
+                    return Ok((ns, 1));
                 }
                 r.context("lowering memory.limit_in_bytes (reclaim)")?;
                 unlimit.context("restoring memory.limit_in_bytes to unlimited")?;
@@ -480,6 +677,12 @@ impl KernelOp for Reclaim {
             self.reclaimed += before.saturating_sub(after);
             self.calls += c;
         }
+        if iterations > 0 {
+            // Leave the start state again (untimed; the next iteration would
+            // do it anyway), so the runner's verification after sampling
+            // sees the layout that was reclaimed, not what reclaim left.
+            self.populate()?;
+        }
         Ok(vec![BatchTime { ns, calls }])
     }
 
@@ -526,6 +729,8 @@ impl Drop for Reclaim {
                 eprintln!("ptelab: warning: reclaim cleanup: {e:#}");
             }
         }
+        // Last: the mappings holding swap entries are gone, swapoff is quick.
+        drop(self.swap.take());
     }
 }
 
