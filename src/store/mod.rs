@@ -213,10 +213,33 @@ impl Store {
 
     fn configure(&self) -> rusqlite::Result<()> {
         self.conn.busy_timeout(BUSY_TIMEOUT)?;
-        // journal_mode answers with a row; WAL persists in the file.
-        let _mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        // journal_mode answers with a row; WAL persists in the file. Switching
+        // to WAL needs an exclusive lock and SQLite answers BUSY at once
+        // (without the busy handler) while another connection switches it
+        // too, as happens when several ptelab processes create one database:
+        // skip it when already WAL, retry it otherwise.
+        let started = std::time::Instant::now();
+        loop {
+            let mode: String = self
+                .conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+            if mode.eq_ignore_ascii_case("wal") {
+                break;
+            }
+            match self
+                .conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            {
+                Ok(_) => break,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(e),
+            }
+        }
         // NORMAL is safe in WAL mode: a crashed process loses nothing
         // committed; only a power cut may lose the last transactions.
         self.conn.pragma_update(None, "synchronous", "NORMAL")?;
