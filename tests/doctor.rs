@@ -150,6 +150,12 @@ fn doctor_changes_no_knob_and_leaves_tracefs_as_found() {
     let (knobs, tracefs) = (knob_snapshot(), mounts());
     ptelab().arg("doctor").assert().success();
     assert_eq!(knob_snapshot(), knobs);
+    // Other tests' ptelab processes mount tracefs for a moment to read the
+    // tracepoint's id and format; wait for the count to settle.
+    let t = std::time::Instant::now();
+    while mounts() != tracefs && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert_eq!(mounts(), tracefs);
 }
 

@@ -38,7 +38,7 @@ fn sigkill_mid_sweep_keeps_finished_cells() {
             "--folios",
             "64K,4K",
         ])
-        .args(["--time", "500ms", "--db", db.path()])
+        .args(["--time", "500ms", "--blocks", "1", "--db", db.path()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -197,6 +197,11 @@ impl CellRun {
         }
     }
 
+    /// Blocks measured so far.
+    pub fn blocks_done(&self) -> u32 {
+        self.blocks.len() as u32
+    }
+
     /// Every planned block is measured.
     pub fn finished(&self) -> bool {
         self.blocks.len() as u32 >= self.blocks_planned()

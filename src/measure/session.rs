@@ -172,9 +172,23 @@ pub fn run(
             }
         }
     }
-    let unfinished = runs.iter().flatten().count();
-    if interrupted && unfinished > 0 {
-        eprintln!("ptelab: {unfinished} partly measured cell(s) discarded");
+    // An interrupted sweep keeps what it measured: cells with at least one
+    // block are stored with the blocks they have, and say so.
+    if interrupted {
+        for run in runs.iter_mut().filter_map(Option::take) {
+            if run.blocks_done() == 0 {
+                continue;
+            }
+            let (done, planned) = (run.blocks_done(), run.blocks_planned());
+            for mut r in run.finish() {
+                r.warnings
+                    .push(format!("interrupted: {done} of {planned} blocks measured"));
+                if let (Some(s), Some(id)) = (store, run_id) {
+                    s.cell(id, &r)?;
+                }
+                cells.push(r);
+            }
+        }
     }
     progress.bar.finish_and_clear();
     if let Some(g) = guard.as_mut() {
