@@ -33,6 +33,10 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("ptelab: error: {err:#}");
+            // Whatever failed after SIGINT/SIGTERM failed because of it.
+            if kernel::thp::interrupted().load(std::sync::atomic::Ordering::Relaxed) {
+                return ExitCode::from(130);
+            }
             ExitCode::from(if error::is_usage(&err) { 2 } else { 1 })
         }
     }

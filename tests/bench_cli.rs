@@ -220,8 +220,21 @@ fn sigint_mid_sweep_restores_knobs_and_keeps_finished_cells() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Let a few cells finish (64K knobs are set by now), then interrupt.
-    std::thread::sleep(Duration::from_millis(3500));
+    // Wait until the sweep holds the knob lock and has begun its run (other
+    // tests may hold the lock for a while), let it measure, then interrupt.
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(120) {
+        let out = ptelab()
+            .args(["runs", "--json", "--db", db.path()])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if v["runs"].as_array().is_some_and(|r| !r.is_empty()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

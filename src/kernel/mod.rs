@@ -2,6 +2,7 @@
 //! regions with a requested folio layout, layout verification, perf.
 
 pub mod cgroup;
+pub mod files;
 pub mod host;
 pub mod layout;
 pub mod region;

@@ -247,28 +247,9 @@ fn swap_total_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// An unnamed temporary file in `dir` (or a named one unlinked at once).
+/// An unnamed temporary file in `dir` that cannot outlive ptelab.
 fn temp_file(dir: &Path) -> anyhow::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-        .mode(0o600)
-        .open(dir);
-    if let Ok(f) = tmp {
-        return Ok(f);
-    }
-    let path = dir.join(format!("ptelab-reclaim-{}", std::process::id()));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    std::fs::remove_file(&path).with_context(|| format!("unlinking {}", path.display()))?;
-    Ok(f)
+    crate::kernel::files::unlinked_temp_file(dir, "reclaim")
 }
 
 /// Resident pages of `[addr, addr+len)` by mincore(2).
