@@ -18,7 +18,6 @@
 //! size, and `fdatasync`ed so they are clean before they are mapped.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -126,22 +125,7 @@ impl SharedFile {
         file.sync_data().context("fdatasync of the file")?;
         let region =
             Region::map_with_room(SIZE, FolioSpec::Mthp(CHUNK as u64), 0, PMD_SIZE as usize)?;
-        // SAFETY: replaces the region's own anonymous mapping (owned by
-        // `region`, which unmaps the range on drop) by a shared mapping of
-        // our file, same length.
-        let p = unsafe {
-            libc::mmap(
-                region.addr().cast(),
-                region.len(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error()).context("mmap of the file");
-        }
+        region.map_shared_file(&file).context("mapping the file")?;
         // Keep file THPs off the PMD path (the model is PTE-level).
         madvise(
             region.addr(),

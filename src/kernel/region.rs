@@ -262,6 +262,30 @@ impl Region {
         )
     }
 
+    /// Replace the region's anonymous memory by a `MAP_SHARED` mapping of
+    /// `file` (offset 0, same length, read-write). The region still unmaps
+    /// the range on drop.
+    pub fn map_shared_file(&self, file: &std::fs::File) -> anyhow::Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: MAP_FIXED over the range this region owns; nothing
+        // references the anonymous memory it replaces.
+        let p = unsafe {
+            libc::mmap(
+                self.addr.cast(),
+                self.len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error())
+                .context("mmap(MAP_SHARED | MAP_FIXED) of a file over a region");
+        }
+        Ok(())
+    }
+
     /// First byte of the region.
     pub fn addr(&self) -> *mut u8 {
         self.addr

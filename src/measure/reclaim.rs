@@ -73,7 +73,6 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -580,21 +579,8 @@ impl Reclaim {
 
 /// `mmap(MAP_SHARED | MAP_FIXED)` of `file` over the region's range.
 fn map_file_over(r: &Region, file: &File) -> anyhow::Result<()> {
-    // SAFETY: replaces the region's own anonymous mapping (owned by `r`, which
-    // unmaps the range on drop) by a shared mapping of our file, same length.
-    let p = unsafe {
-        libc::mmap(
-            r.addr().cast(),
-            r.len(),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_FIXED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error()).context("mmap of the reclaim file");
-    }
+    r.map_shared_file(file)
+        .context("mapping the reclaim file")?;
     // PMD-mapping file THPs would take them off the PTE path; 2M-pte asks for
     // PTE-mapped PMD-sized folios.
     let advice = match r.spec() {

@@ -148,8 +148,10 @@ const MIN_BLOCK_SAMPLES: usize = 3;
 
 /// One block: the samples and observations of one instance of a cell.
 struct Block {
-    /// Per phase, ns per call of each sample.
-    samples: Vec<Vec<f64>>,
+    /// Samples taken (per phase; every phase gets one per batch).
+    samples: u64,
+    /// Wall time of the block, setup included.
+    elapsed: Duration,
     calls: u64,
     layout: Layout,
     layout_after: Layout,
@@ -161,7 +163,8 @@ struct Block {
 /// A cell being measured block by block.
 pub struct CellRun {
     plan: CellPlan,
-    started: Instant,
+    /// Per phase, every sample of every block so far, in order.
+    pooled: Vec<Vec<f64>>,
     blocks: Vec<Block>,
     /// Calls per sample, calibrated in the first block.
     batch: Option<u64>,
@@ -175,7 +178,7 @@ impl CellRun {
     pub fn new(plan: CellPlan) -> CellRun {
         CellRun {
             plan,
-            started: Instant::now(),
+            pooled: Vec::new(),
             blocks: Vec::new(),
             batch: None,
             phases: Vec::new(),
@@ -207,17 +210,6 @@ impl CellRun {
         self.blocks.len() as u32 >= self.blocks_planned()
     }
 
-    /// Samples of `phase` over every block measured so far.
-    fn pooled(&self, phase: usize, current: &[f64]) -> Vec<f64> {
-        let mut v: Vec<f64> = self
-            .blocks
-            .iter()
-            .flat_map(|b| b.samples[phase].iter().copied())
-            .collect();
-        v.extend_from_slice(current);
-        v
-    }
-
     /// Measure the next block: prepare a fresh instance, warm up, (calibrate),
     /// sample its share of the budget, count flushes (first block), verify.
     pub fn run_block(
@@ -225,6 +217,7 @@ impl CellRun {
         knobs: Option<&mut KnobGuard>,
         reporter: &mut dyn Reporter,
     ) -> anyhow::Result<()> {
+        let block_started = Instant::now();
         let plan = self.plan.clone();
         let first = self.blocks.is_empty();
         reporter.event(RunEvent::Phase("prepare"));
@@ -285,7 +278,9 @@ impl CellRun {
 
         reporter.event(RunEvent::Phase("sample"));
         let nphases = self.phases.len();
-        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); nphases];
+        self.pooled.resize(nphases, Vec::new());
+        let mut n = 0usize;
+        let mut rel = f64::INFINITY;
         let mut calls = 0u64;
         let mut iters_done = 0u64;
         let t = Instant::now();
@@ -305,21 +300,27 @@ impl CellRun {
             };
             let times = op.run(this)?;
             iters_done += this;
-            for (s, bt) in samples.iter_mut().zip(&times) {
+            for (s, bt) in self.pooled.iter_mut().zip(&times) {
                 s.push(bt.ns as f64 / bt.calls.max(1) as f64);
             }
+            n += 1;
             calls += times[0].calls;
-            let rel = (0..nphases)
-                .map(|p| relative_ci(&self.pooled(p, &samples[p])))
-                .fold(0.0, f64::max);
-            let pooled_n = self.pooled(0, &samples[0]).len();
+            let pooled_n = self.pooled[0].len();
+            // The CI sorts every sample so far: re-evaluate it each time the
+            // pool has grown by about 5%, not after every batch.
+            if pooled_n < 100 || pooled_n.is_multiple_of(pooled_n / 20) {
+                rel = self
+                    .pooled
+                    .iter()
+                    .map(|s| relative_ci(s))
+                    .fold(0.0, f64::max);
+            }
             reporter.event(RunEvent::Sample {
                 done: pooled_n,
                 rel_ci: rel,
             });
             if let Budget::Time(budget) = plan.budget {
                 let share = budget / self.blocks_planned();
-                let n = samples[0].len();
                 if n >= MIN_BLOCK_SAMPLES
                     && ((pooled_n >= MIN_SAMPLES && rel < PRECISION) || pooled_n >= MAX_SAMPLES)
                 {
@@ -353,7 +354,8 @@ impl CellRun {
         self.pages = op.pages_per_call();
         drop(op);
         self.blocks.push(Block {
-            samples,
+            samples: n as u64,
+            elapsed: block_started.elapsed(),
             calls,
             layout,
             layout_after,
@@ -380,11 +382,7 @@ impl CellRun {
             }
         }
         let calls: u64 = self.blocks.iter().map(|b| b.calls).sum();
-        let block_sizes: Vec<u64> = self
-            .blocks
-            .iter()
-            .map(|b| b.samples[0].len() as u64)
-            .collect();
+        let block_sizes: Vec<u64> = self.blocks.iter().map(|b| b.samples).collect();
         let flushes = first.flushes.clone().unwrap_or_else(|| {
             let why = if plan.count_flushes {
                 "not counted"
@@ -399,11 +397,16 @@ impl CellRun {
                 self.phases.len()
             ]
         });
-        let elapsed_s = self.started.elapsed().as_secs_f64();
+        let elapsed_s = self
+            .blocks
+            .iter()
+            .map(|b| b.elapsed)
+            .sum::<Duration>()
+            .as_secs_f64();
         let batch = self.batch.unwrap_or(1);
         let mut out = Vec::with_capacity(self.phases.len());
         for (p, phase) in self.phases.iter().enumerate() {
-            let pooled = self.pooled(p, &[]);
+            let pooled = std::mem::take(&mut self.pooled[p]);
             let rel = relative_ci(&pooled);
             let mut warnings = self.warnings.clone();
             if matches!(plan.budget, Budget::Time(_)) && rel >= PRECISION {
@@ -511,11 +514,9 @@ fn count_flushes(op: &mut dyn KernelOp, nphases: usize) -> anyhow::Result<Vec<Tl
 
 /// Relative half-width of the 95% CI of the median (infinite below 6 samples).
 fn relative_ci(samples: &[f64]) -> f64 {
-    let s = summarize(samples.to_vec());
-    if s.median <= 0.0 || !s.ci_low.is_finite() {
-        return f64::INFINITY;
-    }
-    (s.ci_high - s.ci_low) / 2.0 / s.median
+    ptelab_stats::Sample::from_slice(samples)
+        .and_then(|s| ptelab_stats::median_ci::median_ci(&s, 0.95))
+        .map_or(f64::INFINITY, |ci| ci.relative_half_width())
 }
 
 /// Median, its 95% CI, min, mean of per-call samples.
