@@ -12,16 +12,28 @@ FOLIOS=${3:-4K,64K}
 cargo build --release -q
 P=$PWD/target/release/ptelab
 DB=$(mktemp -d)/aa.db
+# Each pair is compared twice: as `compare` does by default (same kernel:
+# corrected for machine drift with the kernel-speed probe) and raw
+# (--normalize none), so one run gives both figures.
 flagged=0
+flagged_raw=0
+summary() { # normalize -> "reg imp same nc drift%"
+    "$P" compare latest~1 latest --db "$DB" --json --normalize "$1" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s, p = d["summary"], d["drift"]
+drift = 100 * (p["probe_b_ns"] / p["probe_a_ns"] - 1) if p["probe_a_ns"] and p["probe_b_ns"] else float("nan")
+print(s["regressions"], s["improvements"], s["no_change"], s["not_comparable"], f"{drift:+.1f}")'
+}
 for i in $(seq "$REPS"); do
     "$P" sweep mprotect-toggle --sizes "$SIZES" --folios "$FOLIOS" --time 1s --db "$DB" >/dev/null 2>&1
     "$P" sweep mprotect-toggle --sizes "$SIZES" --folios "$FOLIOS" --time 1s --db "$DB" >/dev/null 2>&1
-    s=$("$P" compare latest~1 latest --db "$DB" --json | python3 -c '
-import json, sys
-d = json.load(sys.stdin)["summary"]
-print(d["regressions"], d["improvements"], d["no_change"], d["not_comparable"])')
-    read -r reg imp same nc <<<"$s"
+    read -r reg imp same nc drift <<<"$(summary auto)"
+    read -r rreg rimp _ _ _ <<<"$(summary none)"
     [ $((reg + imp)) -gt 0 ] && flagged=$((flagged + 1))
-    echo "repetition $i: $reg regressions, $imp improvements, $same no change, $nc not comparable"
+    [ $((rreg + rimp)) -gt 0 ] && flagged_raw=$((flagged_raw + 1))
+    echo "repetition $i: $reg regressions, $imp improvements, $same no change, $nc not comparable" \
+        "(probe drift ${drift}%; raw: $rreg regressions, $rimp improvements)"
 done
-echo "A/A: $((REPS - flagged)) of $REPS repetitions flagged no cell"
+echo "A/A: $((REPS - flagged)) of $REPS repetitions flagged no cell" \
+    "(raw, --normalize none: $((REPS - flagged_raw)) of $REPS)"

@@ -225,6 +225,18 @@ pub struct ShowArgs {
     pub out: OutputOpts,
 }
 
+/// `compare --normalize`: when to divide machine drift out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Normalize {
+    /// When both runs ran the same kernel release on the same machine (on
+    /// different kernels the probe's own syscall path may have changed).
+    Auto,
+    /// Always, when both runs recorded the probe.
+    Probe,
+    /// Never: compare raw times.
+    None,
+}
+
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Baseline run: id, `latest`, `latest~N`, or a tag (the newest run carrying it).
@@ -252,6 +264,12 @@ pub struct CompareArgs {
     /// requested layout.
     #[arg(long)]
     pub across_folios: bool,
+    /// Correct each cell for machine drift between the runs with the
+    /// kernel-speed probe every block records (ns per getppid): `auto` when
+    /// both runs ran the same kernel release on the same machine, `probe`
+    /// always, `none` never. See docs/statistics.md, "Machine drift".
+    #[arg(long, value_enum, default_value_t = Normalize::Auto)]
+    pub normalize: Normalize,
     /// Exit 1 when any cell regressed.
     #[arg(long)]
     pub fail_on_regression: bool,

@@ -11,12 +11,14 @@ use ptelab_stats::compare::{
 };
 
 use crate::bail_usage;
-use crate::cli::flags::CompareArgs;
+use crate::cli::flags::{CompareArgs, Normalize};
 use crate::error::usage;
 use crate::kernel::layout;
+use crate::measure::probe;
 use crate::measure::result::CellResult;
 use crate::report::compare::{
-    render, CompareRow, CompareView, Format, Method, RunRef, SideView, Summary, VerdictKind, SCHEMA,
+    render, CompareRow, CompareView, Drift, Format, Method, RunRef, SideView, Summary, VerdictKind,
+    SCHEMA,
 };
 use crate::store::{Store, StoredRun};
 
@@ -48,7 +50,15 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open_existing(&args.out.db)?;
     let a = store.load_run(&args.a)?;
     let b = store.load_run(&args.b)?;
-    let view = compare_runs_paired(&args.a, &a, &args.b, &b, &opts, args.across_folios)?;
+    let view = compare_runs_paired(
+        &args.a,
+        &a,
+        &args.b,
+        &b,
+        &opts,
+        args.across_folios,
+        args.normalize,
+    )?;
 
     let mut out = std::io::stdout().lock();
     out.write_all(render(&view, format).as_bytes())?;
@@ -122,8 +132,9 @@ fn layout_refusal(a: &CellResult, b: &CellResult, across_folios: bool) -> Option
     None
 }
 
-/// Pair the kernel cells of two runs and compare them. Pure apart from the
-/// bootstrap's CPU time.
+/// Pair the kernel cells of two runs and compare them, correcting for machine
+/// drift when `--normalize auto` would. Pure apart from the bootstrap's CPU
+/// time.
 pub fn compare_runs(
     name_a: &str,
     a: &StoredRun,
@@ -131,11 +142,52 @@ pub fn compare_runs(
     b: &StoredRun,
     opts: &CompareOpts,
 ) -> anyhow::Result<CompareView> {
-    compare_runs_paired(name_a, a, name_b, b, opts, false)
+    compare_runs_paired(name_a, a, name_b, b, opts, false, Normalize::Auto)
+}
+
+/// Whether to correct for machine drift between `a` and `b`, and why.
+fn drift_plan(a: &StoredRun, b: &StoredRun, mode: Normalize) -> Drift {
+    let probe_a = probe::run_probe_ns(a.kernel_cells());
+    let probe_b = probe::run_probe_ns(b.kernel_cells());
+    let (corrected, why) = match (probe_a, probe_b, mode) {
+        (_, _, Normalize::None) => (false, "--normalize none".to_string()),
+        (None, _, _) | (_, None, _) => {
+            let old = if probe_a.is_none() { a } else { b };
+            (
+                false,
+                format!(
+                    "run {} was measured before ptelab recorded the probe",
+                    old.run.id
+                ),
+            )
+        }
+        (_, _, Normalize::Probe) => (true, "--normalize probe".to_string()),
+        (_, _, Normalize::Auto) if a.run.kernel_release != b.run.kernel_release => (
+            false,
+            "the runs ran different kernels, whose syscall paths may differ; \
+             --normalize probe corrects it"
+                .to_string(),
+        ),
+        (_, _, Normalize::Auto) if a.run.machine_id != b.run.machine_id => (
+            false,
+            "the runs ran on different machines; --normalize probe corrects it".to_string(),
+        ),
+        (_, _, Normalize::Auto) => (
+            true,
+            "same kernel, same machine; --normalize none turns it off".to_string(),
+        ),
+    };
+    Drift {
+        probe_a_ns: probe_a,
+        probe_b_ns: probe_b,
+        corrected,
+        why,
+    }
 }
 
 /// [`compare_runs`], optionally pairing cells that differ only in their folio
-/// layout (`--across-folios`: "what does 64K buy over 4K on this kernel?").
+/// layout (`--across-folios`: "what does 64K buy over 4K on this kernel?"),
+/// with an explicit machine-drift rule.
 pub fn compare_runs_paired(
     name_a: &str,
     a: &StoredRun,
@@ -143,6 +195,7 @@ pub fn compare_runs_paired(
     b: &StoredRun,
     opts: &CompareOpts,
     across_folios: bool,
+    normalize: Normalize,
 ) -> anyhow::Result<CompareView> {
     let cells_a: Vec<&CellResult> = a.kernel_cells().collect();
     let cells_b: Vec<&CellResult> = b.kernel_cells().collect();
@@ -191,6 +244,15 @@ pub fn compare_runs_paired(
             }),
         })
         .collect();
+    // With drift correction, each cell is adjusted by its blocks' probes
+    // (a pair is adjusted only when both cells have a probe per block).
+    let drift = drift_plan(a, b, normalize);
+    fn probes(c: Option<&CellResult>, on: bool) -> &[f64] {
+        match c {
+            Some(c) if on => &c.probe_ns,
+            _ => &[],
+        }
+    }
     fn samples(c: Option<&CellResult>) -> &[f64] {
         c.map_or(&[], |c| &c.ns_per_call.samples)
     }
@@ -211,6 +273,8 @@ pub fn compare_runs_paired(
             refuse: refuse.as_ref(),
             a_blocks: ba,
             b_blocks: bb,
+            a_cov: probes(x, drift.corrected),
+            b_cov: probes(y, drift.corrected),
         })
         .collect();
     let results =
@@ -238,6 +302,7 @@ pub fn compare_runs_paired(
             noise: opts.noise,
             min_samples: opts.min_samples,
         },
+        drift,
         summary: Summary::of(&rows),
         rows,
     })
@@ -289,6 +354,11 @@ fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison) -> Compar
         a: side(a),
         b: side(b),
         ratio: est.map(|e| e.ratio),
+        ratio_raw: match (a, b, est.and_then(|e| e.drift_slope)) {
+            (Some(x), Some(y), Some(_)) => Some(y.ns_per_call.median / x.ns_per_call.median),
+            _ => None,
+        },
+        drift_slope: est.and_then(|e| e.drift_slope),
         ci_low: est.map(|e| e.ci_low),
         ci_high: est.map(|e| e.ci_high),
         p_value: est.map(|e| e.p_value),
@@ -355,11 +425,11 @@ mod tests {
         let v = compare_runs("1", &a, "2", &b, &opts()).unwrap();
         assert_eq!(v.summary.not_comparable, 2);
         // Across folios they pair, and 64K is an improvement over 4K.
-        let v = compare_runs_paired("1", &a, "2", &b, &opts(), true).unwrap();
+        let v = compare_runs_paired("1", &a, "2", &b, &opts(), true, Normalize::Auto).unwrap();
         assert_eq!(v.summary.improvements, 1, "{v:?}");
         assert_eq!(v.rows[0].folio, "4K vs 64K");
         // Reversed, it is a regression.
-        let v = compare_runs_paired("2", &b, "1", &a, &opts(), true).unwrap();
+        let v = compare_runs_paired("2", &b, "1", &a, &opts(), true, Normalize::Auto).unwrap();
         assert_eq!(v.summary.regressions, 1);
     }
 

@@ -147,10 +147,7 @@ const SPAN_GAP: u64 = 64;
 /// buffer, so each lone PFN (order-0 pages come from the allocator in no
 /// particular order) made the kernel snapshot 1024 pages: 2 of the 3.7 s of
 /// a one-block 40 MiB order-0 cell were spent there (perf, this VM).
-fn read_flags(
-    kpf: &File,
-    pfns: &[Option<u64>],
-) -> anyhow::Result<Vec<Option<PhysicalPageFlags>>> {
+fn read_flags(kpf: &File, pfns: &[Option<u64>]) -> anyhow::Result<Vec<Option<PhysicalPageFlags>>> {
     let mut order: Vec<(u64, usize)> = pfns
         .iter()
         .enumerate()

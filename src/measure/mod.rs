@@ -3,6 +3,7 @@
 
 pub mod mremap;
 pub mod ops;
+pub mod probe;
 pub mod reclaim;
 pub mod result;
 pub mod runner;

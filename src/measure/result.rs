@@ -82,6 +82,12 @@ pub struct CellResult {
     /// stored before blocks existed: one block.
     #[serde(default)]
     pub blocks: Vec<u64>,
+    /// The kernel-speed probe of each block, in order: ns per getppid(2),
+    /// the median of the probes taken between the block's timed batches
+    /// (see `measure::probe`). `ptelab compare` divides machine drift out
+    /// with it. Empty in results stored before the probe existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_ns: Vec<f64>,
     /// Median ns per call divided by the pages one call covers.
     pub ns_per_page: f64,
     /// Calls timed in total, and per sample.

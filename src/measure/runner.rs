@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::ops::{self, KernelOp};
+use super::probe;
 use super::result::{CellResult, Layout, NsPerCall, TlbFlushes};
 use crate::kernel::region::Region;
 use crate::kernel::thp::KnobGuard;
@@ -158,6 +159,8 @@ struct Block {
     vmas_before: u64,
     vmas_after: u64,
     flushes: Option<Vec<TlbFlushes>>,
+    /// Median kernel-speed probe over the block (ns per getppid).
+    probe_ns: f64,
 }
 
 /// A cell being measured block by block.
@@ -283,6 +286,9 @@ impl CellRun {
         let mut rel = f64::INFINITY;
         let mut calls = 0u64;
         let mut iters_done = 0u64;
+        // The probe runs before the first batch and after every batch, so
+        // it sees the machine in the state the batches saw.
+        let mut probes = vec![probe::probe_ns()];
         let t = Instant::now();
         loop {
             if interrupted() {
@@ -299,6 +305,7 @@ impl CellRun {
                 Budget::Time(_) => batch,
             };
             let times = op.run(this)?;
+            probes.push(probe::probe_ns());
             iters_done += this;
             for (s, bt) in self.pooled.iter_mut().zip(&times) {
                 s.push(bt.ns as f64 / bt.calls.max(1) as f64);
@@ -362,6 +369,7 @@ impl CellRun {
             vmas_before,
             vmas_after,
             flushes,
+            probe_ns: ptelab_stats::sample::median_in_place(&mut probes),
         });
         Ok(())
     }
@@ -431,6 +439,7 @@ impl CellRun {
                 ns_per_page: ns.median / self.pages as f64,
                 ns_per_call: ns,
                 blocks: block_sizes.clone(),
+                probe_ns: self.blocks.iter().map(|b| b.probe_ns).collect(),
                 calls,
                 calls_per_sample: batch * op_calls_per_iteration(plan),
                 pinned_cpu: plan.pinned_cpu,

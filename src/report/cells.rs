@@ -148,6 +148,7 @@ pub(crate) mod tests {
             },
             ns_per_page: median / (size_kib / 4) as f64,
             blocks: vec![],
+            probe_ns: vec![],
             calls: 1000,
             calls_per_sample: 100,
             pinned_cpu: Some(1),

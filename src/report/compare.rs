@@ -17,10 +17,15 @@
 //!   samples.
 //! - `rows`: one per cell key ([`CompareRow`]): the key fields, each side's
 //!   median/sample count/layout (`null` when the cell is missing there),
-//!   `ratio` = median B / median A with `ci_low`/`ci_high`, the raw and
+//!   `ratio` = median B / median A with `ci_low`/`ci_high` (corrected for
+//!   machine drift when `drift.corrected`; then `ratio_raw` is the
+//!   uncorrected ratio), the raw and
 //!   Holm-adjusted p-values, the cell's bootstrap seed, and `verdict` (one of
 //!   `regression`, `improvement`, `no-change`, `not-comparable`) with a
 //!   `reason` for the last.
+//! - `drift`: machine drift between the runs ([`Drift`]): each run's median
+//!   kernel-speed probe (ns per getppid) and whether ratios were corrected
+//!   for it, with the reason.
 //! - `summary`: counts per verdict.
 
 use std::fmt::Write;
@@ -62,6 +67,20 @@ pub struct Method {
     /// Noise threshold as a fraction (0.02 = 2%).
     pub noise: f64,
     pub min_samples: usize,
+}
+
+/// Machine drift between the runs, seen by the kernel-speed probe
+/// (`measure::probe`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Drift {
+    /// Median probe of each run, ns per getppid (None: measured before
+    /// ptelab recorded the probe).
+    pub probe_a_ns: Option<f64>,
+    pub probe_b_ns: Option<f64>,
+    /// Whether each cell's ratio was divided by its probe drift.
+    pub corrected: bool,
+    /// Why it was or was not, in words.
+    pub why: String,
 }
 
 /// One side of one cell.
@@ -106,8 +125,14 @@ pub struct CompareRow {
     pub neighbor: bool,
     pub a: Option<SideView>,
     pub b: Option<SideView>,
-    /// median B / median A.
+    /// median B / median A (corrected for machine drift when the view's
+    /// `drift.corrected` and both cells have probes).
     pub ratio: Option<f64>,
+    /// The uncorrected median B / median A, when `ratio` was corrected.
+    pub ratio_raw: Option<f64>,
+    /// How this cell's time responds to the kernel-speed probe (β: 1 =
+    /// proportionally, 0 = not at all), fitted within runs, when corrected.
+    pub drift_slope: Option<f64>,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
     /// Mann-Whitney two-sided p-value.
@@ -183,6 +208,7 @@ pub struct CompareView {
     pub a: RunRef,
     pub b: RunRef,
     pub method: Method,
+    pub drift: Drift,
     pub rows: Vec<CompareRow>,
     pub summary: Summary,
 }
@@ -314,6 +340,48 @@ fn pct(v: f64) -> String {
     format!("{:+.1}", v * 100.0)
 }
 
+/// `text` filled to `width` columns at spaces, continuation lines indented.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut col = 0;
+    for word in text.split(' ') {
+        if col > 0 && col + 1 + word.len() > width {
+            write!(out, "\n{indent}").unwrap();
+            col = indent.len();
+        } else if col > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += word.len();
+    }
+    out
+}
+
+/// The method paragraph's sentence on machine drift (None when neither run
+/// recorded the probe and nothing was corrected).
+fn drift_line(d: &Drift) -> Option<String> {
+    let (a, b) = match (d.probe_a_ns, d.probe_b_ns) {
+        (Some(a), Some(b)) => (a, b),
+        _ if d.why.is_empty() => return None,
+        _ => return Some(format!("Machine drift: not measured ({}).", d.why)),
+    };
+    let what = format!(
+        "Machine drift: kernel-speed probe (ns per getppid) A {}, B {} ({}%)",
+        ns(a),
+        ns(b),
+        pct(b / a - 1.0)
+    );
+    Some(if d.corrected {
+        format!("{what}; %change is corrected for it per cell ({}).", d.why)
+    } else {
+        format!(
+            "{what}; not corrected ({}), so a change this size may be the machine.",
+            d.why
+        )
+    })
+}
+
 fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
     let mut out = String::new();
     let md = m.code("x") != "x";
@@ -336,6 +404,10 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
         indent = if md { "  " } else { "" },
     )
     .unwrap();
+    if let Some(line) = drift_line(&view.drift) {
+        let indent = if md { "  " } else { "" };
+        writeln!(out, "{bullet}{}", wrap(&line, 76, indent)).unwrap();
+    }
     out.push('\n');
 
     let mut groups: Vec<(&str, &str, Option<&str>, u32, bool)> = Vec::new();
@@ -344,14 +416,17 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
             groups.push(r.group_key());
         }
     }
-    let header = ["size_kib", "A nsec", "B nsec", "%change ±%", "verdict"];
-    let align = [
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Left,
-    ];
+    // A corrected comparison also shows the raw change, so that the table
+    // still reads B nsec / A nsec.
+    let raw_column = view.rows.iter().any(|r| r.ratio_raw.is_some());
+    let mut header = vec!["size_kib", "A nsec", "B nsec", "%change ±%"];
+    let mut align = vec![Align::Right; 4];
+    if raw_column {
+        header.push("raw %");
+        align.push(Align::Right);
+    }
+    header.push("verdict");
+    align.push(Align::Left);
     let mut reasons: Vec<String> = Vec::new();
     for key in groups {
         let rows: Vec<&CompareRow> = view.rows.iter().filter(|r| r.group_key() == key).collect();
@@ -379,13 +454,17 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
                     }
                     None => r.verdict.text().to_string(),
                 };
-                vec![
+                let mut cells = vec![
                     (r.size_bytes >> 10).to_string(),
                     side(&r.a),
                     side(&r.b),
                     change,
-                    verdict,
-                ]
+                ];
+                if raw_column {
+                    cells.push(r.ratio_raw.map_or("-".into(), |x| pct(x - 1.0)));
+                }
+                cells.push(verdict);
+                cells
             })
             .collect();
         m.table(&mut out, &header, &align, &cells);
@@ -461,6 +540,8 @@ pub(crate) mod tests {
                 layout,
             }),
             ratio: Some(b / a),
+            ratio_raw: None,
+            drift_slope: None,
             ci_low: Some(ci.0),
             ci_high: Some(ci.1),
             p_value: Some(p),
@@ -545,9 +626,57 @@ pub(crate) mod tests {
                 noise: 0.02,
                 min_samples: 5,
             },
+            drift: Drift {
+                probe_a_ns: Some(253.0),
+                probe_b_ns: Some(241.5),
+                corrected: false,
+                why: "the runs ran different kernels; --normalize probe corrects it".into(),
+            },
             rows,
             summary,
         }
+    }
+
+    /// The fixture as a same-kernel comparison whose ratios were corrected.
+    fn corrected() -> CompareView {
+        let mut v = fixture();
+        v.b.kernel_release = v.a.kernel_release.clone();
+        v.drift.corrected = true;
+        v.drift.why = "same kernel, same machine".into();
+        for r in v.rows.iter_mut().filter(|r| r.ratio.is_some()) {
+            r.ratio_raw = r.ratio;
+            r.ratio = r.ratio.map(|x| x * 253.0 / 241.5);
+            r.drift_slope = Some(0.8);
+        }
+        v
+    }
+
+    #[test]
+    fn text_corrected_for_drift() {
+        insta::assert_snapshot!(render(&corrected(), Format::Text));
+    }
+
+    #[test]
+    fn wrap_fills_lines_at_spaces() {
+        assert_eq!(wrap("aa bb cc dd", 5, ""), "aa bb\ncc dd");
+        assert_eq!(wrap("aa bb cc", 6, "  "), "aa bb\n  cc");
+        assert_eq!(
+            wrap("averyveryverylongword x", 5, ""),
+            "averyveryverylongword\nx"
+        );
+    }
+
+    #[test]
+    fn drift_line_without_probes() {
+        let mut d = fixture().drift;
+        d.probe_b_ns = None;
+        d.why = "run 2 was measured before ptelab recorded the probe".into();
+        assert_eq!(
+            drift_line(&d).unwrap(),
+            "Machine drift: not measured (run 2 was measured before ptelab recorded the probe)."
+        );
+        d.why.clear();
+        assert_eq!(drift_line(&d), None);
     }
 
     #[test]

@@ -15,6 +15,12 @@
 //! Application*, 1997, §3.8). Resampling both stages slightly overstates the
 //! variance, which errs on the side of "no change".
 //!
+//! Drift-adjusted data ([`ratio_of_medians_adjusted`]): with a per-block
+//! covariate (the kernel-speed probe), every resample also refits the
+//! within-run slope on the blocks it drew and scales each drawn block's
+//! values by its factor (`crate::drift`), so the interval carries the
+//! slope's uncertainty too.
+//!
 //! The generator is ChaCha8 seeded from a caller-given `u64`, never from the
 //! clock (criterion's `rand_util.rs` is the thing not to copy): the seed is
 //! part of the result, so anyone can recompute the interval exactly.
@@ -57,6 +63,19 @@ pub struct RatioCi {
     pub resamples: usize,
     /// Seed the generator was started from.
     pub seed: u64,
+    /// The drift slope β of the point estimate, when adjusted
+    /// ([`ratio_of_medians_adjusted`]).
+    pub drift_slope: Option<f64>,
+}
+
+/// A per-block covariate for each side, one value per block (see
+/// [`crate::drift`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Covariates<'a> {
+    /// A's covariate per block.
+    pub a: &'a [f64],
+    /// B's covariate per block.
+    pub b: &'a [f64],
 }
 
 /// Bootstrap confidence interval of median(B)/median(A).
@@ -86,6 +105,81 @@ pub fn ratio_of_medians_blocked(
     b_blocks: &[usize],
     opts: &BootstrapOpts,
 ) -> Result<RatioCi, Error> {
+    bootstrap(a, a_blocks, b, b_blocks, None, opts)
+}
+
+/// [`ratio_of_medians_blocked`] with the values of each block adjusted for
+/// machine drift by `cov` (one value per block and side; [`crate::drift`]).
+/// The reference speed is A's median covariate. The point estimate's slope
+/// is in [`RatioCi::drift_slope`].
+///
+/// # Errors
+/// As [`ratio_of_medians`], and [`Error::InvalidParameter`] when a
+/// covariate does not give one positive value per block.
+pub fn ratio_of_medians_adjusted(
+    a: &Sample,
+    a_blocks: &[usize],
+    b: &Sample,
+    b_blocks: &[usize],
+    cov: Covariates<'_>,
+    opts: &BootstrapOpts,
+) -> Result<RatioCi, Error> {
+    bootstrap(a, a_blocks, b, b_blocks, Some(cov), opts)
+}
+
+/// One side of a drift-adjusted bootstrap: per block, ln(covariate) and
+/// ln(median of the block's values), and the factor of each block at the
+/// point estimate's slope.
+struct DriftSide {
+    ln_cov: Vec<f64>,
+    ln_median: Vec<f64>,
+}
+
+impl DriftSide {
+    fn new(values: &[f64], blocks: &[std::ops::Range<usize>], cov: &[f64]) -> DriftSide {
+        DriftSide {
+            ln_cov: cov.iter().map(|c| c.ln()).collect(),
+            ln_median: blocks
+                .iter()
+                .map(|r| median_in_place(&mut values[r.clone()].to_vec()).ln())
+                .collect(),
+        }
+    }
+
+    fn points(&self, drawn: &[usize]) -> Vec<(f64, f64)> {
+        drawn
+            .iter()
+            .map(|&k| (self.ln_cov[k], self.ln_median[k]))
+            .collect()
+    }
+}
+
+/// Multiply the values of each drawn block (consecutive in `out`, in draw
+/// order) by its factor.
+fn scale(
+    out: &mut [f64],
+    blocks: &[std::ops::Range<usize>],
+    drawn: &[usize],
+    factor: impl Fn(usize) -> f64,
+) {
+    let mut at = 0;
+    for &k in drawn {
+        let f = factor(k);
+        for v in &mut out[at..at + blocks[k].len()] {
+            *v *= f;
+        }
+        at += blocks[k].len();
+    }
+}
+
+fn bootstrap(
+    a: &Sample,
+    a_blocks: &[usize],
+    b: &Sample,
+    b_blocks: &[usize],
+    cov: Option<Covariates<'_>>,
+    opts: &BootstrapOpts,
+) -> Result<RatioCi, Error> {
     check_confidence(opts.confidence)?;
     if opts.resamples < 100 {
         return Err(Error::InvalidParameter {
@@ -96,29 +190,82 @@ pub fn ratio_of_medians_blocked(
     }
     check_positive(a)?;
     check_positive(b)?;
-    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let (ba, bb) = (
         block_ranges(a.len(), a_blocks),
         block_ranges(b.len(), b_blocks),
     );
+    let drift = match cov {
+        None => None,
+        Some(c) => {
+            if c.a.len() != ba.len()
+                || c.b.len() != bb.len()
+                || !c.a.iter().chain(c.b).all(|v| v.is_finite() && *v > 0.0)
+            {
+                return Err(Error::InvalidParameter {
+                    name: "covariate",
+                    value: f64::NAN,
+                    accepted: "one positive value per block and side",
+                });
+            }
+            let mut ref_a = c.a.to_vec();
+            Some((
+                DriftSide::new(a.values(), &ba, c.a),
+                DriftSide::new(b.values(), &bb, c.b),
+                c,
+                median_in_place(&mut ref_a),
+            ))
+        }
+    };
+    // The point estimate: every block once.
+    let (estimate, drift_slope) = match &drift {
+        None => (b.median() / a.median(), None),
+        Some((da, db, c, reference)) => {
+            let all_a: Vec<usize> = (0..ba.len()).collect();
+            let all_b: Vec<usize> = (0..bb.len()).collect();
+            let slope = crate::drift::within_slope(&da.points(&all_a), &db.points(&all_b));
+            let (mut xa, mut xb) = (a.values().to_vec(), b.values().to_vec());
+            scale(&mut xa, &ba, &all_a, |k| {
+                crate::drift::factor(c.a[k], *reference, slope)
+            });
+            scale(&mut xb, &bb, &all_b, |k| {
+                crate::drift::factor(c.b[k], *reference, slope)
+            });
+            (
+                median_in_place(&mut xb) / median_in_place(&mut xa),
+                Some(slope),
+            )
+        }
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let mut buf_a = Vec::with_capacity(a.len());
     let mut buf_b = Vec::with_capacity(b.len());
+    let (mut drawn_a, mut drawn_b) = (Vec::new(), Vec::new());
     let mut ratios = Vec::with_capacity(opts.resamples);
     for _ in 0..opts.resamples {
-        resample(a.values(), &ba, &mut rng, &mut buf_a);
-        resample(b.values(), &bb, &mut rng, &mut buf_b);
+        resample(a.values(), &ba, &mut rng, &mut buf_a, &mut drawn_a);
+        resample(b.values(), &bb, &mut rng, &mut buf_b, &mut drawn_b);
+        if let Some((da, db, c, reference)) = &drift {
+            let slope = crate::drift::within_slope(&da.points(&drawn_a), &db.points(&drawn_b));
+            scale(&mut buf_a, &ba, &drawn_a, |k| {
+                crate::drift::factor(c.a[k], *reference, slope)
+            });
+            scale(&mut buf_b, &bb, &drawn_b, |k| {
+                crate::drift::factor(c.b[k], *reference, slope)
+            });
+        }
         ratios.push(median_in_place(&mut buf_b) / median_in_place(&mut buf_a));
     }
     ratios.sort_by(f64::total_cmp);
     let p = Percentiles::new(&ratios);
     let tail = (1.0 - opts.confidence) / 2.0 * 100.0;
     Ok(RatioCi {
-        estimate: b.median() / a.median(),
+        estimate,
         low: p.at(tail),
         high: p.at(100.0 - tail),
         confidence: opts.confidence,
         resamples: opts.resamples,
         seed: opts.seed,
+        drift_slope,
     })
 }
 
@@ -140,22 +287,26 @@ fn block_ranges(n: usize, sizes: &[usize]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// One two-stage resample: blocks with replacement, then values with
-/// replacement within each drawn block.
+/// replacement within each drawn block. `drawn` receives the index of each
+/// drawn block, in order (its values are consecutive in `out`).
 fn resample(
     values: &[f64],
     blocks: &[std::ops::Range<usize>],
     rng: &mut ChaCha8Rng,
     out: &mut Vec<f64>,
+    drawn: &mut Vec<usize>,
 ) {
     out.clear();
+    drawn.clear();
     for _ in 0..blocks.len() {
         // One block: no first stage (and the same draws as a plain bootstrap).
-        let block = if blocks.len() == 1 {
-            &blocks[0]
+        let k = if blocks.len() == 1 {
+            0
         } else {
-            &blocks[rng.gen_range(0..blocks.len())]
+            rng.gen_range(0..blocks.len())
         };
-        let vals = &values[block.clone()];
+        drawn.push(k);
+        let vals = &values[blocks[k].clone()];
         for _ in 0..vals.len() {
             out.push(vals[rng.gen_range(0..vals.len())]);
         }
@@ -211,6 +362,66 @@ mod tests {
             ratio_of_medians(&a, &b, &opts(3)).unwrap(),
             ratio_of_medians_blocked(&a, &[40], &b, &[39, 2], &opts(3)).unwrap()
         );
+    }
+
+    /// Ten blocks a side; block k runs at kernel speed `probe[k]` and its
+    /// values scale with it to the power `response`, times `effect` for B.
+    fn drifting(probe: &[f64], response: f64, effect: f64) -> (Sample, Vec<usize>) {
+        let mut v = Vec::new();
+        for &p in probe {
+            let level = 1000.0 * effect * (p / 250.0).powf(response);
+            v.extend((0..12).map(|i| level * (1.0 + 0.002 * (i % 5) as f64)));
+        }
+        (Sample::new(v).unwrap(), vec![12; probe.len()])
+    }
+
+    const PROBE_A: [f64; 10] = [
+        250.0, 186.0, 255.0, 250.0, 190.0, 252.0, 248.0, 186.0, 251.0, 249.0,
+    ];
+    const PROBE_B: [f64; 10] = [
+        186.0, 188.0, 250.0, 186.0, 187.0, 190.0, 252.0, 186.0, 188.0, 187.0,
+    ];
+
+    #[test]
+    fn adjustment_removes_drift_and_keeps_a_real_effect() {
+        for (response, effect) in [(1.0, 1.0), (0.5, 1.0), (0.5, 1.10), (1.0, 0.90)] {
+            let (a, ab) = drifting(&PROBE_A, response, 1.0);
+            let (b, bb) = drifting(&PROBE_B, response, effect);
+            let cov = Covariates {
+                a: &PROBE_A,
+                b: &PROBE_B,
+            };
+            let raw = ratio_of_medians_blocked(&a, &ab, &b, &bb, &opts(2)).unwrap();
+            let adj = ratio_of_medians_adjusted(&a, &ab, &b, &bb, cov, &opts(2)).unwrap();
+            // Most of B ran fast: raw ratios are off by the drift.
+            assert!(
+                (raw.estimate - effect).abs() > 0.04,
+                "{response} {effect}: {raw:?}"
+            );
+            assert!(
+                (adj.estimate - effect).abs() < 0.005,
+                "{response} {effect}: {adj:?}"
+            );
+            assert!(
+                (adj.drift_slope.unwrap() - response).abs() < 0.01,
+                "{adj:?}"
+            );
+            assert!(adj.low <= effect && effect <= adj.high, "{adj:?}");
+            assert!(
+                adj.high - adj.low < raw.high - raw.low,
+                "{adj:?} vs {raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn adjustment_refuses_a_covariate_that_does_not_fit() {
+        let (a, ab) = drifting(&PROBE_A, 1.0, 1.0);
+        let cov = Covariates {
+            a: &PROBE_A[..9],
+            b: &PROBE_B,
+        };
+        assert!(ratio_of_medians_adjusted(&a, &ab, &a, &ab, cov, &opts(1)).is_err());
     }
 
     fn opts(seed: u64) -> BootstrapOpts {

@@ -21,7 +21,10 @@
 
 use std::fmt;
 
-use crate::bootstrap::{derive_seed, ratio_of_medians_blocked, BootstrapOpts, DEFAULT_RESAMPLES};
+use crate::bootstrap::{
+    derive_seed, ratio_of_medians_adjusted, ratio_of_medians_blocked, BootstrapOpts, Covariates,
+    DEFAULT_RESAMPLES,
+};
 use crate::holm::holm;
 use crate::mann_whitney::mann_whitney_u;
 use crate::{check_confidence, Error, Sample};
@@ -215,6 +218,10 @@ pub struct Estimate {
     pub resamples: usize,
     /// Two-sided Mann-Whitney p-value, before correction.
     pub p_value: f64,
+    /// The drift slope β, when the values were adjusted for machine drift
+    /// (`crate::drift`); the ratio, interval and test are then on adjusted
+    /// values.
+    pub drift_slope: Option<f64>,
 }
 
 impl Estimate {
@@ -224,37 +231,54 @@ impl Estimate {
     }
 }
 
-/// Estimate the ratio, its interval and the rank-test p-value of one cell.
+/// Estimate the ratio, its interval and the rank-test p-value of one cell,
+/// adjusted for machine drift when `cov` gives a covariate per block of each
+/// side (`crate::drift`).
 ///
 /// Cost: dominated by the bootstrap, O(resamples · (n_A + n_B)).
 ///
 /// # Errors
-/// As [`crate::bootstrap::ratio_of_medians`] (non-positive values, bad confidence or resamples).
+/// As [`crate::bootstrap::ratio_of_medians`] (non-positive values, bad confidence or resamples),
+/// and as [`ratio_of_medians_adjusted`] for a covariate that does not fit.
 pub fn estimate(
     a: &Sample,
     b: &Sample,
     blocks: (&[usize], &[usize]),
+    cov: Option<Covariates<'_>>,
     confidence: f64,
     resamples: usize,
     seed: u64,
 ) -> Result<Estimate, Error> {
-    let ci = ratio_of_medians_blocked(
-        a,
-        blocks.0,
-        b,
-        blocks.1,
-        &BootstrapOpts {
-            resamples,
-            confidence,
-            seed,
-        },
-    )?;
+    let opts = BootstrapOpts {
+        resamples,
+        confidence,
+        seed,
+    };
+    let ci = match cov {
+        Some(c) => ratio_of_medians_adjusted(a, blocks.0, b, blocks.1, c, &opts)?,
+        None => ratio_of_medians_blocked(a, blocks.0, b, blocks.1, &opts)?,
+    };
     // The rank test runs on the experimental units: with at least
     // `MIN_TEST_BLOCKS` blocks a side, the block medians (samples within a
-    // block are pseudo-replicates of one instance, Hurlbert 1984); otherwise
-    // the samples themselves.
+    // block are pseudo-replicates of one instance, Hurlbert 1984), adjusted
+    // for drift at the point estimate's slope; otherwise the samples.
+    let adjust = |m: Sample, cov: Option<&[f64]>, reference: f64| match (cov, ci.drift_slope) {
+        (Some(c), Some(slope)) => Sample::new(
+            m.values()
+                .iter()
+                .zip(c)
+                .map(|(v, p)| v * crate::drift::factor(*p, reference, slope))
+                .collect(),
+        )
+        .unwrap_or(m),
+        _ => m,
+    };
+    let reference = cov.map_or(1.0, |c| crate::sample::median_in_place(&mut c.a.to_vec()));
     let mw = match (block_medians(a, blocks.0), block_medians(b, blocks.1)) {
-        (Some(ma), Some(mb)) => mann_whitney_u(&ma, &mb),
+        (Some(ma), Some(mb)) => mann_whitney_u(
+            &adjust(ma, cov.map(|c| c.a), reference),
+            &adjust(mb, cov.map(|c| c.b), reference),
+        ),
         _ => mann_whitney_u(a, b),
     };
     Ok(Estimate {
@@ -269,6 +293,7 @@ pub fn estimate(
         seed,
         resamples,
         p_value: mw.p_value,
+        drift_slope: ci.drift_slope,
     })
 }
 
@@ -298,6 +323,11 @@ pub struct CellInput<'a> {
     pub a_blocks: &'a [usize],
     /// Values per block of B, in order (empty: one block).
     pub b_blocks: &'a [usize],
+    /// A's machine-drift covariate per block (empty: no adjustment; see
+    /// `crate::drift`). Used only when both sides have one that fits.
+    pub a_cov: &'a [f64],
+    /// B's covariate per block.
+    pub b_cov: &'a [f64],
     /// Set when the caller refuses a verdict for a reason of its own.
     pub refuse: Option<&'a NotComparable>,
 }
@@ -357,6 +387,12 @@ pub fn compare_grid(cells: &[CellInput<'_>], opts: &CompareOpts) -> Result<Vec<C
                 &a,
                 &b,
                 (cell.a_blocks, cell.b_blocks),
+                (crate::drift::fits(a.len(), cell.a_blocks, cell.a_cov)
+                    && crate::drift::fits(b.len(), cell.b_blocks, cell.b_cov))
+                .then_some(Covariates {
+                    a: cell.a_cov,
+                    b: cell.b_cov,
+                }),
                 opts.confidence,
                 opts.resamples,
                 seed,
@@ -425,8 +461,8 @@ mod tests {
             b.extend((0..20).map(|i| lb + (i % 3) as f64 * 0.01));
         }
         let (sa, sb) = (Sample::new(a).unwrap(), Sample::new(b).unwrap());
-        let pooled = estimate(&sa, &sb, (&[], &[]), 0.95, 500, 1).unwrap();
-        let blocked = estimate(&sa, &sb, (&[20; 10], &[20; 10]), 0.95, 500, 1).unwrap();
+        let pooled = estimate(&sa, &sb, (&[], &[]), None, 0.95, 500, 1).unwrap();
+        let blocked = estimate(&sa, &sb, (&[20; 10], &[20; 10]), None, 0.95, 500, 1).unwrap();
         assert!(pooled.p_value < 0.01, "{}", pooled.p_value);
         assert!(blocked.p_value > 0.05, "{}", blocked.p_value);
     }
@@ -467,6 +503,8 @@ mod tests {
                 refuse: None,
                 a_blocks: &[],
                 b_blocks: &[],
+                a_cov: &[],
+                b_cov: &[],
             }],
             &opts(),
         )
@@ -521,6 +559,8 @@ mod tests {
                 refuse: None,
                 a_blocks: &[],
                 b_blocks: &[],
+                a_cov: &[],
+                b_cov: &[],
             },
             CellInput {
                 a: &a[..4],
@@ -528,6 +568,8 @@ mod tests {
                 refuse: None,
                 a_blocks: &[],
                 b_blocks: &[],
+                a_cov: &[],
+                b_cov: &[],
             },
             CellInput {
                 a: &a,
@@ -535,6 +577,8 @@ mod tests {
                 refuse: Some(&layouts),
                 a_blocks: &[],
                 b_blocks: &[],
+                a_cov: &[],
+                b_cov: &[],
             },
             CellInput {
                 a: &[],
@@ -544,6 +588,8 @@ mod tests {
                 }),
                 a_blocks: &[],
                 b_blocks: &[],
+                a_cov: &[],
+                b_cov: &[],
             },
         ];
         let r = compare_grid(&cells, &opts()).unwrap();
@@ -611,6 +657,8 @@ mod tests {
             refuse: None,
             a_blocks: &[],
             b_blocks: &[],
+            a_cov: &[],
+            b_cov: &[],
         }; 2];
         let x = compare_grid(&cells, &opts()).unwrap();
         let y = compare_grid(&cells, &opts()).unwrap();
@@ -682,6 +730,8 @@ mod tests {
                     refuse: None,
                     a_blocks: &[],
                     b_blocks: &[],
+                    a_cov: &[],
+                    b_cov: &[],
                 })
                 .collect();
             let r = compare_grid(&input, &opts).unwrap();

@@ -16,6 +16,8 @@
 //! - [`median_ci`]: the distribution-free confidence interval of the median
 //!   from order statistics (the runner's stop rule).
 //! - [`bootstrap`]: seeded percentile bootstrap of the ratio of medians.
+//! - [`drift`]: adjusting for machine drift with a per-block covariate
+//!   (within-run slope on logs).
 //! - [`mann_whitney`]: the rank-sum test, normal approximation with tie and
 //!   continuity corrections.
 //! - [`holm`]: Holm's step-down correction across the cells of a grid.
@@ -27,6 +29,7 @@
 
 pub mod bootstrap;
 pub mod compare;
+pub mod drift;
 pub mod holm;
 pub mod mann_whitney;
 pub mod median_ci;

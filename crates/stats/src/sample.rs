@@ -110,7 +110,7 @@ impl Sample {
 ///
 /// # Panics
 /// If `values` is empty.
-pub(crate) fn median_in_place(values: &mut [f64]) -> f64 {
+pub fn median_in_place(values: &mut [f64]) -> f64 {
     assert!(!values.is_empty(), "median of an empty slice");
     let n = values.len();
     let mid = n / 2;
