@@ -303,3 +303,59 @@ fn bad_names_and_options_are_usage_errors() {
         "a read-only command must not create a database"
     );
 }
+
+#[test]
+fn compare_of_two_measured_runs_adjusts_for_drift_unless_told_not_to() {
+    if !crate::common::is_root() {
+        return crate::common::skip("needs root for layout control");
+    }
+    let _knobs = crate::common::knob_watch();
+    let db = TempDb::new();
+    for _ in 0..2 {
+        let out = ptelab()
+            .args([
+                "sweep",
+                "mprotect-toggle",
+                "--sizes",
+                "400K,4M",
+                "--folios",
+                "4K",
+            ])
+            .args(["--time", "300ms", "--blocks", "3", "--db", db.path()])
+            .output()
+            .unwrap();
+        crate::common::assert_success(&out);
+    }
+    let auto: Value =
+        serde_json::from_str(&stdout(&["compare", "latest~1", "latest", "--json"], &db)).unwrap();
+    let drift = &auto["drift"];
+    assert_eq!(drift["corrected"], true, "{drift}");
+    assert!(drift["probe_a_ns"].as_f64().unwrap() > 0.0);
+    for r in auto["rows"].as_array().unwrap() {
+        let slope = r["drift_slope"].as_f64().unwrap();
+        assert!((0.0..=1.5).contains(&slope), "{r}");
+        assert!(r["ratio_raw"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let text = stdout(&["compare", "latest~1", "latest"], &db);
+    assert!(text.contains("Machine drift: kernel-speed probe"), "{text}");
+    assert!(text.contains("raw %"), "{text}");
+
+    let none: Value = serde_json::from_str(&stdout(
+        &[
+            "compare",
+            "latest~1",
+            "latest",
+            "--json",
+            "--normalize",
+            "none",
+        ],
+        &db,
+    ))
+    .unwrap();
+    assert_eq!(none["drift"]["corrected"], false);
+    assert!(none["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["ratio_raw"].is_null() && r["drift_slope"].is_null()));
+}

@@ -32,6 +32,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::markdown::{words, wrap_sep};
+
 /// `schema` value of the JSON document.
 pub const SCHEMA: &str = "ptelab/compare/v1";
 
@@ -340,27 +342,9 @@ fn pct(v: f64) -> String {
     format!("{:+.1}", v * 100.0)
 }
 
-/// `text` filled to `width` columns at spaces, continuation lines indented.
-fn wrap(text: &str, width: usize, indent: &str) -> String {
-    let mut out = String::new();
-    let mut col = 0;
-    for word in text.split(' ') {
-        if col > 0 && col + 1 + word.len() > width {
-            write!(out, "\n{indent}").unwrap();
-            col = indent.len();
-        } else if col > 0 {
-            out.push(' ');
-            col += 1;
-        }
-        out.push_str(word);
-        col += word.len();
-    }
-    out
-}
-
 /// The method paragraph's sentence on machine drift (None when neither run
 /// recorded the probe and nothing was corrected).
-fn drift_line(d: &Drift) -> Option<String> {
+pub(crate) fn drift_line(d: &Drift) -> Option<String> {
     let (a, b) = match (d.probe_a_ns, d.probe_b_ns) {
         (Some(a), Some(b)) => (a, b),
         _ if d.why.is_empty() => return None,
@@ -405,8 +389,7 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
     )
     .unwrap();
     if let Some(line) = drift_line(&view.drift) {
-        let indent = if md { "  " } else { "" };
-        writeln!(out, "{bullet}{}", wrap(&line, 76, indent)).unwrap();
+        writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     }
     out.push('\n');
 
@@ -654,16 +637,6 @@ pub(crate) mod tests {
     #[test]
     fn text_corrected_for_drift() {
         insta::assert_snapshot!(render(&corrected(), Format::Text));
-    }
-
-    #[test]
-    fn wrap_fills_lines_at_spaces() {
-        assert_eq!(wrap("aa bb cc dd", 5, ""), "aa bb\ncc dd");
-        assert_eq!(wrap("aa bb cc", 6, "  "), "aa bb\n  cc");
-        assert_eq!(
-            wrap("averyveryverylongword x", 5, ""),
-            "averyveryverylongword\nx"
-        );
     }
 
     #[test]

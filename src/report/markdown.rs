@@ -207,9 +207,14 @@ fn wrap(lead: &str, items: &[String], width: usize) -> String {
     wrap_sep(lead, items, ",", width)
 }
 
+/// The words of `text`, for [`wrap_sep`].
+pub(crate) fn words(text: &str) -> Vec<String> {
+    text.split(' ').map(str::to_string).collect()
+}
+
 /// Greedy wrap of `items`, each but the last followed by `sep` and a space,
 /// after `lead`; continuation lines are indented under the first item.
-fn wrap_sep(lead: &str, items: &[String], sep: &str, width: usize) -> String {
+pub(crate) fn wrap_sep(lead: &str, items: &[String], sep: &str, width: usize) -> String {
     let indent = " ".repeat(lead.chars().count());
     let mut out = String::from(lead);
     let mut col = lead.chars().count();
@@ -342,8 +347,9 @@ fn comparison(out: &mut String, c: &ComparisonInfo) -> anyhow::Result<()> {
         c.no_change,
         c.not_comparable
     );
-    let words: Vec<String> = text.split(' ').map(str::to_string).collect();
-    writeln!(out, "{}\n", wrap_words(&words, 78))?;
+    for paragraph in std::iter::once(&text).chain(&c.drift) {
+        writeln!(out, "{}\n", wrap_sep("", &words(paragraph), "", 78))?;
+    }
     Ok(())
 }
 
@@ -352,24 +358,6 @@ fn bullet(out: &mut String, text: &str) {
     let words: Vec<String> = text.split(' ').map(str::to_string).collect();
     out.push_str(&wrap_sep("- ", &words, "", 78));
     out.push('\n');
-}
-
-fn wrap_words(words: &[String], width: usize) -> String {
-    let mut out = String::new();
-    let mut col = 0;
-    for w in words {
-        let n = w.chars().count();
-        if col > 0 && col + 1 + n > width {
-            out.push('\n');
-            col = 0;
-        } else if col > 0 {
-            out.push(' ');
-            col += 1;
-        }
-        out.push_str(w);
-        col += n;
-    }
-    out
 }
 
 fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {

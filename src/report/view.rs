@@ -148,6 +148,10 @@ pub struct ComparisonInfo {
     pub alpha: f64,
     pub noise: f64,
     pub min_samples: usize,
+    /// Machine drift between the runs and whether ratios were corrected
+    /// for it, in words (`compare`'s sentence); None when not measured.
+    #[serde(default)]
+    pub drift: Option<String>,
     pub cells: usize,
     pub regressions: usize,
     pub improvements: usize,
@@ -585,6 +589,7 @@ fn comparison_info(v: &CompareView) -> ComparisonInfo {
         alpha: m.alpha,
         noise: m.noise,
         min_samples: m.min_samples,
+        drift: crate::report::compare::drift_line(&v.drift),
         cells: s.cells,
         regressions: s.regressions,
         improvements: s.improvements,

@@ -201,6 +201,9 @@ fn comparison(out: &mut String, c: &ComparisonInfo) -> anyhow::Result<()> {
         c.alpha,
         c.noise * 100.0
     )?;
+    if let Some(d) = &c.drift {
+        writeln!(out, "<p>{}</p>", escape(d))?;
+    }
     writeln!(
         out,
         "<p>{} cells: <span class=\"{}\">{} regressions</span>, <span class=\"{}\">{} improvements</span>, {} no change, {} not comparable.</p>",
