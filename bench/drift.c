@@ -1,8 +1,9 @@
 /*
  * Machine drift probe (docs/statistics.md, "Machine drift"): for SECONDS,
- * repeatedly time a user-space loop, getppid(2), mprotect toggles of a 4 MiB
- * and a 400 KiB order-0 region, and page faults, printing one line per round
- * (~25 ms). bench/drift.sh runs it pinned and summarises in 5 s windows.
+ * repeatedly time a user-space loop, getppid(2), a pointer chase through
+ * 64 MiB (memory latency), mprotect toggles of 40 MiB, 4 MiB and 400 KiB
+ * order-0 regions, and page faults, printing one line per round (~50 ms).
+ * bench/drift.sh runs it pinned and summarises in 5 s windows.
  *
  * usage: drift SECONDS
  */
@@ -44,11 +45,24 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	double secs = atof(argv[1]);
-	size_t big = 4000 * 1024, small = 400 * 1024;
-	char *a = touched_region(big), *b = touched_region(small);
+	size_t huge = 40000 * 1024, big = 4000 * 1024, small = 400 * 1024;
+	char *h = touched_region(huge), *a = touched_region(big), *b = touched_region(small);
 	static uint64_t arr[512];
+	/* One random cycle through 64 MiB, one 8-byte slot per cache line. */
+	size_t lines = (64 << 20) / 64;
+	uint64_t *chase = malloc(lines * 64), *order = malloc(lines * sizeof(uint64_t)), at = 0;
+	for (size_t i = 0; i < lines; i++)
+		order[i] = i;
+	srand(1);
+	for (size_t i = lines - 1; i > 0; i--) {
+		size_t j = rand() % (i + 1), t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (size_t i = 0; i < lines; i++)
+		chase[order[i] * 8] = order[(i + 1) % lines] * 8;
 	double t0 = now_ns();
-	printf("t compute_ns getppid_ns mprotect_4m_ns mprotect_400k_ns fault_ns\n");
+	printf("t compute_ns getppid_ns chase_ns mprotect_40m_ns mprotect_4m_ns mprotect_400k_ns fault_ns\n");
 	while (now_ns() - t0 < secs * 1e9) {
 		double s = now_ns();
 		uint64_t x = 88172645463325252ull;
@@ -65,6 +79,15 @@ int main(int argc, char **argv)
 			syscall(SYS_getppid);
 		double getppid = (now_ns() - s) / 20000;
 		s = now_ns();
+		for (int r = 0; r < 20000; r++)
+			at = chase[at];
+		sink += at;
+		double chase_ns = (now_ns() - s) / 20000;
+		s = now_ns();
+		for (int r = 0; r < 10; r++)
+			mprotect(h, huge, (r & 1) ? PROT_READ | PROT_WRITE : PROT_NONE);
+		double mp_huge = (now_ns() - s) / 10;
+		s = now_ns();
 		for (int r = 0; r < 60; r++)
 			mprotect(a, big, (r & 1) ? PROT_READ | PROT_WRITE : PROT_NONE);
 		double mp_big = (now_ns() - s) / 60;
@@ -79,8 +102,8 @@ int main(int argc, char **argv)
 				b[k] = 1;
 		}
 		double fault = (now_ns() - s) / 20 / (small / 4096);
-		printf("%.2f %.3f %.1f %.0f %.0f %.0f\n", (now_ns() - t0) / 1e9, compute, getppid,
-		       mp_big, mp_small, fault);
+		printf("%.2f %.3f %.1f %.1f %.0f %.0f %.0f %.0f\n", (now_ns() - t0) / 1e9, compute,
+		       getppid, chase_ns, mp_huge, mp_big, mp_small, fault);
 		fflush(stdout);
 	}
 	return 0;

@@ -2,7 +2,8 @@
 # Machine drift (docs/statistics.md, "Machine drift"): does kernel-mode speed
 # drift on this machine, and does the kernel-speed probe (getppid) track it?
 # Prints 5 s window medians and, per probe, the coefficient of variation
-# across windows, max/min and the correlation with mprotect of 4 MiB.
+# across windows, max/min and the correlations with mprotect of 4 MiB and of
+# 40 MiB (whose 640 KiB of struct pages also make it memory-latency bound).
 #
 # usage: bench/drift.sh [SECONDS] [CPU]   (default 150 s on CPU 1)
 set -euo pipefail
@@ -29,11 +30,12 @@ def corr(a, b):
     ma, mb = st.mean(a), st.mean(b)
     num = sum((x - ma) * (y - mb) for x, y in zip(a, b))
     return num / math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
-ref = [m[2] for m in meds]
-series = {c: [m[i] for m in meds] for i, c in enumerate(cols)}
-series["mprotect_4m / getppid"] = [m[2] / m[1] for m in meds]
-series["mprotect_400k / getppid"] = [m[3] / m[1] for m in meds]
-print(f"\n{'probe':<26} {'CV':>6} {'max/min':>8} {'corr(mprotect_4m)':>18}")
+col = {c: [m[i] for m in meds] for i, c in enumerate(cols)}
+series = dict(col)
+series["mprotect_4m / getppid"] = [a / b for a, b in zip(col["mprotect_4m_ns"], col["getppid_ns"])]
+series["mprotect_400k / getppid"] = [a / b for a, b in zip(col["mprotect_400k_ns"], col["getppid_ns"])]
+print(f"\n{'probe':<26} {'CV':>6} {'max/min':>8} {'corr(4M)':>9} {'corr(40M)':>10}")
 for c, v in series.items():
-    print(f"{c:<26} {100 * st.pstdev(v) / st.mean(v):5.1f}% {max(v) / min(v):8.3f} {corr(v, ref):18.2f}")
+    print(f"{c:<26} {100 * st.pstdev(v) / st.mean(v):5.1f}% {max(v) / min(v):8.3f} "
+          f"{corr(v, col['mprotect_4m_ns']):9.2f} {corr(v, col['mprotect_40m_ns']):10.2f}")
 PY
