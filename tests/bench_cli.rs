@@ -128,13 +128,20 @@ fn bench_json_has_the_documented_fields() {
     assert!(ns["ci_low"].as_f64().unwrap() <= ns["median"].as_f64().unwrap());
     assert!(!ns["samples"].as_array().unwrap().is_empty());
     assert_eq!(v["vmas_before"], 1);
-    // One kernel-speed probe per block, each a plausible syscall time.
+    // One kernel-speed and one memory-latency probe per block, each a
+    // plausible syscall time or load latency.
     let blocks = v["blocks"].as_array().unwrap();
-    let probes = v["probe_ns"].as_array().unwrap();
-    assert_eq!(probes.len(), blocks.len(), "{probes:?} vs {blocks:?}");
-    assert!(probes
-        .iter()
-        .all(|p| (5.0..100_000.0).contains(&p.as_f64().unwrap())));
+    for (name, low) in [("probe_ns", 5.0), ("memory_probe_ns", 1.0)] {
+        let probes = v[name].as_array().unwrap();
+        assert_eq!(
+            probes.len(),
+            blocks.len(),
+            "{name}: {probes:?} vs {blocks:?}"
+        );
+        assert!(probes
+            .iter()
+            .all(|p| (low..100_000.0).contains(&p.as_f64().unwrap())));
+    }
     assert_eq!(knob_snapshot(), before, "THP knobs changed by bench");
 }
 

@@ -331,9 +331,12 @@ fn compare_of_two_measured_runs_adjusts_for_drift_unless_told_not_to() {
     let drift = &auto["drift"];
     assert_eq!(drift["corrected"], true, "{drift}");
     assert!(drift["probe_a_ns"].as_f64().unwrap() > 0.0);
+    assert!(drift["memory_b_ns"].as_f64().unwrap() > 0.0);
     for r in auto["rows"].as_array().unwrap() {
-        let slope = r["drift_slope"].as_f64().unwrap();
-        assert!((0.0..=1.5).contains(&slope), "{r}");
+        for slope in ["drift_slope", "memory_slope"] {
+            let s = r[slope].as_f64().unwrap();
+            assert!((0.0..=2.0).contains(&s), "{slope}: {r}");
+        }
         assert!(r["ratio_raw"].as_f64().unwrap() > 0.0, "{r}");
     }
     let text = stdout(&["compare", "latest~1", "latest"], &db);
@@ -357,5 +360,7 @@ fn compare_of_two_measured_runs_adjusts_for_drift_unless_told_not_to() {
         .as_array()
         .unwrap()
         .iter()
-        .all(|r| r["ratio_raw"].is_null() && r["drift_slope"].is_null()));
+        .all(|r| r["ratio_raw"].is_null()
+            && r["drift_slope"].is_null()
+            && r["memory_slope"].is_null()));
 }

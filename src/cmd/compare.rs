@@ -147,8 +147,8 @@ pub fn compare_runs(
 
 /// Whether to correct for machine drift between `a` and `b`, and why.
 fn drift_plan(a: &StoredRun, b: &StoredRun, mode: Normalize) -> Drift {
-    let probe_a = probe::run_probe_ns(a.kernel_cells());
-    let probe_b = probe::run_probe_ns(b.kernel_cells());
+    let probe_a = probe::run_median(a.kernel_cells(), |c| &c.probe_ns);
+    let probe_b = probe::run_median(b.kernel_cells(), |c| &c.probe_ns);
     let (corrected, why) = match (probe_a, probe_b, mode) {
         (_, _, Normalize::None) => (false, "--normalize none".to_string()),
         (None, _, _) | (_, None, _) => {
@@ -180,6 +180,8 @@ fn drift_plan(a: &StoredRun, b: &StoredRun, mode: Normalize) -> Drift {
     Drift {
         probe_a_ns: probe_a,
         probe_b_ns: probe_b,
+        memory_a_ns: probe::run_median(a.kernel_cells(), |c| &c.memory_probe_ns),
+        memory_b_ns: probe::run_median(b.kernel_cells(), |c| &c.memory_probe_ns),
         corrected,
         why,
     }
@@ -244,15 +246,20 @@ pub fn compare_runs_paired(
             }),
         })
         .collect();
-    // With drift correction, each cell is adjusted by its blocks' probes
-    // (a pair is adjusted only when both cells have a probe per block).
+    // With drift correction, each cell is adjusted by its blocks' probes:
+    // kernel speed, and memory latency when both cells recorded it (older
+    // results did not). The stats crate checks that every probe fits.
     let drift = drift_plan(a, b, normalize);
-    fn probes(c: Option<&CellResult>, on: bool) -> &[f64] {
-        match c {
-            Some(c) if on => &c.probe_ns,
-            _ => &[],
-        }
-    }
+    let covariates: Vec<(Covariates<'_>, Covariates<'_>)> = pairs
+        .iter()
+        .map(|&(x, y)| match (x, y) {
+            (Some(x), Some(y)) if drift.corrected => {
+                let memory = !x.memory_probe_ns.is_empty() && !y.memory_probe_ns.is_empty();
+                (probe_covariates(x, memory), probe_covariates(y, memory))
+            }
+            _ => (Vec::new(), Vec::new()),
+        })
+        .collect();
     fn samples(c: Option<&CellResult>) -> &[f64] {
         c.map_or(&[], |c| &c.ns_per_call.samples)
     }
@@ -267,14 +274,15 @@ pub fn compare_runs_paired(
         .iter()
         .zip(&refusals)
         .zip(&block_sizes)
-        .map(|((&(x, y), refuse), (ba, bb))| CellInput {
+        .zip(&covariates)
+        .map(|(((&(x, y), refuse), (ba, bb)), (ca, cb))| CellInput {
             a: samples(x),
             b: samples(y),
             refuse: refuse.as_ref(),
             a_blocks: ba,
             b_blocks: bb,
-            a_cov: probes(x, drift.corrected),
-            b_cov: probes(y, drift.corrected),
+            a_cov: ca,
+            b_cov: cb,
         })
         .collect();
     let results =
@@ -306,6 +314,18 @@ pub fn compare_runs_paired(
         summary: Summary::of(&rows),
         rows,
     })
+}
+
+/// One side's drift covariates, each one value per block.
+type Covariates<'a> = Vec<&'a [f64]>;
+
+/// A cell's drift covariates: kernel speed, and memory latency if `memory`.
+fn probe_covariates(c: &CellResult, memory: bool) -> Covariates<'_> {
+    let mut v: Vec<&[f64]> = vec![&c.probe_ns];
+    if memory {
+        v.push(&c.memory_probe_ns);
+    }
+    v
 }
 
 fn hex(seed: u64) -> String {
@@ -341,6 +361,7 @@ fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison) -> Compar
         Verdict::NotComparable(why) => (VerdictKind::NotComparable, Some(why.to_string())),
     };
     let est = r.estimate.as_ref();
+    let slopes: &[f64] = est.map_or(&[], |e| &e.drift_slopes);
     CompareRow {
         workload: any.workload.name().to_string(),
         size_bytes: any.size_bytes,
@@ -354,11 +375,13 @@ fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison) -> Compar
         a: side(a),
         b: side(b),
         ratio: est.map(|e| e.ratio),
-        ratio_raw: match (a, b, est.and_then(|e| e.drift_slope)) {
+        ratio_raw: match (a, b, slopes.first()) {
             (Some(x), Some(y), Some(_)) => Some(y.ns_per_call.median / x.ns_per_call.median),
             _ => None,
         },
-        drift_slope: est.and_then(|e| e.drift_slope),
+        // The covariates are [kernel speed, memory latency when recorded].
+        drift_slope: slopes.first().copied(),
+        memory_slope: slopes.get(1).copied(),
         ci_low: est.map(|e| e.ci_low),
         ci_high: est.map(|e| e.ci_high),
         p_value: est.map(|e| e.p_value),

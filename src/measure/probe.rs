@@ -1,5 +1,6 @@
-//! The kernel-speed probe: nanoseconds per `getppid(2)`, measured between the
-//! timed batches of every block.
+//! The machine-speed probes measured between the timed batches of every
+//! block: kernel speed (nanoseconds per `getppid(2)`) and memory latency
+//! (nanoseconds per dependent load through a 64 MiB random cycle).
 //!
 //! Why: on the VM ptelab was built on, everything the kernel executes slows
 //! down and speeds up together, by up to 28% in states lasting seconds to
@@ -15,7 +16,14 @@
 //!
 //! getppid is the cheapest syscall there is: entry, a pointer chase, exit.
 //! It touches no page table and takes no lock the workloads take.
+//!
+//! Large cells also follow the host's memory latency, which getppid (cache
+//! resident) does not feel: in a noisy period a 40 MiB order-0 mprotect
+//! (80 KiB of page tables and 640 KiB of struct pages per call) varied from
+//! 1.31 to 2.11 ms with getppid flat, correlation 0.89 with a pointer chase
+//! and 0.39 with getppid. Hence the second probe, [`MemoryProbe`].
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 use super::result::CellResult;
@@ -40,11 +48,80 @@ pub fn probe_ns() -> f64 {
     ptelab_stats::sample::median_in_place(&mut rounds)
 }
 
-/// Median probe of every block of `cells` that has one (None when none has).
-pub fn run_probe_ns<'a>(cells: impl IntoIterator<Item = &'a CellResult>) -> Option<f64> {
+/// Bytes the memory probe chases through: far beyond any last-level cache.
+const CHASE_BYTES: usize = 64 << 20;
+/// Loads per memory probe: ~50 µs here. Few, so that the probe evicts only
+/// 16 KiB of the workload's cached page tables and struct pages.
+const HOPS: u32 = 256;
+/// u64 slots per 64-byte cache line: one slot per line is used.
+const SLOTS_PER_LINE: usize = 8;
+
+/// A random cyclic order of the cache lines of a [`CHASE_BYTES`] buffer;
+/// each probe continues the cycle where the last stopped, so it always
+/// loads lines that are not cached.
+pub struct MemoryProbe {
+    /// `next[line * SLOTS_PER_LINE]` = slot of the line that follows.
+    next: Vec<u64>,
+    at: u64,
+}
+
+impl MemoryProbe {
+    /// Build the cycle (a Sattolo shuffle from a fixed seed: one cycle
+    /// through every line). About 10 ms; the buffer is touched here.
+    pub fn new() -> MemoryProbe {
+        let lines = CHASE_BYTES / 64;
+        let mut order: Vec<u64> = (0..lines as u64).collect();
+        let mut x = 0x7074_656c_6162_0002u64;
+        for i in (1..lines).rev() {
+            // xorshift64: no statistical quality needed, only a scatter.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            order.swap(i, (x % i as u64) as usize);
+        }
+        let mut next = vec![0u64; lines * SLOTS_PER_LINE];
+        for (k, &line) in order.iter().enumerate() {
+            next[line as usize * SLOTS_PER_LINE] = order[(k + 1) % lines] * SLOTS_PER_LINE as u64;
+        }
+        MemoryProbe { next, at: 0 }
+    }
+
+    /// One probe: mean ns per load over [`HOPS`] dependent loads.
+    pub fn probe_ns(&mut self) -> f64 {
+        let mut at = self.at;
+        let t = Instant::now();
+        for _ in 0..HOPS {
+            at = self.next[at as usize];
+        }
+        let ns = t.elapsed().as_nanos() as f64 / f64::from(HOPS);
+        self.at = std::hint::black_box(at);
+        ns
+    }
+}
+
+thread_local! {
+    /// One chase buffer per measuring thread, built on first use.
+    static MEMORY: RefCell<Option<MemoryProbe>> = const { RefCell::new(None) };
+}
+
+/// One memory-latency probe on this thread's [`MemoryProbe`].
+pub fn memory_probe_ns() -> f64 {
+    MEMORY.with(|m| {
+        m.borrow_mut()
+            .get_or_insert_with(MemoryProbe::new)
+            .probe_ns()
+    })
+}
+
+/// Median of every positive finite value `per_cell` gives over `cells`
+/// (None when there is none): a run's median probe.
+pub fn run_median<'a>(
+    cells: impl IntoIterator<Item = &'a CellResult>,
+    per_cell: impl Fn(&CellResult) -> &[f64],
+) -> Option<f64> {
     let mut all: Vec<f64> = cells
         .into_iter()
-        .flat_map(|c| c.probe_ns.iter().copied())
+        .flat_map(|c| per_cell(c).iter().copied())
         .filter(|p| p.is_finite() && *p > 0.0)
         .collect();
     (!all.is_empty()).then(|| ptelab_stats::sample::median_in_place(&mut all))
@@ -62,8 +139,32 @@ mod tests {
         let mut d = c.clone();
         c.probe_ns = vec![250.0, 500.0, 225.0];
         d.probe_ns = vec![186.0, f64::NAN];
-        assert_eq!(run_probe_ns([&c, &d]), Some(237.5));
-        assert_eq!(run_probe_ns([&fixture(4, 1.0, FolioSpec::Base)]), None);
+        assert_eq!(run_median([&c, &d], |c| &c.probe_ns), Some(237.5));
+        let old = fixture(4, 1.0, FolioSpec::Base);
+        assert_eq!(run_median([&old], |c| &c.probe_ns), None);
+        assert_eq!(run_median([&c], |c| &c.memory_probe_ns), None);
+    }
+
+    #[test]
+    fn the_chase_is_one_cycle_through_every_line() {
+        let p = MemoryProbe::new();
+        let lines = CHASE_BYTES / 64;
+        let (mut at, mut seen) = (0u64, vec![false; lines]);
+        for _ in 0..lines {
+            let line = at as usize / SLOTS_PER_LINE;
+            assert!(!seen[line], "line {line} visited twice");
+            seen[line] = true;
+            at = p.next[at as usize];
+        }
+        assert_eq!(at, 0, "the cycle closes after every line");
+    }
+
+    #[test]
+    fn memory_probe_is_a_plausible_load_latency() {
+        // A cache miss costs tens to hundreds of ns; under 1 ns means the
+        // loads were not dependent or were elided.
+        let p = memory_probe_ns();
+        assert!(p > 1.0 && p < 100_000.0, "memory probe {p} ns");
     }
 
     #[test]

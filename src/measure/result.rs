@@ -88,6 +88,11 @@ pub struct CellResult {
     /// with it. Empty in results stored before the probe existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_ns: Vec<f64>,
+    /// The memory-latency probe of each block, in order: ns per dependent
+    /// load through a 64 MiB random cycle, the median of the probes taken
+    /// between the block's timed batches. Empty in older results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_probe_ns: Vec<f64>,
     /// Median ns per call divided by the pages one call covers.
     pub ns_per_page: f64,
     /// Calls timed in total, and per sample.

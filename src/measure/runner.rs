@@ -161,6 +161,8 @@ struct Block {
     flushes: Option<Vec<TlbFlushes>>,
     /// Median kernel-speed probe over the block (ns per getppid).
     probe_ns: f64,
+    /// Median memory-latency probe over the block (ns per load).
+    memory_probe_ns: f64,
 }
 
 /// A cell being measured block by block.
@@ -286,9 +288,10 @@ impl CellRun {
         let mut rel = f64::INFINITY;
         let mut calls = 0u64;
         let mut iters_done = 0u64;
-        // The probe runs before the first batch and after every batch, so
-        // it sees the machine in the state the batches saw.
+        // The probes run before the first batch and after every batch, so
+        // they see the machine in the state the batches saw.
         let mut probes = vec![probe::probe_ns()];
+        let mut memory_probes = vec![probe::memory_probe_ns()];
         let t = Instant::now();
         loop {
             if interrupted() {
@@ -306,6 +309,7 @@ impl CellRun {
             };
             let times = op.run(this)?;
             probes.push(probe::probe_ns());
+            memory_probes.push(probe::memory_probe_ns());
             iters_done += this;
             for (s, bt) in self.pooled.iter_mut().zip(&times) {
                 s.push(bt.ns as f64 / bt.calls.max(1) as f64);
@@ -370,6 +374,7 @@ impl CellRun {
             vmas_after,
             flushes,
             probe_ns: ptelab_stats::sample::median_in_place(&mut probes),
+            memory_probe_ns: ptelab_stats::sample::median_in_place(&mut memory_probes),
         });
         Ok(())
     }
@@ -440,6 +445,7 @@ impl CellRun {
                 ns_per_call: ns,
                 blocks: block_sizes.clone(),
                 probe_ns: self.blocks.iter().map(|b| b.probe_ns).collect(),
+                memory_probe_ns: self.blocks.iter().map(|b| b.memory_probe_ns).collect(),
                 calls,
                 calls_per_sample: batch * op_calls_per_iteration(plan),
                 pinned_cpu: plan.pinned_cpu,

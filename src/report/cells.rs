@@ -44,10 +44,12 @@ pub fn render_table(cells: &[CellResult]) -> String {
             .filter(|c| c.folio == folio && c.phase == phase && c.neighbor == neighbor)
         {
             let ns = &c.ns_per_call;
+            // The larger side, as the runner's stop rule and its warning
+            // measure it (the interval of a median is rarely symmetric).
             let ci = if ns.ci_low.is_finite() && ns.median > 0.0 {
                 format!(
                     "±{:.1}%",
-                    (ns.ci_high - ns.ci_low) / 2.0 / ns.median * 100.0
+                    (ns.median - ns.ci_low).max(ns.ci_high - ns.median) / ns.median * 100.0
                 )
             } else {
                 "n/a".into()
@@ -149,6 +151,7 @@ pub(crate) mod tests {
             ns_per_page: median / (size_kib / 4) as f64,
             blocks: vec![],
             probe_ns: vec![],
+            memory_probe_ns: vec![],
             calls: 1000,
             calls_per_sample: 100,
             pinned_cpu: Some(1),

@@ -79,6 +79,10 @@ pub struct Drift {
     /// ptelab recorded the probe).
     pub probe_a_ns: Option<f64>,
     pub probe_b_ns: Option<f64>,
+    /// Median memory-latency probe of each run, ns per load (None: not
+    /// recorded).
+    pub memory_a_ns: Option<f64>,
+    pub memory_b_ns: Option<f64>,
     /// Whether each cell's ratio was divided by its probe drift.
     pub corrected: bool,
     /// Why it was or was not, in words.
@@ -135,6 +139,9 @@ pub struct CompareRow {
     /// How this cell's time responds to the kernel-speed probe (β: 1 =
     /// proportionally, 0 = not at all), fitted within runs, when corrected.
     pub drift_slope: Option<f64>,
+    /// How it responds to the memory-latency probe, when both cells
+    /// recorded it and the cell was corrected.
+    pub memory_slope: Option<f64>,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
     /// Mann-Whitney two-sided p-value.
@@ -350,14 +357,27 @@ pub(crate) fn drift_line(d: &Drift) -> Option<String> {
         _ if d.why.is_empty() => return None,
         _ => return Some(format!("Machine drift: not measured ({}).", d.why)),
     };
-    let what = format!(
+    let mut what = format!(
         "Machine drift: kernel-speed probe (ns per getppid) A {}, B {} ({}%)",
         ns(a),
         ns(b),
         pct(b / a - 1.0)
     );
+    if let (Some(ma), Some(mb)) = (d.memory_a_ns, d.memory_b_ns) {
+        write!(
+            what,
+            ", memory latency (ns per load) A {}, B {} ({}%)",
+            ns(ma),
+            ns(mb),
+            pct(mb / ma - 1.0)
+        )
+        .unwrap();
+    }
     Some(if d.corrected {
-        format!("{what}; %change is corrected for it per cell ({}).", d.why)
+        format!(
+            "{what}; %change is corrected for the drift per cell ({}).",
+            d.why
+        )
     } else {
         format!(
             "{what}; not corrected ({}), so a change this size may be the machine.",
@@ -525,6 +545,7 @@ pub(crate) mod tests {
             ratio: Some(b / a),
             ratio_raw: None,
             drift_slope: None,
+            memory_slope: None,
             ci_low: Some(ci.0),
             ci_high: Some(ci.1),
             p_value: Some(p),
@@ -612,6 +633,8 @@ pub(crate) mod tests {
             drift: Drift {
                 probe_a_ns: Some(253.0),
                 probe_b_ns: Some(241.5),
+                memory_a_ns: Some(190.0),
+                memory_b_ns: Some(212.0),
                 corrected: false,
                 why: "the runs ran different kernels; --normalize probe corrects it".into(),
             },
@@ -630,6 +653,7 @@ pub(crate) mod tests {
             r.ratio_raw = r.ratio;
             r.ratio = r.ratio.map(|x| x * 253.0 / 241.5);
             r.drift_slope = Some(0.8);
+            r.memory_slope = Some(0.3);
         }
         v
     }

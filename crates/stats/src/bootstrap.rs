@@ -49,7 +49,7 @@ pub struct BootstrapOpts {
 }
 
 /// A ratio of medians B/A with its bootstrap confidence interval.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RatioCi {
     /// median(B) / median(A) of the observed samples.
     pub estimate: f64,
@@ -63,19 +63,20 @@ pub struct RatioCi {
     pub resamples: usize,
     /// Seed the generator was started from.
     pub seed: u64,
-    /// The drift slope β of the point estimate, when adjusted
-    /// ([`ratio_of_medians_adjusted`]).
-    pub drift_slope: Option<f64>,
+    /// The drift slopes β_k of the point estimate, one per covariate, when
+    /// adjusted ([`ratio_of_medians_adjusted`]); empty otherwise.
+    pub drift_slopes: Vec<f64>,
 }
 
-/// A per-block covariate for each side, one value per block (see
-/// [`crate::drift`]).
+/// Per-block covariates for each side (see [`crate::drift`]): `a[k][i]` is
+/// covariate k of A's block i. Both sides have the same covariates, in the
+/// same order.
 #[derive(Clone, Copy, Debug)]
 pub struct Covariates<'a> {
-    /// A's covariate per block.
-    pub a: &'a [f64],
-    /// B's covariate per block.
-    pub b: &'a [f64],
+    /// A's covariates, each one value per block.
+    pub a: &'a [&'a [f64]],
+    /// B's covariates.
+    pub b: &'a [&'a [f64]],
 }
 
 /// Bootstrap confidence interval of median(B)/median(A).
@@ -110,8 +111,8 @@ pub fn ratio_of_medians_blocked(
 
 /// [`ratio_of_medians_blocked`] with the values of each block adjusted for
 /// machine drift by `cov` (one value per block and side; [`crate::drift`]).
-/// The reference speed is A's median covariate. The point estimate's slope
-/// is in [`RatioCi::drift_slope`].
+/// The reference of each covariate is its median over A's blocks. The point
+/// estimate's slopes are in [`RatioCi::drift_slopes`].
 ///
 /// # Errors
 /// As [`ratio_of_medians`], and [`Error::InvalidParameter`] when a
@@ -127,18 +128,22 @@ pub fn ratio_of_medians_adjusted(
     bootstrap(a, a_blocks, b, b_blocks, Some(cov), opts)
 }
 
-/// One side of a drift-adjusted bootstrap: per block, ln(covariate) and
-/// ln(median of the block's values), and the factor of each block at the
-/// point estimate's slope.
-struct DriftSide {
-    ln_cov: Vec<f64>,
+/// One side of a drift-adjusted bootstrap: its covariates, and per block
+/// the ln covariates and ln median of the block's values.
+struct DriftSide<'a> {
+    cov: &'a [&'a [f64]],
+    ln_cov: Vec<Vec<f64>>,
     ln_median: Vec<f64>,
 }
 
-impl DriftSide {
-    fn new(values: &[f64], blocks: &[std::ops::Range<usize>], cov: &[f64]) -> DriftSide {
+impl<'a> DriftSide<'a> {
+    fn new(values: &[f64], blocks: &[std::ops::Range<usize>], cov: &'a [&'a [f64]]) -> Self {
         DriftSide {
-            ln_cov: cov.iter().map(|c| c.ln()).collect(),
+            cov,
+            ln_cov: cov
+                .iter()
+                .map(|c| c.iter().map(|v| v.ln()).collect())
+                .collect(),
             ln_median: blocks
                 .iter()
                 .map(|r| median_in_place(&mut values[r.clone()].to_vec()).ln())
@@ -146,11 +151,46 @@ impl DriftSide {
         }
     }
 
-    fn points(&self, drawn: &[usize]) -> Vec<(f64, f64)> {
-        drawn
-            .iter()
-            .map(|&k| (self.ln_cov[k], self.ln_median[k]))
-            .collect()
+    /// (x, y) of the drawn blocks, as [`crate::drift::within_slopes`] takes them.
+    fn points(&self, drawn: &[usize]) -> (Vec<Vec<f64>>, Vec<f64>) {
+        (
+            self.ln_cov
+                .iter()
+                .map(|c| drawn.iter().map(|&k| c[k]).collect())
+                .collect(),
+            drawn.iter().map(|&k| self.ln_median[k]).collect(),
+        )
+    }
+
+    /// The factor of every block at `slopes`.
+    fn factors(&self, reference: &[f64], slopes: &[f64]) -> Vec<f64> {
+        crate::drift::block_factors(self.cov, reference, slopes)
+    }
+}
+
+/// Both sides of a drift-adjusted bootstrap and the reference of each
+/// covariate (its median over A's blocks).
+struct Drift<'a> {
+    a: DriftSide<'a>,
+    b: DriftSide<'a>,
+    reference: Vec<f64>,
+}
+
+impl Drift<'_> {
+    /// Fit the slopes on the drawn blocks and scale the drawn values.
+    fn adjust(
+        &self,
+        (out_a, blocks_a, drawn_a): (&mut [f64], &[std::ops::Range<usize>], &[usize]),
+        (out_b, blocks_b, drawn_b): (&mut [f64], &[std::ops::Range<usize>], &[usize]),
+    ) -> Vec<f64> {
+        let (xa, ya) = self.a.points(drawn_a);
+        let (xb, yb) = self.b.points(drawn_b);
+        let slopes = crate::drift::within_slopes(&[(&xa, &ya), (&xb, &yb)]);
+        let fa = self.a.factors(&self.reference, &slopes);
+        let fb = self.b.factors(&self.reference, &slopes);
+        scale(out_a, blocks_a, drawn_a, |k| fa[k]);
+        scale(out_b, blocks_b, drawn_b, |k| fb[k]);
+        slopes
     }
 }
 
@@ -197,43 +237,33 @@ fn bootstrap(
     let drift = match cov {
         None => None,
         Some(c) => {
-            if c.a.len() != ba.len()
-                || c.b.len() != bb.len()
-                || !c.a.iter().chain(c.b).all(|v| v.is_finite() && *v > 0.0)
-            {
+            let fits = |cov: &[&[f64]], blocks: usize| {
+                cov.iter()
+                    .all(|v| v.len() == blocks && v.iter().all(|x| x.is_finite() && *x > 0.0))
+            };
+            if c.a.len() != c.b.len() || !fits(c.a, ba.len()) || !fits(c.b, bb.len()) {
                 return Err(Error::InvalidParameter {
                     name: "covariate",
                     value: f64::NAN,
-                    accepted: "one positive value per block and side",
+                    accepted: "the same covariates on both sides, one positive value per block",
                 });
             }
-            let mut ref_a = c.a.to_vec();
-            Some((
-                DriftSide::new(a.values(), &ba, c.a),
-                DriftSide::new(b.values(), &bb, c.b),
-                c,
-                median_in_place(&mut ref_a),
-            ))
+            Some(Drift {
+                a: DriftSide::new(a.values(), &ba, c.a),
+                b: DriftSide::new(b.values(), &bb, c.b),
+                reference: crate::drift::reference(c.a),
+            })
         }
     };
     // The point estimate: every block once.
-    let (estimate, drift_slope) = match &drift {
-        None => (b.median() / a.median(), None),
-        Some((da, db, c, reference)) => {
+    let (estimate, drift_slopes) = match &drift {
+        None => (b.median() / a.median(), Vec::new()),
+        Some(d) => {
             let all_a: Vec<usize> = (0..ba.len()).collect();
             let all_b: Vec<usize> = (0..bb.len()).collect();
-            let slope = crate::drift::within_slope(&da.points(&all_a), &db.points(&all_b));
             let (mut xa, mut xb) = (a.values().to_vec(), b.values().to_vec());
-            scale(&mut xa, &ba, &all_a, |k| {
-                crate::drift::factor(c.a[k], *reference, slope)
-            });
-            scale(&mut xb, &bb, &all_b, |k| {
-                crate::drift::factor(c.b[k], *reference, slope)
-            });
-            (
-                median_in_place(&mut xb) / median_in_place(&mut xa),
-                Some(slope),
-            )
+            let slopes = d.adjust((&mut xa, &ba, &all_a), (&mut xb, &bb, &all_b));
+            (median_in_place(&mut xb) / median_in_place(&mut xa), slopes)
         }
     };
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
@@ -244,14 +274,8 @@ fn bootstrap(
     for _ in 0..opts.resamples {
         resample(a.values(), &ba, &mut rng, &mut buf_a, &mut drawn_a);
         resample(b.values(), &bb, &mut rng, &mut buf_b, &mut drawn_b);
-        if let Some((da, db, c, reference)) = &drift {
-            let slope = crate::drift::within_slope(&da.points(&drawn_a), &db.points(&drawn_b));
-            scale(&mut buf_a, &ba, &drawn_a, |k| {
-                crate::drift::factor(c.a[k], *reference, slope)
-            });
-            scale(&mut buf_b, &bb, &drawn_b, |k| {
-                crate::drift::factor(c.b[k], *reference, slope)
-            });
+        if let Some(d) = &drift {
+            d.adjust((&mut buf_a, &ba, &drawn_a), (&mut buf_b, &bb, &drawn_b));
         }
         ratios.push(median_in_place(&mut buf_b) / median_in_place(&mut buf_a));
     }
@@ -265,7 +289,7 @@ fn bootstrap(
         confidence: opts.confidence,
         resamples: opts.resamples,
         seed: opts.seed,
-        drift_slope,
+        drift_slopes,
     })
 }
 
@@ -388,8 +412,8 @@ mod tests {
             let (a, ab) = drifting(&PROBE_A, response, 1.0);
             let (b, bb) = drifting(&PROBE_B, response, effect);
             let cov = Covariates {
-                a: &PROBE_A,
-                b: &PROBE_B,
+                a: &[&PROBE_A],
+                b: &[&PROBE_B],
             };
             let raw = ratio_of_medians_blocked(&a, &ab, &b, &bb, &opts(2)).unwrap();
             let adj = ratio_of_medians_adjusted(&a, &ab, &b, &bb, cov, &opts(2)).unwrap();
@@ -402,10 +426,7 @@ mod tests {
                 (adj.estimate - effect).abs() < 0.005,
                 "{response} {effect}: {adj:?}"
             );
-            assert!(
-                (adj.drift_slope.unwrap() - response).abs() < 0.01,
-                "{adj:?}"
-            );
+            assert!((adj.drift_slopes[0] - response).abs() < 0.01, "{adj:?}");
             assert!(adj.low <= effect && effect <= adj.high, "{adj:?}");
             assert!(
                 adj.high - adj.low < raw.high - raw.low,
@@ -418,8 +439,8 @@ mod tests {
     fn adjustment_refuses_a_covariate_that_does_not_fit() {
         let (a, ab) = drifting(&PROBE_A, 1.0, 1.0);
         let cov = Covariates {
-            a: &PROBE_A[..9],
-            b: &PROBE_B,
+            a: &[&PROBE_A[..9]],
+            b: &[&PROBE_B],
         };
         assert!(ratio_of_medians_adjusted(&a, &ab, &a, &ab, cov, &opts(1)).is_err());
     }

@@ -194,7 +194,7 @@ impl fmt::Display for Verdict {
 }
 
 /// The numbers behind one cell's verdict.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Estimate {
     /// Median of A.
     pub median_a: f64,
@@ -218,10 +218,10 @@ pub struct Estimate {
     pub resamples: usize,
     /// Two-sided Mann-Whitney p-value, before correction.
     pub p_value: f64,
-    /// The drift slope β, when the values were adjusted for machine drift
-    /// (`crate::drift`); the ratio, interval and test are then on adjusted
-    /// values.
-    pub drift_slope: Option<f64>,
+    /// The drift slopes β_k, one per covariate, when the values were
+    /// adjusted for machine drift (`crate::drift`; the ratio, interval and
+    /// test are then on adjusted values); empty otherwise.
+    pub drift_slopes: Vec<f64>,
 }
 
 impl Estimate {
@@ -262,22 +262,18 @@ pub fn estimate(
     // `MIN_TEST_BLOCKS` blocks a side, the block medians (samples within a
     // block are pseudo-replicates of one instance, Hurlbert 1984), adjusted
     // for drift at the point estimate's slope; otherwise the samples.
-    let adjust = |m: Sample, cov: Option<&[f64]>, reference: f64| match (cov, ci.drift_slope) {
-        (Some(c), Some(slope)) => Sample::new(
-            m.values()
-                .iter()
-                .zip(c)
-                .map(|(v, p)| v * crate::drift::factor(*p, reference, slope))
-                .collect(),
-        )
-        .unwrap_or(m),
+    let adjust = |m: Sample, cov: Option<&[&[f64]]>, reference: &[f64]| match cov {
+        Some(c) if !ci.drift_slopes.is_empty() => {
+            let f = crate::drift::block_factors(c, reference, &ci.drift_slopes);
+            Sample::new(m.values().iter().zip(&f).map(|(v, f)| v * f).collect()).unwrap_or(m)
+        }
         _ => m,
     };
-    let reference = cov.map_or(1.0, |c| crate::sample::median_in_place(&mut c.a.to_vec()));
+    let reference = cov.map_or_else(Vec::new, |c| crate::drift::reference(c.a));
     let mw = match (block_medians(a, blocks.0), block_medians(b, blocks.1)) {
         (Some(ma), Some(mb)) => mann_whitney_u(
-            &adjust(ma, cov.map(|c| c.a), reference),
-            &adjust(mb, cov.map(|c| c.b), reference),
+            &adjust(ma, cov.map(|c| c.a), &reference),
+            &adjust(mb, cov.map(|c| c.b), &reference),
         ),
         _ => mann_whitney_u(a, b),
     };
@@ -293,7 +289,7 @@ pub fn estimate(
         seed,
         resamples,
         p_value: mw.p_value,
-        drift_slope: ci.drift_slope,
+        drift_slopes: ci.drift_slopes,
     })
 }
 
@@ -323,11 +319,12 @@ pub struct CellInput<'a> {
     pub a_blocks: &'a [usize],
     /// Values per block of B, in order (empty: one block).
     pub b_blocks: &'a [usize],
-    /// A's machine-drift covariate per block (empty: no adjustment; see
-    /// `crate::drift`). Used only when both sides have one that fits.
-    pub a_cov: &'a [f64],
-    /// B's covariate per block.
-    pub b_cov: &'a [f64],
+    /// A's machine-drift covariates, each one value per block (empty: no
+    /// adjustment; see `crate::drift`). Used only when both sides have the
+    /// same number of covariates and every one fits.
+    pub a_cov: &'a [&'a [f64]],
+    /// B's covariates.
+    pub b_cov: &'a [&'a [f64]],
     /// Set when the caller refuses a verdict for a reason of its own.
     pub refuse: Option<&'a NotComparable>,
 }
@@ -387,8 +384,16 @@ pub fn compare_grid(cells: &[CellInput<'_>], opts: &CompareOpts) -> Result<Vec<C
                 &a,
                 &b,
                 (cell.a_blocks, cell.b_blocks),
-                (crate::drift::fits(a.len(), cell.a_blocks, cell.a_cov)
-                    && crate::drift::fits(b.len(), cell.b_blocks, cell.b_cov))
+                (!cell.a_cov.is_empty()
+                    && cell.a_cov.len() == cell.b_cov.len()
+                    && cell
+                        .a_cov
+                        .iter()
+                        .all(|c| crate::drift::fits(a.len(), cell.a_blocks, c))
+                    && cell
+                        .b_cov
+                        .iter()
+                        .all(|c| crate::drift::fits(b.len(), cell.b_blocks, c)))
                 .then_some(Covariates {
                     a: cell.a_cov,
                     b: cell.b_cov,
@@ -431,14 +436,19 @@ pub fn compare_grid(cells: &[CellInput<'_>], opts: &CompareOpts) -> Result<Vec<C
         .map(|&i| {
             out[i]
                 .estimate
+                .as_ref()
                 .expect("family cells have estimates")
                 .p_value
         })
         .collect();
     for (&i, p_adj) in family.iter().zip(holm(&raw)) {
-        let est = out[i].estimate.expect("family cells have estimates");
+        let est = out[i]
+            .estimate
+            .as_ref()
+            .expect("family cells have estimates");
+        let verdict = decide(est, p_adj, opts.noise, opts.alpha);
         out[i].p_adjusted = Some(p_adj);
-        out[i].verdict = decide(&est, p_adj, opts.noise, opts.alpha);
+        out[i].verdict = verdict;
     }
     Ok(out)
 }
@@ -520,7 +530,7 @@ mod tests {
         let fast = noisy(&mut rng, 40, 900.0, 0.01);
         let r = run(&a, &slow);
         assert_eq!(r.verdict, Verdict::Regression, "{r:?}");
-        let e = r.estimate.unwrap();
+        let e = r.estimate.clone().unwrap();
         assert!(e.ci_low > 1.05 && e.ci_high < 1.15 && e.ci_low <= e.ratio && e.ratio <= e.ci_high);
         assert_eq!(run(&a, &fast).verdict, Verdict::Improvement);
     }
@@ -542,7 +552,7 @@ mod tests {
         let a = [100.0, 300.0, 1000.0, 3000.0, 9000.0];
         let b = [110.0, 330.0, 1100.0, 3300.0, 9900.0];
         let r = run(&a, &b);
-        assert!(r.estimate.unwrap().p_value > 0.05);
+        assert!(r.estimate.clone().unwrap().p_value > 0.05);
         assert_eq!(r.verdict, Verdict::NoChange);
     }
 
@@ -595,7 +605,10 @@ mod tests {
         let r = compare_grid(&cells, &opts()).unwrap();
         assert_eq!(r[0].verdict, Verdict::Regression);
         // Family of one: Holm leaves the p-value as is.
-        assert_eq!(r[0].p_adjusted, Some(r[0].estimate.unwrap().p_value));
+        assert_eq!(
+            r[0].p_adjusted,
+            Some(r[0].estimate.clone().unwrap().p_value)
+        );
         assert_eq!(
             r[1].verdict,
             Verdict::NotComparable(NotComparable::TooFewSamples {
@@ -663,7 +676,10 @@ mod tests {
         let x = compare_grid(&cells, &opts()).unwrap();
         let y = compare_grid(&cells, &opts()).unwrap();
         assert_eq!(x, y);
-        let (s0, s1) = (x[0].estimate.unwrap().seed, x[1].estimate.unwrap().seed);
+        let (s0, s1) = (
+            x[0].estimate.as_ref().unwrap().seed,
+            x[1].estimate.as_ref().unwrap().seed,
+        );
         assert_ne!(s0, s1);
         assert_eq!(s0, derive_seed(DEFAULT_SEED, 0));
     }
@@ -738,7 +754,7 @@ mod tests {
             flagged += usize::from(r.iter().any(|c| is_flag(&c.verdict)));
             flagged_without_noise += usize::from(r.iter().any(|c| {
                 is_flag(&decide(
-                    &c.estimate.unwrap(),
+                    c.estimate.as_ref().unwrap(),
                     c.p_adjusted.unwrap(),
                     0.0,
                     opts.alpha,
