@@ -417,6 +417,9 @@ impl CellRun {
             .sum::<Duration>()
             .as_secs_f64();
         let batch = self.batch.unwrap_or(1);
+        if let Some(w) = speed_change_warning(self.blocks.iter().map(|b| b.probe_ns)) {
+            self.warnings.push(w);
+        }
         let mut out = Vec::with_capacity(self.phases.len());
         for (p, phase) in self.phases.iter().enumerate() {
             let pooled = std::mem::take(&mut self.pooled[p]);
@@ -456,6 +459,26 @@ impl CellRun {
         }
         out
     }
+}
+
+/// Kernel-speed probes of a cell's blocks further apart than this mean the
+/// machine changed speed state during the cell (the two states of the VM
+/// ptelab was built on are ~37% apart; within a state blocks agree to ~4%).
+const SPEED_CHANGE: f64 = 1.10;
+
+/// A warning when the machine's kernel speed changed between the blocks
+/// (`probes`: the blocks' kernel-speed probes).
+fn speed_change_warning(probes: impl Iterator<Item = f64>) -> Option<String> {
+    let (lo, hi) = probes.fold((f64::INFINITY, 0.0f64), |(lo, hi), p| {
+        (lo.min(p), hi.max(p))
+    });
+    (lo > 0.0 && hi / lo > SPEED_CHANGE).then(|| {
+        format!(
+            "the machine's kernel speed changed during the cell (probe {lo:.0}-{hi:.0} ns per \
+             getppid across blocks): another invocation may differ by as much; \
+             `ptelab compare` adjusts for it"
+        )
+    })
 }
 
 fn op_calls_per_iteration(plan: &CellPlan) -> u64 {
@@ -560,5 +583,21 @@ pub fn summarize(samples: Vec<f64>) -> NsPerCall {
             sorted.iter().sum::<f64>() / n as f64
         },
         samples,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_speed_state_change_between_blocks_is_a_warning() {
+        assert_eq!(
+            speed_change_warning([186.0, 190.0, 188.0].into_iter()),
+            None
+        );
+        let w = speed_change_warning([186.0, 255.0, 188.0].into_iter()).unwrap();
+        assert!(w.contains("probe 186-255 ns"), "{w}");
+        assert_eq!(speed_change_warning(std::iter::empty()), None);
     }
 }
