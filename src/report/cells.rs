@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use crate::kernel::layout;
+use crate::measure::probe;
 use crate::measure::result::CellResult;
 use crate::workload::FolioSpec;
 
@@ -87,6 +88,9 @@ pub fn render_table(cells: &[CellResult]) -> String {
         }
         out.push('\n');
     }
+    if let Some(line) = machine_speed(cells) {
+        writeln!(out, "{line}\n").unwrap();
+    }
     let warnings: Vec<String> = cells
         .iter()
         .flat_map(|c| {
@@ -107,6 +111,33 @@ pub fn render_table(cells: &[CellResult]) -> String {
         }
     }
     out
+}
+
+/// The machine-speed probes over every block of `cells` (median and range),
+/// so a reader can tell a slow machine from a slow kernel; None when no cell
+/// recorded them.
+fn machine_speed(cells: &[CellResult]) -> Option<String> {
+    let describe = |name: &str, unit: &str, per_cell: fn(&CellResult) -> &[f64]| {
+        let median = probe::run_median(cells, per_cell)?;
+        let all = cells.iter().flat_map(|c| per_cell(c).iter().copied());
+        let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(l, h), p| (l.min(p), h.max(p)));
+        Some(format!(
+            "{name} {median:.0} ns per {unit} ({lo:.0}-{hi:.0})"
+        ))
+    };
+    let parts: Vec<String> = [
+        describe("kernel", "getppid", |c| &c.probe_ns),
+        describe("memory", "load", |c| &c.memory_probe_ns),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "machine speed, median (range) over blocks: {}",
+            parts.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]
@@ -174,5 +205,24 @@ pub(crate) mod tests {
             fixture(4096, 180400.0, FolioSpec::Mthp(64 << 10)),
         ];
         insta::assert_snapshot!(render_table(&cells));
+    }
+
+    #[test]
+    fn machine_speed_line_when_probes_were_recorded() {
+        let mut a = fixture(4, 1713.0, FolioSpec::Base);
+        let mut b = fixture(400, 34530.0, FolioSpec::Base);
+        assert_eq!(machine_speed(&[a.clone()]), None);
+        a.probe_ns = vec![186.0, 255.0];
+        b.probe_ns = vec![190.0];
+        assert_eq!(
+            machine_speed(&[a.clone(), b.clone()]).unwrap(),
+            "machine speed, median (range) over blocks: kernel 190 ns per getppid (186-255)"
+        );
+        a.memory_probe_ns = vec![200.0, 240.0];
+        let line = machine_speed(&[a, b]).unwrap();
+        assert!(
+            line.ends_with(", memory 220 ns per load (200-240)"),
+            "{line}"
+        );
     }
 }
