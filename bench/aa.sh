@@ -3,7 +3,13 @@
 # sweep should flag no cell as a regression or improvement. Repeats the pair
 # N times and counts repetitions with any flagged cell.
 #
-# usage: bench/aa.sh [REPS] [SIZES] [FOLIOS]   (needs root; ~20 s per repetition)
+# With CALIBRATE=1 (default) it first runs `ptelab calibrate` on the same grid
+# into the same database, so compare takes this machine's measured
+# between-run repeatability as its noise threshold (docs/statistics.md,
+# "Calibrating the noise threshold"); CALIBRATE=0 keeps the 2% default.
+#
+# usage: bench/aa.sh [REPS] [SIZES] [FOLIOS]   (needs root; ~20 s per repetition,
+#        plus ~1 min of calibration)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-10}
@@ -15,6 +21,9 @@ DB=$(mktemp -d)/aa.db
 # Each pair is compared twice: as `compare` does by default (same kernel:
 # corrected for machine drift with the kernel-speed probe) and raw
 # (--normalize none), so one run gives both figures.
+if [ "${CALIBRATE:-1}" = 1 ]; then
+    "$P" calibrate --sizes "$SIZES" --folios "$FOLIOS" --time 1s --db "$DB" | tail -1
+fi
 flagged=0
 flagged_raw=0
 summary() { # normalize -> "reg imp same nc drift%"

@@ -52,6 +52,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Runs(args) => cmd::runs::run(&args),
         Command::Show(args) => cmd::show::run(&args),
         Command::Compare(args) => cmd::compare::run(&args),
+        Command::Calibrate(args) => cmd::calibrate::run(&args),
         Command::Report(args) => cmd::report::run(&args),
         Command::Reproduce(args) => cmd::reproduce::run(&args),
     }

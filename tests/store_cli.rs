@@ -364,3 +364,119 @@ fn compare_of_two_measured_runs_adjusts_for_drift_unless_told_not_to() {
             && r["drift_slope"].is_null()
             && r["memory_slope"].is_null()));
 }
+
+/// `ptelab calibrate` on the real kernel: it stores its runs and the
+/// machine's repeatability, and `compare` of two runs of this machine then
+/// takes the calibrated noise threshold (or keeps the 2% floor).
+#[test]
+fn calibrate_stores_repeatability_and_compare_uses_it() {
+    if !crate::common::is_root() {
+        return crate::common::skip("calibrate needs root (folio layouts are set and verified)");
+    }
+    let _knobs = crate::common::knob_watch();
+    let db = TempDb::new();
+    // Small and short: 4 runs of 6 cells give 6 pairs x 6 = 36 A/A
+    // differences.
+    let out = ptelab()
+        .args([
+            "calibrate",
+            "--runs",
+            "4",
+            "--sizes",
+            "64K,400K",
+            "--folios",
+            "4K,64K,16K",
+        ])
+        .args([
+            "--time",
+            "0.15s",
+            "--blocks",
+            "2",
+            "--db",
+            db.path(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    crate::common::assert_success(&out);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "ptelab/calibrate/v1");
+    let cal = &doc["calibration"];
+    assert_eq!(cal["runs"].as_array().unwrap().len(), 4);
+    assert_eq!(cal["adjusted"]["n"], 36);
+    let adjusted = cal["adjusted"]["coefficient"].as_f64().unwrap();
+    assert!(adjusted > 0.0 && adjusted < 1.0, "{cal}");
+    assert_eq!(cal["cells"].as_array().unwrap().len(), 6);
+
+    // The calibration runs are ordinary runs, tagged.
+    let runs: Value = serde_json::from_slice(
+        &ptelab()
+            .args(["runs", "--db", db.path(), "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let runs = runs["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    assert!(runs
+        .iter()
+        .all(|r| r["kind"] == "calibrate" && r["tags"][0] == "calibrate"));
+
+    let out = ptelab()
+        .args(["compare", "latest~1", "latest", "--db", db.path(), "--json"])
+        .output()
+        .unwrap();
+    crate::common::assert_success(&out);
+    let cmp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let noise = cmp["method"]["noise"].as_f64().unwrap();
+    let source = cmp["method"]["noise_source"].as_str().unwrap();
+    assert!(source.contains("calibration"), "{source}");
+    if adjusted > 0.02 {
+        assert!((noise - adjusted).abs() < 1e-12, "{noise} vs {adjusted}");
+    } else {
+        assert_eq!(noise, 0.02);
+    }
+    // --noise overrides.
+    let out = ptelab()
+        .args([
+            "compare",
+            "latest~1",
+            "latest",
+            "--db",
+            db.path(),
+            "--json",
+            "--noise",
+            "0.1",
+        ])
+        .output()
+        .unwrap();
+    let cmp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cmp["method"]["noise"], 0.1);
+}
+
+#[test]
+fn calibrate_refuses_a_grid_too_small_for_a_quantile() {
+    let db = TempDb::new();
+    ptelab()
+        .args([
+            "calibrate",
+            "--runs",
+            "3",
+            "--sizes",
+            "400K",
+            "--folios",
+            "4K",
+            "--db",
+            db.path(),
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "3 runs of a 1-cell grid give 3 A/A differences",
+        ));
+    ptelab()
+        .args(["calibrate", "--runs", "2", "--db", db.path()])
+        .assert()
+        .code(2);
+}

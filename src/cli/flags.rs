@@ -37,6 +37,9 @@ pub enum Command {
     Show(ShowArgs),
     /// Compare two runs cell by cell with a verdict per cell.
     Compare(CompareArgs),
+    /// Measure this machine's between-run repeatability (A/A runs); compare
+    /// takes it as its noise threshold.
+    Calibrate(CalibrateArgs),
     /// Write an HTML or Markdown report of a run.
     Report(ReportArgs),
     /// Every seed experiment: published figure, measured here, modelled, verdicts.
@@ -245,8 +248,10 @@ pub struct CompareArgs {
     pub b: String,
     /// Noise threshold: a cell is a regression or improvement only when its
     /// whole confidence interval is beyond this relative change (0.02 = 2%).
-    #[arg(long, default_value_t = 0.02, value_name = "FRACTION")]
-    pub noise: f64,
+    /// Default: 2%, or this machine's between-run repeatability when
+    /// `ptelab calibrate` measured a larger one.
+    #[arg(long, value_name = "FRACTION")]
+    pub noise: Option<f64>,
     /// Family-wise significance level (Holm-corrected across cells).
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
@@ -273,6 +278,33 @@ pub struct CompareArgs {
     /// Exit 1 when any cell regressed.
     #[arg(long)]
     pub fail_on_regression: bool,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+/// `ptelab calibrate`: back-to-back runs of one grid, compared pairwise.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Runs of the grid, measured back to back; every pair is an A/A
+    /// comparison.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(3..=50))]
+    pub runs: u32,
+    /// Region sizes of the mprotect-toggle grid.
+    #[arg(long, default_value = "400K,4M,40M")]
+    pub sizes: String,
+    /// Folio layouts of the grid.
+    #[arg(long, default_value = "4K,64K")]
+    pub folios: String,
+    /// Time budget per cell and run.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub time: String,
+    /// Blocks per cell (see `ptelab bench --help`).
+    #[arg(long, default_value_t = crate::measure::runner::DEFAULT_BLOCKS,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub blocks: u32,
+    /// CPU to pin to (default: the last online CPU).
+    #[arg(long, value_name = "CPU")]
+    pub pin: Option<usize>,
     #[command(flatten)]
     pub out: OutputOpts,
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use ptelab_stats::compare::{
     compare_grid, CellInput, CompareOpts, Comparison, NotComparable, Side, Verdict, DEFAULT_SEED,
 };
+use ptelab_stats::repeatability::{repeatability, Repeatability};
 
 use crate::bail_usage;
 use crate::cli::flags::{CompareArgs, Normalize};
@@ -20,7 +21,7 @@ use crate::report::compare::{
     render, CompareRow, CompareView, Drift, Format, Method, RunRef, SideView, Summary, VerdictKind,
     SCHEMA,
 };
-use crate::store::{Store, StoredRun};
+use crate::store::{Calibration, Store, StoredRun};
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let format = if args.out.json {
@@ -35,7 +36,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let opts = CompareOpts {
-        noise: args.noise,
+        noise: args.noise.unwrap_or(CompareOpts::default().noise),
         alpha: args.alpha,
         resamples: args.resamples,
         seed: match &args.seed {
@@ -50,15 +51,16 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open_existing(&args.out.db)?;
     let a = store.load_run(&args.a)?;
     let b = store.load_run(&args.b)?;
-    let view = compare_runs_paired(
-        &args.a,
-        &a,
-        &args.b,
-        &b,
-        &opts,
-        args.across_folios,
-        args.normalize,
-    )?;
+    let noise = match args.noise {
+        Some(_) => NoiseRule::Fixed,
+        None => NoiseRule::Calibrated(store.calibrations(&a.run.machine_id)?),
+    };
+    let rules = Rules {
+        across_folios: args.across_folios,
+        normalize: args.normalize,
+        noise,
+    };
+    let view = compare_runs_paired(&args.a, &a, &args.b, &b, &opts, &rules)?;
 
     let mut out = std::io::stdout().lock();
     out.write_all(render(&view, format).as_bytes())?;
@@ -141,8 +143,135 @@ pub fn compare_runs(
     name_b: &str,
     b: &StoredRun,
     opts: &CompareOpts,
+    noise: &NoiseRule,
 ) -> anyhow::Result<CompareView> {
-    compare_runs_paired(name_a, a, name_b, b, opts, false, Normalize::Auto)
+    let rules = Rules {
+        noise: noise.clone(),
+        ..Rules::default()
+    };
+    compare_runs_paired(name_a, a, name_b, b, opts, &rules)
+}
+
+/// How cells are paired, corrected and judged, beyond the statistics'
+/// options.
+#[derive(Clone, Debug)]
+pub struct Rules {
+    /// Pair cells that differ only in their folio layout.
+    pub across_folios: bool,
+    /// When to correct for machine drift.
+    pub normalize: Normalize,
+    /// Where the noise threshold comes from.
+    pub noise: NoiseRule,
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules {
+            across_folios: false,
+            normalize: Normalize::Auto,
+            noise: NoiseRule::Fixed,
+        }
+    }
+}
+
+/// Where the noise threshold comes from.
+#[derive(Clone, Debug)]
+pub enum NoiseRule {
+    /// `opts.noise` as given (`--noise`).
+    Fixed,
+    /// The machine's between-run repeatability, pooled over its
+    /// `ptelab calibrate` runs, when both runs ran on the calibrated machine
+    /// and it exceeds `opts.noise`, which is the floor (docs/statistics.md,
+    /// "Calibrating the noise threshold").
+    Calibrated(Vec<Calibration>),
+}
+
+/// The noise threshold for comparing `a` with `b`, and where it came from in
+/// words. `floor` is `--noise` or its default; `drift` says whether the
+/// cells are corrected for drift, which picks the calibrated coefficient.
+fn noise_threshold(
+    floor: f64,
+    rule: &NoiseRule,
+    drift: &Drift,
+    a: &StoredRun,
+    b: &StoredRun,
+) -> (f64, String) {
+    let how = "`ptelab calibrate` measures this machine's between-run repeatability";
+    let cals = match rule {
+        NoiseRule::Fixed => return (floor, "as set (--noise)".into()),
+        NoiseRule::Calibrated(cals) => cals,
+    };
+    let machine = &a.run.machine_id;
+    let cals: Vec<&Calibration> = cals.iter().filter(|c| &c.machine_id == machine).collect();
+    if cals.is_empty() {
+        return (floor, format!("default; {how}"));
+    }
+    if &b.run.machine_id != machine {
+        return (
+            floor,
+            format!("default; the runs ran on different machines and {how}"),
+        );
+    }
+    let Some(rep) = pooled(&cals, drift.corrected) else {
+        return (floor, format!("default; {how}"));
+    };
+    let which = if drift.corrected {
+        "drift-corrected"
+    } else {
+        "raw"
+    };
+    let date = |c: &Calibration| {
+        c.measured_at
+            .get(..10)
+            .unwrap_or(&c.measured_at)
+            .to_string()
+    };
+    let (first, last) = (date(cals[0]), date(cals[cals.len() - 1]));
+    let when = if first == last {
+        first
+    } else {
+        format!("{first} to {last}")
+    };
+    let from = format!(
+        "{} A/A differences from {} calibration{} of {when}",
+        rep.n,
+        cals.len(),
+        if cals.len() == 1 { "" } else { "s" }
+    );
+    if rep.coefficient > floor {
+        (
+            rep.coefficient,
+            format!(
+                "this machine's {which} between-run repeatability: 95% of {from} were under \
+                 it; --noise overrides"
+            ),
+        )
+    } else {
+        (
+            floor,
+            format!(
+                "default; this machine's {which} between-run repeatability is {:.1}% ({from})",
+                rep.coefficient * 100.0
+            ),
+        )
+    }
+}
+
+/// The repeatability coefficient of `cals` pooled: the 95% quantile over
+/// all their A/A differences, drift-corrected or raw.
+pub fn pooled(cals: &[&Calibration], corrected: bool) -> Option<Repeatability> {
+    let diffs: Vec<f64> = cals
+        .iter()
+        .flat_map(|c| {
+            if corrected {
+                &c.differences.adjusted
+            } else {
+                &c.differences.raw
+            }
+        })
+        .copied()
+        .collect();
+    repeatability(&diffs, 0.95).ok()
 }
 
 /// Whether to correct for machine drift between `a` and `b`, and why.
@@ -196,9 +325,9 @@ pub fn compare_runs_paired(
     name_b: &str,
     b: &StoredRun,
     opts: &CompareOpts,
-    across_folios: bool,
-    normalize: Normalize,
+    rules: &Rules,
 ) -> anyhow::Result<CompareView> {
+    let across_folios = rules.across_folios;
     let cells_a: Vec<&CellResult> = a.kernel_cells().collect();
     let cells_b: Vec<&CellResult> = b.kernel_cells().collect();
     if cells_a.is_empty() || cells_b.is_empty() {
@@ -249,7 +378,9 @@ pub fn compare_runs_paired(
     // With drift correction, each cell is adjusted by its blocks' probes:
     // kernel speed, and memory latency when both cells recorded it (older
     // results did not). The stats crate checks that every probe fits.
-    let drift = drift_plan(a, b, normalize);
+    let drift = drift_plan(a, b, rules.normalize);
+    let (noise, noise_source) = noise_threshold(opts.noise, &rules.noise, &drift, a, b);
+    let opts = &CompareOpts { noise, ..*opts };
     let covariates: Vec<(Covariates<'_>, Covariates<'_>)> = pairs
         .iter()
         .map(|&(x, y)| match (x, y) {
@@ -308,6 +439,7 @@ pub fn compare_runs_paired(
             family,
             alpha: opts.alpha,
             noise: opts.noise,
+            noise_source,
             min_samples: opts.min_samples,
         },
         drift,
@@ -393,12 +525,13 @@ fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison) -> Compar
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::{RunStatus, RunSummary, StoredCell, RUN_SCHEMA};
     use crate::workload::FolioSpec;
 
-    fn stored(id: i64, cells: Vec<CellResult>) -> StoredRun {
+    /// A complete sweep run of machine `m`, kernel 6.18, holding `cells`.
+    pub(crate) fn stored(id: i64, cells: Vec<CellResult>) -> StoredRun {
         StoredRun {
             schema: RUN_SCHEMA.into(),
             run: RunSummary {
@@ -437,6 +570,13 @@ mod tests {
         }
     }
 
+    fn across() -> Rules {
+        Rules {
+            across_folios: true,
+            ..Rules::default()
+        }
+    }
+
     #[test]
     fn across_folios_pairs_4k_with_64k_and_gives_the_sign() {
         let a = stored(1, vec![cell(65536, FolioSpec::Base, 2_700_000.0, 30)]);
@@ -445,14 +585,14 @@ mod tests {
             vec![cell(65536, FolioSpec::Mthp(64 << 10), 640_000.0, 30)],
         );
         // By default the two layouts are different cells: nothing to compare.
-        let v = compare_runs("1", &a, "2", &b, &opts()).unwrap();
+        let v = compare_runs("1", &a, "2", &b, &opts(), &NoiseRule::Fixed).unwrap();
         assert_eq!(v.summary.not_comparable, 2);
         // Across folios they pair, and 64K is an improvement over 4K.
-        let v = compare_runs_paired("1", &a, "2", &b, &opts(), true, Normalize::Auto).unwrap();
+        let v = compare_runs_paired("1", &a, "2", &b, &opts(), &across()).unwrap();
         assert_eq!(v.summary.improvements, 1, "{v:?}");
         assert_eq!(v.rows[0].folio, "4K vs 64K");
         // Reversed, it is a regression.
-        let v = compare_runs_paired("2", &b, "1", &a, &opts(), true, Normalize::Auto).unwrap();
+        let v = compare_runs_paired("2", &b, "1", &a, &opts(), &across()).unwrap();
         assert_eq!(v.summary.regressions, 1);
     }
 
@@ -483,7 +623,7 @@ mod tests {
                 cell(16, FolioSpec::Base, 1000.0, 30),
             ],
         );
-        let v = compare_runs("1", &a, "latest", &b, &opts()).unwrap();
+        let v = compare_runs("1", &a, "latest", &b, &opts(), &NoiseRule::Fixed).unwrap();
         let verdicts: Vec<(u64, VerdictKind)> = v
             .rows
             .iter()
@@ -516,13 +656,13 @@ mod tests {
     fn too_few_samples_and_model_only_runs() {
         let a = stored(1, vec![cell(4, FolioSpec::Base, 1000.0, 4)]);
         let b = stored(2, vec![cell(4, FolioSpec::Base, 2000.0, 30)]);
-        let v = compare_runs("1", &a, "2", &b, &opts()).unwrap();
+        let v = compare_runs("1", &a, "2", &b, &opts(), &NoiseRule::Fixed).unwrap();
         assert_eq!(
             v.rows[0].reason.as_deref(),
             Some("too few samples (4 vs 30, need 5 each)")
         );
         let empty = stored(3, vec![]);
-        let err = compare_runs("3", &empty, "2", &b, &opts()).unwrap_err();
+        let err = compare_runs("3", &empty, "2", &b, &opts(), &NoiseRule::Fixed).unwrap_err();
         assert!(
             crate::error::is_usage(&err) && err.to_string().contains("no measured cells"),
             "{err}"
@@ -535,5 +675,93 @@ mod tests {
         assert_eq!(parse_seed("0x2a").unwrap(), 42);
         assert!(crate::error::is_usage(&parse_seed("x").unwrap_err()));
         assert_eq!(hex(DEFAULT_SEED), "0x7074656c61620001");
+    }
+
+    /// A calibration whose 40 A/A differences are spread evenly up to
+    /// `adjusted` and `raw` (relative).
+    fn calibration(machine: &str, adjusted: f64, raw: f64) -> Calibration {
+        let c = |coefficient| crate::store::Coefficient {
+            coefficient,
+            rms: coefficient / 2.0,
+            max: coefficient,
+            n: 40,
+        };
+        let spread =
+            |top: f64| -> Vec<f64> { (1..=40).map(|i| top.ln_1p() * i as f64 / 40.0).collect() };
+        Calibration {
+            id: Some(3),
+            machine_id: machine.into(),
+            kernel_release: "6.18".into(),
+            measured_at: "2026-11-23T09:40:00Z".into(),
+            runs: (1..=8).collect(),
+            span_s: 60.0,
+            adjusted: c(adjusted),
+            raw: c(raw),
+            cells: vec![],
+            differences: crate::store::Differences {
+                adjusted: spread(adjusted),
+                raw: spread(raw),
+            },
+        }
+    }
+
+    #[test]
+    fn calibrated_noise_threshold_applies_to_its_machine_only() {
+        // B is 5% slower: a regression at the 2% default, not on a machine
+        // whose A/A runs differ by up to 7.2%.
+        let a = stored(1, vec![cell(4, FolioSpec::Base, 1000.0, 30)]);
+        let b = stored(2, vec![cell(4, FolioSpec::Base, 1050.0, 30)]);
+        let verdict = |rule: NoiseRule| {
+            let rules = Rules {
+                noise: rule,
+                ..Rules::default()
+            };
+            let v = compare_runs_paired("1", &a, "2", &b, &opts(), &rules).unwrap();
+            (v.rows[0].verdict, v.method.noise, v.method.noise_source)
+        };
+        let (v, noise, why) = verdict(NoiseRule::Calibrated(vec![]));
+        assert_eq!((v, noise), (VerdictKind::Regression, 0.02));
+        assert!(why.starts_with("default; `ptelab calibrate`"), "{why}");
+
+        // No probes in these cells: compare does not correct, so the raw
+        // differences apply. 40 spread evenly up to 7.2%: the 95% quantile
+        // is at rank 37.05 of 40.
+        let (v, noise, why) = verdict(NoiseRule::Calibrated(vec![calibration("m", 0.05, 0.072)]));
+        let expect = (0.072f64.ln_1p() * 38.05 / 40.0).exp_m1();
+        assert_eq!(v, VerdictKind::NoChange);
+        assert!((noise - expect).abs() < 1e-12, "{noise} vs {expect}");
+        assert!(
+            why.contains(
+                "raw between-run repeatability: 95% of 40 A/A differences from 1 \
+                          calibration of 2026-11-23"
+            ),
+            "{why}"
+        );
+
+        // Calibrations pool: a quiet one and a noisy one.
+        let (_, noise, why) = verdict(NoiseRule::Calibrated(vec![
+            calibration("m", 0.004, 0.006),
+            calibration("m", 0.05, 0.072),
+        ]));
+        assert!(noise > 0.02 && noise < expect, "{noise}");
+        assert!(
+            why.contains("80 A/A differences from 2 calibrations"),
+            "{why}"
+        );
+
+        // Another machine's calibration does not apply.
+        let (v, noise, why) = verdict(NoiseRule::Calibrated(vec![calibration(
+            "other", 0.05, 0.072,
+        )]));
+        assert_eq!((v, noise), (VerdictKind::Regression, 0.02));
+        assert!(why.starts_with("default; `ptelab calibrate`"), "{why}");
+
+        // A quiet machine keeps the default floor.
+        let (v, noise, why) = verdict(NoiseRule::Calibrated(vec![calibration("m", 0.004, 0.006)]));
+        assert_eq!((v, noise), (VerdictKind::Regression, 0.02));
+        assert!(why.contains("repeatability is 0.6%"), "{why}");
+
+        let (_, noise, why) = verdict(NoiseRule::Fixed);
+        assert_eq!((noise, why.as_str()), (0.02, "as set (--noise)"));
     }
 }

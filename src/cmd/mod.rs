@@ -2,6 +2,7 @@
 //! render. Each returns the process exit code.
 
 pub mod bench;
+pub mod calibrate;
 pub mod compare;
 pub mod crosscheck;
 pub mod doctor;

@@ -15,7 +15,7 @@ use ptelab_stats::compare::CompareOpts;
 
 use crate::bail_usage;
 use crate::cli::flags::ReportArgs;
-use crate::cmd::compare::compare_runs;
+use crate::cmd::compare::{compare_runs, NoiseRule};
 use crate::report::html::render_html;
 use crate::report::markdown::render_markdown;
 use crate::report::view::{ReportBuilder, ReportModel};
@@ -89,6 +89,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             &args.run,
             &run,
             &CompareOpts::default(),
+            &NoiseRule::Calibrated(store.calibrations(&run.run.machine_id)?),
         )?),
         _ => None,
     };

@@ -68,6 +68,9 @@ pub struct Method {
     pub alpha: f64,
     /// Noise threshold as a fraction (0.02 = 2%).
     pub noise: f64,
+    /// Where the threshold came from, in words (`--noise`, the default, or
+    /// the machine's calibration).
+    pub noise_source: String,
     pub min_samples: usize,
 }
 
@@ -386,6 +389,26 @@ pub(crate) fn drift_line(d: &Drift) -> Option<String> {
     })
 }
 
+/// A noise threshold in percent: `2` for the 2% default, `4.8` for a
+/// calibrated one.
+pub fn noise_pct(noise: f64) -> String {
+    let p = noise * 100.0;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{p:.0}")
+    } else {
+        format!("{p:.1}")
+    }
+}
+
+/// "Noise threshold N%: where it came from." for every renderer.
+pub fn noise_line(m: &Method) -> String {
+    format!(
+        "Noise threshold {}%: {}.",
+        noise_pct(m.noise),
+        m.noise_source
+    )
+}
+
 fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
     let mut out = String::new();
     let md = m.code("x") != "x";
@@ -397,17 +420,18 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
         out,
         "{bullet}%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap\n\
          {indent}CI ({} resamples, seed {}). Verdict: Mann-Whitney U with\n\
-         {indent}Holm across {} cells at alpha {}, noise threshold {}%.",
+         {indent}Holm across {} cells at alpha {}.",
         me.statistic,
         me.confidence * 100.0,
         me.resamples,
         m.code(&me.seed),
         me.family,
         me.alpha,
-        me.noise * 100.0,
         indent = if md { "  " } else { "" },
     )
     .unwrap();
+    let line = noise_line(me);
+    writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     if let Some(line) = drift_line(&view.drift) {
         writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     }
@@ -628,6 +652,9 @@ pub(crate) mod tests {
                 family: 4,
                 alpha: 0.05,
                 noise: 0.02,
+                noise_source: "default; `ptelab calibrate` measures this machine's \
+                               between-run repeatability"
+                    .into(),
                 min_samples: 5,
             },
             drift: Drift {

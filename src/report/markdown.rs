@@ -340,14 +340,14 @@ fn comparison(out: &mut String, c: &ComparisonInfo) -> anyhow::Result<()> {
         c.test,
         c.correction,
         c.alpha,
-        c.noise * 100.0,
+        crate::report::compare::noise_pct(c.noise),
         c.cells,
         c.regressions,
         c.improvements,
         c.no_change,
         c.not_comparable
     );
-    for paragraph in std::iter::once(&text).chain(&c.drift) {
+    for paragraph in std::iter::once(&text).chain(&c.noise_line).chain(&c.drift) {
         writeln!(out, "{}\n", wrap_sep("", &words(paragraph), "", 78))?;
     }
     Ok(())

@@ -147,6 +147,10 @@ pub struct ComparisonInfo {
     pub correction: String,
     pub alpha: f64,
     pub noise: f64,
+    /// "Noise threshold N%: where it came from." (compare's sentence); None
+    /// in reports written before ptelab calibrated machines.
+    #[serde(default)]
+    pub noise_line: Option<String>,
     pub min_samples: usize,
     /// Machine drift between the runs and whether ratios were corrected
     /// for it, in words (`compare`'s sentence); None when not measured.
@@ -588,6 +592,7 @@ fn comparison_info(v: &CompareView) -> ComparisonInfo {
         correction: m.correction.clone(),
         alpha: m.alpha,
         noise: m.noise,
+        noise_line: Some(crate::report::compare::noise_line(m)),
         min_samples: m.min_samples,
         drift: crate::report::compare::drift_line(&v.drift),
         cells: s.cells,
@@ -1017,7 +1022,7 @@ pub(crate) mod tests {
     use ptelab_stats::compare::CompareOpts;
 
     use super::*;
-    use crate::cmd::compare::compare_runs;
+    use crate::cmd::compare::{compare_runs, NoiseRule};
     use crate::report::cells::tests::fixture;
     use crate::store::StoredCell;
     use crate::store::{RunStatus, RunSummary, RUN_SCHEMA};
@@ -1141,7 +1146,7 @@ pub(crate) mod tests {
             resamples: 500,
             ..CompareOpts::default()
         };
-        let cmp = compare_runs("1", &base, "latest", &run, &opts).unwrap();
+        let cmp = compare_runs("1", &base, "latest", &run, &opts, &NoiseRule::Fixed).unwrap();
         ReportBuilder::new("ptelab report: run 2 vs run 1")
             .run("latest", &run)
             .baseline("1", &base, &cmp)

@@ -34,7 +34,10 @@ use crate::measure::result::{CellResult, ModelCellRecord};
 pub type RunId = i64;
 
 /// Schema steps: index i takes the database from version i to i + 1.
-const MIGRATIONS: &[&str] = &[include_str!("schema.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("schema.sql"),
+    include_str!("migrations/0002_calibration.sql"),
+];
 
 /// The `schema` value of a run document ([`StoredRun`] as JSON): what
 /// `ptelab show RUN --json` prints and what the store can import back.
@@ -167,6 +170,63 @@ impl StoredRun {
     pub fn model_cells(&self) -> impl Iterator<Item = &ModelCellRecord> {
         self.cells.iter().filter_map(StoredCell::model)
     }
+}
+
+/// A machine's between-run repeatability, as `ptelab calibrate` measured it
+/// (`ptelab_stats::repeatability`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Row id, once stored.
+    pub id: Option<i64>,
+    pub machine_id: String,
+    pub kernel_release: String,
+    /// UTC, ISO 8601.
+    pub measured_at: String,
+    /// The calibration runs, in order.
+    pub runs: Vec<RunId>,
+    /// Seconds from the first run's start to the last run's end.
+    pub span_s: f64,
+    /// With compare's drift correction (same kernel, same machine).
+    pub adjusted: Coefficient,
+    /// Raw medians (`--normalize none`, and compare across kernels).
+    pub raw: Coefficient,
+    /// Per cell of the grid: label (`400K 4K`) and its adjusted and raw
+    /// coefficients.
+    pub cells: Vec<CellCoefficient>,
+    /// Every A/A difference (ln ratio, one per cell and pair of runs), so
+    /// that `compare` can pool the machine's calibrations.
+    pub differences: Differences,
+}
+
+/// The A/A differences of a [`Calibration`], as ln(median B / median A).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Differences {
+    /// With compare's drift correction.
+    pub adjusted: Vec<f64>,
+    /// Raw.
+    pub raw: Vec<f64>,
+}
+
+/// One repeatability coefficient with what it rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Coefficient {
+    /// 0.048: 95% of A/A differences under 4.8%.
+    pub coefficient: f64,
+    /// Root mean square difference (relative), for reference.
+    pub rms: f64,
+    /// Largest difference seen (relative).
+    pub max: f64,
+    /// Differences (cell x pair of runs) it rests on.
+    pub n: usize,
+}
+
+/// One cell's coefficients in a [`Calibration`] (None: too few pairs of
+/// runs for a 95% quantile of that cell alone).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellCoefficient {
+    pub cell: String,
+    pub adjusted: Option<f64>,
+    pub raw: Option<f64>,
 }
 
 /// An open results database.
@@ -353,7 +413,6 @@ impl Store {
     }
 
     /// Add tags to a run (existing tags are kept).
-    #[allow(dead_code)]
     pub fn add_tags(&self, run: RunId, tags: &[String]) -> anyhow::Result<()> {
         let tx = self.write_tx().with_context(|| self.what("tag run"))?;
         rows::insert_tags(&tx, run, tags).with_context(|| self.what(&format!("tag run {run}")))?;
@@ -471,6 +530,53 @@ impl Store {
         }
         tx.commit().with_context(op)?;
         Ok(id)
+    }
+
+    /// Store a machine calibration; returns its id.
+    pub fn insert_calibration(&self, cal: &Calibration) -> anyhow::Result<i64> {
+        let json = serde_json::to_string(cal).context("serialize calibration")?;
+        let op = || self.what("store calibration");
+        let tx = self.write_tx().with_context(op)?;
+        tx.execute(
+            "INSERT INTO calibration (machine_id, kernel_release, measured_at, adjusted, raw, \
+             calibration_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                cal.machine_id,
+                cal.kernel_release,
+                cal.measured_at,
+                cal.adjusted.coefficient,
+                cal.raw.coefficient,
+                json
+            ],
+        )
+        .with_context(op)?;
+        let id = tx.last_insert_rowid();
+        tx.commit().with_context(op)?;
+        Ok(id)
+    }
+
+    /// Every calibration of `machine_id`, oldest first, each with its id.
+    pub fn calibrations(&self, machine_id: &str) -> anyhow::Result<Vec<Calibration>> {
+        let op = || self.what("read calibrations");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, calibration_json FROM calibration WHERE machine_id = ?1 ORDER BY id",
+            )
+            .with_context(op)?;
+        let rows = stmt
+            .query_map([machine_id], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })
+            .with_context(op)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, json) = row.with_context(op)?;
+            let mut cal: Calibration = serde_json::from_str(&json).with_context(op)?;
+            cal.id = Some(id);
+            out.push(cal);
+        }
+        Ok(out)
     }
 
     /// A run marked `running` whose process is gone (killed, crashed, another

@@ -21,6 +21,8 @@
 //! - [`mann_whitney`]: the rank-sum test, normal approximation with tie and
 //!   continuity corrections.
 //! - [`holm`]: Holm's step-down correction across the cells of a grid.
+//! - [`repeatability`]: a machine's between-run repeatability coefficient
+//!   from A/A comparisons (`ptelab calibrate`).
 //! - [`compare`]: one typed [`compare::Comparison`] per cell with a
 //!   [`compare::Verdict`] decided against an explicit noise threshold.
 
@@ -36,6 +38,7 @@ pub mod median_ci;
 pub mod normal;
 pub mod outliers;
 pub mod percentiles;
+pub mod repeatability;
 pub mod sample;
 
 pub use sample::Sample;

@@ -199,9 +199,9 @@ fn comparison(out: &mut String, c: &ComparisonInfo) -> anyhow::Result<()> {
         escape(&c.test),
         escape(&c.correction),
         c.alpha,
-        c.noise * 100.0
+        crate::report::compare::noise_pct(c.noise)
     )?;
-    if let Some(d) = &c.drift {
+    for d in c.noise_line.iter().chain(&c.drift) {
         writeln!(out, "<p>{}</p>", escape(d))?;
     }
     writeln!(

@@ -1,0 +1,345 @@
+//! `ptelab calibrate`: measure how far two runs of the same cells land apart
+//! on this machine when nothing changed, and store it as the machine's
+//! between-run repeatability (docs/statistics.md, "Calibrating the noise
+//! threshold").
+//!
+//! Why: on a shared VM the whole machine drifts by several percent between
+//! runs in ways that the per-block probes only partly see, so a fixed 2%
+//! noise threshold flags A/A pairs as regressions. The calibration measures
+//! the machine's own A/A spread, and `ptelab compare` takes it as its noise
+//! threshold for runs of this machine when it exceeds the default.
+//!
+//! Method: R runs of a grid of `mprotect-toggle` cells, back to back, each
+//! stored as a normal run (kind `calibrate`, tag `calibrate`). Every pair of
+//! runs is compared exactly as `ptelab compare` would (drift-corrected, and
+//! raw), and the repeatability coefficient is the 95% quantile of |ln ratio|
+//! over all pairs and cells (`ptelab_stats::repeatability`).
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use ptelab_stats::compare::CompareOpts;
+use ptelab_stats::repeatability::{repeatability, Repeatability, MIN_DIFFERENCES};
+use serde_json::json;
+
+use crate::bail_usage;
+use crate::cli::flags::{CalibrateArgs, MeasureOpts, Normalize};
+use crate::cli::plan;
+use crate::cmd::compare::{compare_runs_paired, pooled, NoiseRule, Rules};
+use crate::measure::session;
+use crate::report::compare::{noise_pct, VerdictKind};
+use crate::store::{Calibration, CellCoefficient, Coefficient, Differences, Store, StoredRun};
+use crate::workload::folio::parse_folio_list;
+use crate::workload::size::{format_size, parse_size_list};
+use crate::workload::WorkloadKind;
+
+/// Share of A/A differences the coefficient covers.
+const COVERAGE: f64 = 0.95;
+
+/// The workload calibrated: the seeds' region-size sweep, whose cells span
+/// cache-resident to memory-bound page-table walks.
+const WORKLOAD: WorkloadKind = WorkloadKind::MprotectToggle;
+
+pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
+    if args.out.no_store {
+        bail_usage!("calibrate stores its runs and its result in the database: drop --no-store");
+    }
+    let sizes = parse_size_list(&args.sizes)?;
+    let folios = parse_folio_list(&args.folios)?;
+    let cells = sizes.len() * folios.len();
+    let pairs = args.runs as usize * (args.runs as usize - 1) / 2;
+    if cells * pairs < MIN_DIFFERENCES {
+        bail_usage!(
+            "{} runs of a {cells}-cell grid give {} A/A differences; the 95% quantile needs at least \
+             {MIN_DIFFERENCES}: raise --runs or add --sizes/--folios",
+            args.runs,
+            cells * pairs
+        );
+    }
+    let measure = MeasureOpts {
+        regions: 1,
+        pin: args.pin,
+        no_pin: false,
+        iters: None,
+        time: args.time.clone(),
+        blocks: args.blocks,
+        allow_mismatch: false,
+        allow_unverified: false,
+        neighbor: false,
+        no_flush_count: true,
+        swapfile: None,
+    };
+    let plan = plan::kernel_plan(WORKLOAD, &sizes, &folios, &measure)?;
+    let store = Store::open(&args.out.db)?;
+    let tags = ["calibrate".to_string()];
+    let tty = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    for i in 0..args.runs {
+        if tty {
+            eprintln!("ptelab: calibration run {} of {}", i + 1, args.runs);
+        }
+        let outcome = session::run(&plan, "calibrate", Some(&store))?;
+        let id = outcome.run_id.expect("a stored session has a run id");
+        store.add_tags(id, &tags)?;
+        if outcome.interrupted {
+            eprintln!(
+                "ptelab: calibration interrupted after {i} of {} runs; no calibration was \
+                 stored (the finished runs are in {})",
+                args.runs,
+                args.out.db.display()
+            );
+            return Ok(ExitCode::from(130));
+        }
+        if let Some((cell, err)) = outcome.failed.first() {
+            anyhow::bail!("calibration run {id}: cell {cell} failed: {err}");
+        }
+        runs.push(store.load(id)?);
+    }
+    let mut cal = estimate(&runs, started.elapsed().as_secs_f64())?;
+    cal.id = Some(store.insert_calibration(&cal)?);
+    let all = store.calibrations(&cal.machine_id)?;
+    let all: Vec<&Calibration> = all.iter().collect();
+    let floor = CompareOpts::default().noise;
+    let threshold = |corrected| pooled(&all, corrected).map_or(floor, |r| r.coefficient.max(floor));
+    let thresholds = (threshold(true), threshold(false));
+
+    if args.out.json {
+        super::print_json(&json!({
+            "schema": "ptelab/calibrate/v1",
+            "workload": WORKLOAD,
+            "default_noise": floor,
+            "calibration": cal,
+            "calibrations_of_machine": all.len(),
+            "noise_threshold": {"corrected": thresholds.0, "raw": thresholds.1},
+        }))?;
+    } else {
+        let grid = plan_label(&sizes, &folios);
+        super::print_text(&render(&cal, &grid, all.len(), thresholds, &args.out.db))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan_label(sizes: &[u64], folios: &[crate::workload::FolioSpec]) -> String {
+    let s: Vec<String> = sizes.iter().map(|&b| format_size(b)).collect();
+    let f: Vec<String> = folios.iter().map(|f| f.to_string()).collect();
+    format!("{} x {}", s.join(" "), f.join(" "))
+}
+
+/// The ln ratios of every pair of `runs` and every comparable cell, as
+/// `ptelab compare` computes the ratio with `normalize`, each with its
+/// cell's label.
+fn differences(runs: &[StoredRun], normalize: Normalize) -> anyhow::Result<Vec<(String, f64)>> {
+    // Only the point ratio is used: a token bootstrap keeps this fast.
+    let opts = CompareOpts {
+        resamples: 100,
+        ..CompareOpts::default()
+    };
+    let rules = Rules {
+        normalize,
+        noise: NoiseRule::Fixed,
+        ..Rules::default()
+    };
+    let mut out = Vec::new();
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            let v = compare_runs_paired("A", a, "B", b, &opts, &rules)?;
+            for r in v.rows {
+                if let (Some(ratio), false) = (r.ratio, r.verdict == VerdictKind::NotComparable) {
+                    let label = format!("{} {}", format_size(r.size_bytes), r.folio);
+                    out.push((label, ratio.ln()));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn coefficient(r: Repeatability) -> Coefficient {
+    Coefficient {
+        coefficient: r.coefficient,
+        rms: r.rms,
+        max: r.max,
+        n: r.n,
+    }
+}
+
+/// The calibration of `runs` (measured back to back over `span_s` seconds).
+pub fn estimate(runs: &[StoredRun], span_s: f64) -> anyhow::Result<Calibration> {
+    let first = &runs.first().expect("at least one run").run;
+    let adjusted = differences(runs, Normalize::Auto)?;
+    let raw = differences(runs, Normalize::None)?;
+    let all = |d: &[(String, f64)]| -> anyhow::Result<Coefficient> {
+        let v: Vec<f64> = d.iter().map(|(_, x)| *x).collect();
+        repeatability(&v, COVERAGE)
+            .map(coefficient)
+            .map_err(|e| anyhow::anyhow!("cannot estimate repeatability: {e}"))
+    };
+    let mut labels: Vec<&String> = Vec::new();
+    for (l, _) in &adjusted {
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    let of_cell = |d: &[(String, f64)], label: &str| {
+        let v: Vec<f64> = d
+            .iter()
+            .filter(|(l, _)| l == label)
+            .map(|(_, x)| *x)
+            .collect();
+        repeatability(&v, COVERAGE).ok().map(|r| r.coefficient)
+    };
+    let cells = labels
+        .iter()
+        .map(|l| CellCoefficient {
+            cell: (*l).clone(),
+            adjusted: of_cell(&adjusted, l),
+            raw: of_cell(&raw, l),
+        })
+        .collect();
+    let last = &runs.last().expect("at least one run").run;
+    let values = |d: &[(String, f64)]| d.iter().map(|(_, x)| *x).collect();
+    Ok(Calibration {
+        id: None,
+        machine_id: first.machine_id.clone(),
+        kernel_release: first.kernel_release.clone(),
+        measured_at: last.finished_at.clone().unwrap_or(last.started_at.clone()),
+        runs: runs.iter().map(|r| r.run.id).collect(),
+        span_s,
+        adjusted: all(&adjusted)?,
+        raw: all(&raw)?,
+        cells,
+        differences: Differences {
+            adjusted: values(&adjusted),
+            raw: values(&raw),
+        },
+    })
+}
+
+fn render(
+    cal: &Calibration,
+    grid: &str,
+    calibrations: usize,
+    (corrected, raw): (f64, f64),
+    db: &std::path::Path,
+) -> String {
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let opt = |x: Option<f64>| x.map_or_else(|| "-".to_string(), pct);
+    let n = cal.runs.len();
+    let mut out = String::new();
+    writeln!(
+        out,
+        "Between-run repeatability of this machine (Linux {}, machine {}):\n\
+         {n} runs of {} ({grid}) over {:.0} s, runs {}..{}: {} pairs of runs, {} differences.\n",
+        cal.kernel_release,
+        cal.machine_id,
+        WORKLOAD.name(),
+        cal.span_s,
+        cal.runs[0],
+        cal.runs[n - 1],
+        n * (n - 1) / 2,
+        cal.adjusted.n,
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "{:<34} {:>9} {:>7} {:>7}",
+        "A/A difference", "95% under", "rms", "max"
+    )
+    .unwrap();
+    for (what, c) in [
+        ("drift-corrected (one kernel)", &cal.adjusted),
+        ("raw (across kernels, --normalize none)", &cal.raw),
+    ] {
+        writeln!(
+            out,
+            "{what:<34} {:>9} {:>7} {:>7}",
+            pct(c.coefficient),
+            pct(c.rms),
+            pct(c.max)
+        )
+        .unwrap();
+    }
+    writeln!(
+        out,
+        "\n{:<12} {:>15} {:>9}",
+        "cell", "drift-corrected", "raw"
+    )
+    .unwrap();
+    for c in &cal.cells {
+        writeln!(
+            out,
+            "{:<12} {:>15} {:>9}",
+            c.cell,
+            opt(c.adjusted),
+            opt(c.raw)
+        )
+        .unwrap();
+    }
+    writeln!(
+        out,
+        "\nptelab compare now takes {}% (drift-corrected) or {}% (raw) as the noise threshold \
+         for runs of this machine: the larger of the {}% default and the 95% quantile pooled \
+         over the {calibrations} calibration(s) of this machine in {} (this one is {}; \
+         --noise overrides).",
+        noise_pct(corrected),
+        noise_pct(raw),
+        noise_pct(CompareOpts::default().noise),
+        db.display(),
+        cal.id.unwrap_or_default(),
+    )
+    .unwrap();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::FolioSpec;
+
+    /// A run of two cells whose medians are `level` times a base, with a
+    /// ±0.5% spread, and a probe that does not vary (no drift correction).
+    fn run(id: i64, level: f64) -> StoredRun {
+        let cells = [(4, 1000.0), (64, 9000.0)]
+            .into_iter()
+            .map(|(kib, ns)| {
+                let mut c = crate::store::tests::cell(kib, FolioSpec::Base, ns * level);
+                c.ns_per_call.samples = (0..20)
+                    .map(|i| ns * level * (1.0 + ((i * 7) % 11) as f64 / 1000.0 - 0.005))
+                    .collect();
+                c.blocks = vec![];
+                c
+            })
+            .collect();
+        let mut r = crate::cmd::compare::tests::stored(id, cells);
+        r.run.started_at = format!("2026-11-23T09:00:0{id}Z");
+        r
+    }
+
+    #[test]
+    fn estimate_reads_the_spread_of_run_levels() {
+        // Run levels 1.00, 1.02, 0.99, 1.05, 1.01: 10 pairs x 2 cells; the
+        // largest difference is 1.05 / 0.99.
+        let levels = [1.0, 1.02, 0.99, 1.05, 1.01];
+        let runs: Vec<StoredRun> = (1..).zip(levels).map(|(id, l)| run(id, l)).collect();
+        let cal = estimate(&runs, 12.0).unwrap();
+        assert_eq!(cal.runs, vec![1, 2, 3, 4, 5]);
+        assert_eq!(cal.adjusted.n, 20);
+        assert!((cal.adjusted.max - (1.05f64 / 0.99 - 1.0)).abs() < 1e-9);
+        // The 95% quantile of 20 |differences| interpolates between the two
+        // largest (both 1.05 / 0.99 and 1.05 / 1.0 are near the top).
+        assert!(cal.adjusted.coefficient > 0.045 && cal.adjusted.coefficient <= cal.adjusted.max);
+        // Without probes the corrected and raw figures are the same.
+        assert_eq!(cal.adjusted, cal.raw);
+        assert_eq!(cal.cells.len(), 2);
+        // 10 pairs per cell are too few for a cell's own 95% quantile.
+        assert!(cal
+            .cells
+            .iter()
+            .all(|c| c.adjusted.is_none() && c.raw.is_none()));
+        assert_eq!(cal.machine_id, "m");
+        assert_eq!(cal.measured_at, "2026-11-23T09:00:05Z");
+    }
+}
