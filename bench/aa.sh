@@ -17,7 +17,8 @@ SIZES=${2:-400K,4M,40M}
 FOLIOS=${3:-4K,64K}
 cargo build --release -q
 P=$PWD/target/release/ptelab
-DB=$(mktemp -d)/aa.db
+# DB=PATH keeps the runs (and pools its earlier calibrations); default: a fresh one.
+DB=${DB:-$(mktemp -d)/aa.db}
 # Each pair is compared twice: as `compare` does by default (same kernel:
 # corrected for machine drift with the kernel-speed probe) and raw
 # (--normalize none), so one run gives both figures.

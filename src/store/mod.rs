@@ -195,6 +195,7 @@ pub struct Calibration {
     pub cells: Vec<CellCoefficient>,
     /// Every A/A difference (ln ratio, one per cell and pair of runs), so
     /// that `compare` can pool the machine's calibrations.
+    #[serde(default)]
     pub differences: Differences,
 }
 
