@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use ptelab_stats::compare::CompareOpts;
-use ptelab_stats::repeatability::{repeatability, Repeatability, MIN_DIFFERENCES};
+use ptelab_stats::repeatability::{repeatability, COVERAGE, MIN_DIFFERENCES};
 use serde_json::json;
 
 use crate::bail_usage;
@@ -30,13 +30,10 @@ use crate::cli::plan;
 use crate::cmd::compare::{compare_runs_paired, pooled, NoiseRule, Rules};
 use crate::measure::session;
 use crate::report::compare::{noise_pct, VerdictKind};
-use crate::store::{Calibration, CellCoefficient, Coefficient, Differences, Store, StoredRun};
+use crate::store::{Calibration, CellCoefficient, Differences, Store, StoredRun};
 use crate::workload::folio::parse_folio_list;
 use crate::workload::size::{format_size, parse_size_list};
 use crate::workload::WorkloadKind;
-
-/// Share of A/A differences the coefficient covers.
-const COVERAGE: f64 = 0.95;
 
 /// The workload calibrated: the seeds' region-size sweep, whose cells span
 /// cache-resident to memory-bound page-table walks.
@@ -52,10 +49,11 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     let pairs = args.runs as usize * (args.runs as usize - 1) / 2;
     if cells * pairs < MIN_DIFFERENCES {
         bail_usage!(
-            "{} runs of a {cells}-cell grid give {} A/A differences; the 95% quantile needs at least \
-             {MIN_DIFFERENCES}: raise --runs or add --sizes/--folios",
+            "{} runs of a {cells}-cell grid give {} A/A differences; the {:.0}% quantile needs \
+             at least {MIN_DIFFERENCES}: raise --runs or add --sizes/--folios",
             args.runs,
-            cells * pairs
+            cells * pairs,
+            COVERAGE * 100.0
         );
     }
     let measure = MeasureOpts {
@@ -146,10 +144,16 @@ fn differences(runs: &[StoredRun], normalize: Normalize) -> anyhow::Result<Vec<(
     for (i, a) in runs.iter().enumerate() {
         for b in &runs[i + 1..] {
             let v = compare_runs_paired("A", a, "B", b, &opts, &rules)?;
-            for r in v.rows {
-                if let (Some(ratio), false) = (r.ratio, r.verdict == VerdictKind::NotComparable) {
-                    let label = format!("{} {}", format_size(r.size_bytes), r.folio);
-                    out.push((label, ratio.ln()));
+            let comparable = v
+                .rows
+                .iter()
+                .filter(|r| r.verdict != VerdictKind::NotComparable);
+            for r in comparable {
+                if let Some(ratio) = r.ratio {
+                    out.push((
+                        format!("{} {}", format_size(r.size_bytes), r.folio),
+                        ratio.ln(),
+                    ));
                 }
             }
         }
@@ -157,50 +161,41 @@ fn differences(runs: &[StoredRun], normalize: Normalize) -> anyhow::Result<Vec<(
     Ok(out)
 }
 
-fn coefficient(r: Repeatability) -> Coefficient {
-    Coefficient {
-        coefficient: r.coefficient,
-        rms: r.rms,
-        max: r.max,
-        n: r.n,
-    }
-}
-
 /// The calibration of `runs` (measured back to back over `span_s` seconds).
 pub fn estimate(runs: &[StoredRun], span_s: f64) -> anyhow::Result<Calibration> {
     let first = &runs.first().expect("at least one run").run;
+    let last = &runs.last().expect("at least one run").run;
     let adjusted = differences(runs, Normalize::Auto)?;
     let raw = differences(runs, Normalize::None)?;
-    let all = |d: &[(String, f64)]| -> anyhow::Result<Coefficient> {
-        let v: Vec<f64> = d.iter().map(|(_, x)| *x).collect();
-        repeatability(&v, COVERAGE)
-            .map(coefficient)
+    let values = |d: &[(String, f64)], cell: Option<&str>| -> Vec<f64> {
+        d.iter()
+            .filter(|(l, _)| cell.is_none_or(|c| c == l))
+            .map(|(_, x)| *x)
+            .collect()
+    };
+    let whole = |d: &[(String, f64)]| {
+        repeatability(&values(d, None), COVERAGE)
             .map_err(|e| anyhow::anyhow!("cannot estimate repeatability: {e}"))
     };
-    let mut labels: Vec<&String> = Vec::new();
+    let of_cell = |d: &[(String, f64)], cell: &str| {
+        repeatability(&values(d, Some(cell)), COVERAGE)
+            .ok()
+            .map(|r| r.coefficient)
+    };
+    let mut labels: Vec<&str> = Vec::new();
     for (l, _) in &adjusted {
-        if !labels.contains(&l) {
+        if !labels.contains(&l.as_str()) {
             labels.push(l);
         }
     }
-    let of_cell = |d: &[(String, f64)], label: &str| {
-        let v: Vec<f64> = d
-            .iter()
-            .filter(|(l, _)| l == label)
-            .map(|(_, x)| *x)
-            .collect();
-        repeatability(&v, COVERAGE).ok().map(|r| r.coefficient)
-    };
     let cells = labels
         .iter()
-        .map(|l| CellCoefficient {
-            cell: (*l).clone(),
+        .map(|&l| CellCoefficient {
+            cell: l.to_string(),
             adjusted: of_cell(&adjusted, l),
             raw: of_cell(&raw, l),
         })
         .collect();
-    let last = &runs.last().expect("at least one run").run;
-    let values = |d: &[(String, f64)]| d.iter().map(|(_, x)| *x).collect();
     Ok(Calibration {
         id: None,
         machine_id: first.machine_id.clone(),
@@ -208,12 +203,12 @@ pub fn estimate(runs: &[StoredRun], span_s: f64) -> anyhow::Result<Calibration> 
         measured_at: last.finished_at.clone().unwrap_or(last.started_at.clone()),
         runs: runs.iter().map(|r| r.run.id).collect(),
         span_s,
-        adjusted: all(&adjusted)?,
-        raw: all(&raw)?,
+        adjusted: whole(&adjusted)?,
+        raw: whole(&raw)?,
         cells,
         differences: Differences {
-            adjusted: values(&adjusted),
-            raw: values(&raw),
+            adjusted: values(&adjusted, None),
+            raw: values(&raw, None),
         },
     })
 }
@@ -243,10 +238,11 @@ fn render(
         cal.adjusted.n,
     )
     .unwrap();
+    let under = format!("{:.0}% under", cal.adjusted.coverage * 100.0);
     writeln!(
         out,
-        "{:<34} {:>9} {:>7} {:>7}",
-        "A/A difference", "95% under", "rms", "max"
+        "{:<38} {under:>9} {:>7} {:>7}",
+        "A/A difference", "rms", "max"
     )
     .unwrap();
     for (what, c) in [
@@ -255,7 +251,7 @@ fn render(
     ] {
         writeln!(
             out,
-            "{what:<34} {:>9} {:>7} {:>7}",
+            "{what:<38} {:>9} {:>7} {:>7}",
             pct(c.coefficient),
             pct(c.rms),
             pct(c.max)
@@ -281,12 +277,13 @@ fn render(
     writeln!(
         out,
         "\nptelab compare now takes {}% (drift-corrected) or {}% (raw) as the noise threshold \
-         for runs of this machine: the larger of the {}% default and the 95% quantile pooled \
-         over the {calibrations} calibration(s) of this machine in {} (this one is {}; \
+         for runs of this machine: the larger of the {}% default and the {:.0}% quantile \
+         pooled over the {calibrations} calibration(s) of this machine in {} (this one is {}; \
          --noise overrides).",
         noise_pct(corrected),
         noise_pct(raw),
         noise_pct(CompareOpts::default().noise),
+        COVERAGE * 100.0,
         db.display(),
         cal.id.unwrap_or_default(),
     )

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use ptelab_stats::compare::{
     compare_grid, CellInput, CompareOpts, Comparison, NotComparable, Side, Verdict, DEFAULT_SEED,
 };
-use ptelab_stats::repeatability::{repeatability, Repeatability};
+use ptelab_stats::repeatability::{repeatability, Repeatability, COVERAGE};
 
 use crate::bail_usage;
 use crate::cli::flags::{CompareArgs, Normalize};
@@ -242,8 +242,9 @@ fn noise_threshold(
         (
             rep.coefficient,
             format!(
-                "this machine's {which} between-run repeatability: 95% of {from} were under \
-                 it; --noise overrides"
+                "this machine's {which} between-run repeatability: {:.0}% of {from} were \
+                 under it; --noise overrides",
+                rep.coverage * 100.0
             ),
         )
     } else {
@@ -257,7 +258,7 @@ fn noise_threshold(
     }
 }
 
-/// The repeatability coefficient of `cals` pooled: the 95% quantile over
+/// The repeatability coefficient of `cals` pooled: the [`COVERAGE`] quantile over
 /// all their A/A differences, drift-corrected or raw.
 pub fn pooled(cals: &[&Calibration], corrected: bool) -> Option<Repeatability> {
     let diffs: Vec<f64> = cals
@@ -271,7 +272,7 @@ pub fn pooled(cals: &[&Calibration], corrected: bool) -> Option<Repeatability> {
         })
         .copied()
         .collect();
-    repeatability(&diffs, 0.95).ok()
+    repeatability(&diffs, COVERAGE).ok()
 }
 
 /// Whether to correct for machine drift between `a` and `b`, and why.
@@ -680,11 +681,12 @@ pub(crate) mod tests {
     /// A calibration whose 40 A/A differences are spread evenly up to
     /// `adjusted` and `raw` (relative).
     fn calibration(machine: &str, adjusted: f64, raw: f64) -> Calibration {
-        let c = |coefficient| crate::store::Coefficient {
+        let c = |coefficient| Repeatability {
             coefficient,
             rms: coefficient / 2.0,
             max: coefficient,
             n: 40,
+            coverage: COVERAGE,
         };
         let spread =
             |top: f64| -> Vec<f64> { (1..=40).map(|i| top.ln_1p() * i as f64 / 40.0).collect() };

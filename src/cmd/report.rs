@@ -5,7 +5,8 @@
 //! stdout, criterion's `--debug-report`.
 //!
 //! The comparison with `--vs` is `ptelab compare BASELINE RUN` with its
-//! default options (ratio RUN / BASELINE, bootstrap CI, Holm, 2% noise).
+//! default options (ratio RUN / BASELINE, bootstrap CI, Holm, and the noise
+//! threshold compare would take: 2%, or the machine's calibrated one).
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
+use ptelab_stats::repeatability::Repeatability;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
@@ -187,9 +188,9 @@ pub struct Calibration {
     /// Seconds from the first run's start to the last run's end.
     pub span_s: f64,
     /// With compare's drift correction (same kernel, same machine).
-    pub adjusted: Coefficient,
+    pub adjusted: Repeatability,
     /// Raw medians (`--normalize none`, and compare across kernels).
-    pub raw: Coefficient,
+    pub raw: Repeatability,
     /// Per cell of the grid: label (`400K 4K`) and its adjusted and raw
     /// coefficients.
     pub cells: Vec<CellCoefficient>,
@@ -206,19 +207,6 @@ pub struct Differences {
     pub adjusted: Vec<f64>,
     /// Raw.
     pub raw: Vec<f64>,
-}
-
-/// One repeatability coefficient with what it rests on.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Coefficient {
-    /// 0.048: 95% of A/A differences under 4.8%.
-    pub coefficient: f64,
-    /// Root mean square difference (relative), for reference.
-    pub rms: f64,
-    /// Largest difference seen (relative).
-    pub max: f64,
-    /// Differences (cell x pair of runs) it rests on.
-    pub n: usize,
 }
 
 /// One cell's coefficients in a [`Calibration`] (None: too few pairs of

@@ -18,12 +18,15 @@
 use crate::percentiles::Percentiles;
 use crate::Error;
 
+/// The share of A/A differences the coefficient covers, by default.
+pub const COVERAGE: f64 = 0.95;
+
 /// Fewest A/A differences for a coefficient: below 20 the 95% quantile is
 /// the maximum and says little.
 pub const MIN_DIFFERENCES: usize = 20;
 
 /// The estimate from a set of A/A log ratios.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Repeatability {
     /// Relative coefficient: `exp(q) − 1`, with q the `coverage` quantile of
     /// |ln ratio|. 0.048 = 95% of A/A differences are under 4.8%.
