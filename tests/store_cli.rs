@@ -404,8 +404,16 @@ fn calibrate_stores_repeatability_and_compare_uses_it() {
     let cal = &doc["calibration"];
     assert_eq!(cal["runs"].as_array().unwrap().len(), 4);
     assert_eq!(cal["adjusted"]["n"], 36);
+    // No upper bound on the figure itself: the other tests of this binary
+    // run beside it on 2 cores, and CI once saw one run's 64K cell at 3x
+    // the others (|ln ratio| 1.1). The test checks that the figure is
+    // stored and used, not that the machine was quiet.
     let adjusted = cal["adjusted"]["coefficient"].as_f64().unwrap();
-    assert!(adjusted > 0.0 && adjusted < 1.0, "{cal}");
+    let max = cal["adjusted"]["max"].as_f64().unwrap();
+    assert!(
+        adjusted.is_finite() && adjusted > 0.0 && adjusted <= max,
+        "{cal}"
+    );
     assert_eq!(cal["cells"].as_array().unwrap().len(), 6);
 
     // The calibration runs are ordinary runs, tagged.
