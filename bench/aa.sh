@@ -8,8 +8,8 @@
 # between-run repeatability as its noise threshold (docs/statistics.md,
 # "Calibrating the noise threshold"); CALIBRATE=0 keeps the 2% default.
 #
-# usage: bench/aa.sh [REPS] [SIZES] [FOLIOS]   (needs root; ~20 s per repetition,
-#        plus ~1 min of calibration)
+# usage: bench/aa.sh [REPS] [SIZES] [FOLIOS]   (needs root; ~25 s per repetition,
+#        plus the calibration: 8 runs spread over 3 minutes, SPAN=0 for back to back)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-10}
@@ -23,7 +23,7 @@ DB=${DB:-$(mktemp -d)/aa.db}
 # corrected for machine drift with the kernel-speed probe) and raw
 # (--normalize none), so one run gives both figures.
 if [ "${CALIBRATE:-1}" = 1 ]; then
-    "$P" calibrate --sizes "$SIZES" --folios "$FOLIOS" --time 1s --db "$DB" | tail -1
+    "$P" calibrate --sizes "$SIZES" --folios "$FOLIOS" --time 1s --span "${SPAN:-3m}" --db "$DB" | tail -1
 fi
 flagged=0
 flagged_raw=0

@@ -392,6 +392,8 @@ fn calibrate_stores_repeatability_and_compare_uses_it() {
             "0.15s",
             "--blocks",
             "2",
+            "--span",
+            "9s",
             "--db",
             db.path(),
             "--json",
@@ -403,6 +405,10 @@ fn calibrate_stores_repeatability_and_compare_uses_it() {
     assert_eq!(doc["schema"], "ptelab/calibrate/v1");
     let cal = &doc["calibration"];
     assert_eq!(cal["runs"].as_array().unwrap().len(), 4);
+    // The 4 runs start 3 s apart (each takes about 1.5 s), so the last one
+    // ends after the 9 s span.
+    let span = cal["span_s"].as_f64().unwrap();
+    assert!(span >= 9.0 && span < 30.0, "span {span} s");
     assert_eq!(cal["adjusted"]["n"], 36);
     // No upper bound on the figure itself: the other tests of this binary
     // run beside it on 2 cores, and CI once saw one run's 64K cell at 3x
@@ -487,4 +493,61 @@ fn calibrate_refuses_a_grid_too_small_for_a_quantile() {
         .args(["calibrate", "--runs", "2", "--db", db.path()])
         .assert()
         .code(2);
+    ptelab()
+        .args(["calibrate", "--span", "soon", "--db", db.path()])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("invalid duration 'soon'"));
+}
+
+/// SIGINT while `calibrate` idles between its spread-out runs: it stops at
+/// once with 130, keeps the finished run, stores no calibration and leaves
+/// the knobs as found.
+#[test]
+fn calibrate_interrupted_while_idle_keeps_its_runs() {
+    if !crate::common::is_root() {
+        return crate::common::skip("calibrate needs root (folio layouts are set and verified)");
+    }
+    let _knobs = crate::common::knob_watch();
+    let db = TempDb::new();
+    let mut child = crate::common::ptelab_std()
+        .args(["calibrate", "--runs", "4", "--sizes", "400K,4M,40M"])
+        .args(["--folios", "4K,64K", "--time", "0.1s", "--blocks", "2"])
+        .args(["--span", "10m", "--db", db.path()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first run (6 cells of 0.1 s) is stored within seconds; then
+    // calibrate idles for 3 minutes.
+    let listed = || -> usize {
+        let out = ptelab()
+            .args(["runs", "--db", db.path(), "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .map(|v| {
+                v["runs"].as_array().map_or(0, |r| {
+                    r.iter().filter(|r| r["status"] == "complete").count()
+                })
+            })
+            .unwrap_or(0)
+    };
+    let t = std::time::Instant::now();
+    while listed() == 0 {
+        assert!(t.elapsed().as_secs() < 60, "no finished calibration run");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("calibration interrupted after 1 of 4 runs"),
+        "{stderr}"
+    );
+    assert!(t.elapsed().as_secs() < 60);
+    assert_eq!(listed(), 1);
 }

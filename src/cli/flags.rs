@@ -285,10 +285,14 @@ pub struct CompareArgs {
 /// `ptelab calibrate`: back-to-back runs of one grid, compared pairwise.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Runs of the grid, measured back to back; every pair is an A/A
-    /// comparison.
+    /// Runs of the grid; every pair is an A/A comparison.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(3..=50))]
     pub runs: u32,
+    /// Wall time the runs are spread over (evenly spaced starts, idle in
+    /// between), so that the calibration sees more than one minute of the
+    /// host's noise; `0` runs them back to back.
+    #[arg(long, value_name = "DURATION", default_value = "3m")]
+    pub span: String,
     /// Region sizes of the mprotect-toggle grid.
     #[arg(long, default_value = "400K,4M,40M")]
     pub sizes: String,

@@ -9,8 +9,12 @@
 //! the machine's own A/A spread, and `ptelab compare` takes it as its noise
 //! threshold for runs of this machine when it exceeds the default.
 //!
-//! Method: R runs of a grid of `mprotect-toggle` cells, back to back, each
-//! stored as a normal run (kind `calibrate`, tag `calibrate`). Every pair of
+//! Method: R runs of a grid of `mprotect-toggle` cells, their starts spread
+//! evenly over `--span` (3 minutes by default), each stored as a normal run
+//! (kind `calibrate`, tag `calibrate`). The spread matters: this VM's noise
+//! changes over minutes, and 8 runs back to back once landed in a quiet
+//! minute (3.8% raw) just before a noisy period (A/A differences up to
+//! 7.7%); 8 runs of that period taken 15 s apart gave 8.3% raw. Every pair of
 //! runs is compared exactly as `ptelab compare` would (drift-corrected, and
 //! raw), and the repeatability coefficient is the 95% quantile of |ln ratio|
 //! over all pairs and cells (`ptelab_stats::repeatability`).
@@ -18,7 +22,8 @@
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use ptelab_stats::compare::CompareOpts;
 use ptelab_stats::repeatability::{repeatability, COVERAGE, MIN_DIFFERENCES};
@@ -28,6 +33,7 @@ use crate::bail_usage;
 use crate::cli::flags::{CalibrateArgs, MeasureOpts, Normalize};
 use crate::cli::plan;
 use crate::cmd::compare::{compare_runs_paired, pooled, NoiseRule, Rules};
+use crate::kernel::signals;
 use crate::measure::session;
 use crate::report::compare::{noise_pct, VerdictKind};
 use crate::store::{Calibration, CellCoefficient, Differences, Store, StoredRun};
@@ -69,13 +75,39 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         no_flush_count: true,
         swapfile: None,
     };
+    let span = match args.span.trim() {
+        "0" => Duration::ZERO,
+        text => plan::parse_duration(text)?,
+    };
     let plan = plan::kernel_plan(WORKLOAD, &sizes, &folios, &measure)?;
     let store = Store::open(&args.out.db)?;
     let tags = ["calibrate".to_string()];
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut runs = Vec::new();
+    let interrupted = |done: usize| {
+        eprintln!(
+            "ptelab: calibration interrupted after {done} of {} runs; no calibration was \
+             stored (the finished runs are in {})",
+            args.runs,
+            args.out.db.display()
+        );
+        Ok(ExitCode::from(130))
+    };
+    // Run i starts at i/(R-1) of the span, or as soon as run i-1 ends.
+    let interval = span / (args.runs - 1);
     for i in 0..args.runs {
+        let start_at = started + interval * i;
+        if tty && start_at > Instant::now() {
+            eprintln!(
+                "ptelab: idle for {:.0} s: the runs are spread over --span {}",
+                (start_at - Instant::now()).as_secs_f64(),
+                args.span
+            );
+        }
+        if !idle_until(start_at) {
+            return interrupted(runs.len());
+        }
         if tty {
             eprintln!("ptelab: calibration run {} of {}", i + 1, args.runs);
         }
@@ -83,13 +115,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         let id = outcome.run_id.expect("a stored session has a run id");
         store.add_tags(id, &tags)?;
         if outcome.interrupted {
-            eprintln!(
-                "ptelab: calibration interrupted after {i} of {} runs; no calibration was \
-                 stored (the finished runs are in {})",
-                args.runs,
-                args.out.db.display()
-            );
-            return Ok(ExitCode::from(130));
+            return interrupted(runs.len());
         }
         if let Some((cell, err)) = outcome.failed.first() {
             anyhow::bail!("calibration run {id}: cell {cell} failed: {err}");
@@ -118,6 +144,22 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         super::print_text(&render(&cal, &grid, all.len(), thresholds, &args.out.db))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sleep until `at`, waking every 100 ms to notice SIGINT/SIGTERM; false
+/// when interrupted.
+fn idle_until(at: Instant) -> bool {
+    let flag = signals::interrupted();
+    loop {
+        if flag.load(Ordering::SeqCst) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= at {
+            return true;
+        }
+        std::thread::sleep((at - now).min(Duration::from_millis(100)));
+    }
 }
 
 fn plan_label(sizes: &[u64], folios: &[crate::workload::FolioSpec]) -> String {
@@ -161,7 +203,7 @@ fn differences(runs: &[StoredRun], normalize: Normalize) -> anyhow::Result<Vec<(
     Ok(out)
 }
 
-/// The calibration of `runs` (measured back to back over `span_s` seconds).
+/// The calibration of `runs` (measured over `span_s` seconds).
 pub fn estimate(runs: &[StoredRun], span_s: f64) -> anyhow::Result<Calibration> {
     let first = &runs.first().expect("at least one run").run;
     let last = &runs.last().expect("at least one run").run;
