@@ -408,7 +408,7 @@ fn calibrate_stores_repeatability_and_compare_uses_it() {
     // The 4 runs start 3 s apart (each takes about 1.5 s), so the last one
     // ends after the 9 s span.
     let span = cal["span_s"].as_f64().unwrap();
-    assert!(span >= 9.0 && span < 30.0, "span {span} s");
+    assert!((9.0..30.0).contains(&span), "span {span} s");
     assert_eq!(cal["adjusted"]["n"], 36);
     // No upper bound on the figure itself: the other tests of this binary
     // run beside it on 2 cores, and CI once saw one run's 64K cell at 3x
@@ -510,7 +510,7 @@ fn calibrate_interrupted_while_idle_keeps_its_runs() {
     }
     let _knobs = crate::common::knob_watch();
     let db = TempDb::new();
-    let mut child = crate::common::ptelab_std()
+    let child = crate::common::ptelab_std()
         .args(["calibrate", "--runs", "4", "--sizes", "400K,4M,40M"])
         .args(["--folios", "4K,64K", "--time", "0.1s", "--blocks", "2"])
         .args(["--span", "10m", "--db", db.path()])

@@ -22,7 +22,6 @@
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ptelab_stats::compare::CompareOpts;
@@ -105,7 +104,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
                 args.span
             );
         }
-        if !idle_until(start_at) {
+        if !signals::idle_until(start_at) {
             return interrupted(runs.len());
         }
         if tty {
@@ -144,22 +143,6 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         super::print_text(&render(&cal, &grid, all.len(), thresholds, &args.out.db))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Sleep until `at`, waking every 100 ms to notice SIGINT/SIGTERM; false
-/// when interrupted.
-fn idle_until(at: Instant) -> bool {
-    let flag = signals::interrupted();
-    loop {
-        if flag.load(Ordering::SeqCst) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= at {
-            return true;
-        }
-        std::thread::sleep((at - now).min(Duration::from_millis(100)));
-    }
 }
 
 fn plan_label(sizes: &[u64], folios: &[crate::workload::FolioSpec]) -> String {

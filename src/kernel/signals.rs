@@ -39,6 +39,22 @@ pub fn interrupted() -> &'static AtomicBool {
     &FLAG
 }
 
+/// Sleep until `at`, waking every 100 ms to notice SIGINT/SIGTERM/SIGHUP;
+/// false when interrupted (then or before).
+pub fn idle_until(at: std::time::Instant) -> bool {
+    let flag = interrupted();
+    loop {
+        if flag.load(Ordering::SeqCst) {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if now >= at {
+            return true;
+        }
+        std::thread::sleep((at - now).min(Duration::from_millis(100)));
+    }
+}
+
 fn install() {
     let mut signals = match Signals::new([SIGINT, SIGTERM, SIGHUP]) {
         Ok(s) => s,
