@@ -229,6 +229,121 @@ fn compare_gives_verdicts_with_reasons() {
     assert_eq!(v["summary"]["regressions"], 2);
 }
 
+/// Three baseline runs and three candidate runs, as a kernel developer
+/// would make them on a noisy machine: the 4 MiB cell regresses by 50%, the
+/// 400 KiB one moves by 1% inside the runs' own 1-2% spread, and the 40 KiB
+/// one is missing from the candidate.
+fn replicated_db() -> TempDb {
+    let db = TempDb::new();
+    let mut docs = Vec::new();
+    for (i, level) in [1.0, 1.02, 0.985].into_iter().enumerate() {
+        let id = i as i64 + 1;
+        docs.push(run_doc(
+            id,
+            "6.18.0",
+            id as u32,
+            "complete",
+            &["base"],
+            vec![
+                cell(40, "4K", 4096, 2071.0 * level, 30, true),
+                cell(400, "4K", 4096, 3453.0 * level, 30, true),
+                cell(4000, "4K", 4096, 18804.0 * level, 30, true),
+            ],
+        ));
+    }
+    for (i, level) in [1.01, 0.995, 1.025].into_iter().enumerate() {
+        let id = i as i64 + 4;
+        docs.push(run_doc(
+            id,
+            "6.18.0",
+            id as u32,
+            "complete",
+            &["patched"],
+            vec![
+                cell(400, "4K", 4096, 3453.0 * level, 30, true),
+                cell(4000, "4K", 4096, 1.5 * 18804.0 * level, 30, true),
+            ],
+        ));
+    }
+    import_runs(&db, &docs);
+    db
+}
+
+#[test]
+fn replicated_compare_takes_the_run_as_the_unit() {
+    let db = replicated_db();
+    let text = stdout(&["compare", "base", "patched", "--replicates"], &db);
+    insta::assert_snapshot!("compare_replicated_text", text);
+    // A comma list names the same runs.
+    let listed = stdout(&["compare", "1,2,3", "4,5,6", "--json"], &db);
+    let v: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(v["a"]["runs"], json!([1, 2, 3]));
+    assert_eq!(v["method"]["replicated"], json!({"runs_a": 3, "runs_b": 3}));
+    assert_eq!(
+        v["method"]["test"],
+        "student-t, pooled variance, on ln run medians"
+    );
+    assert_eq!(v["method"]["noise"], 0.02);
+    let rows = v["rows"].as_array().unwrap();
+    let verdicts: Vec<&str> = rows
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["not-comparable", "no-change", "regression"]);
+    assert_eq!(rows[0]["reason"], "only in A");
+    assert_eq!(rows[2]["a"]["runs"], 3);
+    let ratio = rows[2]["ratio"].as_f64().unwrap();
+    assert!(
+        (ratio
+            - 1.5 * 1.01f64.cbrt() * 0.995f64.cbrt() * 1.025f64.cbrt()
+                / (1.02f64.cbrt() * 0.985f64.cbrt()))
+        .abs()
+            < 1e-9
+    );
+    // The run-level spread (about 1.7%) is what the interval is built on.
+    let sd = rows[1]["run_sd"].as_f64().unwrap();
+    assert!(sd > 0.01 && sd < 0.03, "{sd}");
+    let tagged = stdout(
+        &["compare", "base", "patched", "--replicates", "--json"],
+        &db,
+    );
+    let t: Value = serde_json::from_str(&tagged).unwrap();
+    assert_eq!(t["rows"], v["rows"]);
+
+    // Without --replicates a tag is still its newest run.
+    let single: Value =
+        serde_json::from_str(&stdout(&["compare", "base", "patched", "--json"], &db)).unwrap();
+    assert_eq!(single["a"]["id"], 3);
+    assert!(single["method"]["replicated"].is_null());
+
+    // One run against two: 3 runs in all is enough; 1 + 1 is not replicated.
+    let few: Value =
+        serde_json::from_str(&stdout(&["compare", "1", "4,5", "--json"], &db)).unwrap();
+    assert_eq!(few["rows"][1]["verdict"], "no-change");
+    assert_eq!(few["rows"][2]["verdict"], "regression");
+    assert_eq!(few["method"]["replicated"]["runs_b"], 2);
+}
+
+#[test]
+fn replicated_compare_refuses_bad_sides() {
+    let db = replicated_db();
+    for (args, needle) in [
+        (&["compare", "1,2", "2,3"][..], "run 2 is on both sides"),
+        (
+            &["compare", "base", "nosuch", "--replicates"][..],
+            "no run tagged 'nosuch'",
+        ),
+        (&["compare", "1,2", "4,99"][..], "no run '99'"),
+    ] {
+        ptelab()
+            .args(args)
+            .args(["--db", db.path()])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(needle));
+    }
+}
+
 #[test]
 fn compare_is_reproducible_and_the_seed_changes_intervals() {
     let db = seeded_db();

@@ -242,10 +242,17 @@ pub enum Normalize {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Baseline run: id, `latest`, `latest~N`, or a tag (the newest run carrying it).
+    /// Baseline run: id, `latest`, `latest~N`, or a tag (the newest run
+    /// carrying it); several separated by commas make a replicated
+    /// comparison, where each run counts once (docs/statistics.md).
     pub a: String,
-    /// Candidate run: id, `latest`, `latest~N`, or a tag.
+    /// Candidate run(s), as A.
     pub b: String,
+    /// A tag names every run carrying it, not just the newest: each side is
+    /// then a set of runs and the run is the unit (Student's t on ln run
+    /// medians), so between-run noise is measured, not assumed.
+    #[arg(long)]
+    pub replicates: bool,
     /// Noise threshold: a cell is a regression or improvement only when its
     /// whole confidence interval is beyond this relative change (0.02 = 2%).
     /// Default: 2%, or this machine's between-run repeatability when

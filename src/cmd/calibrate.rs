@@ -31,7 +31,7 @@ use serde_json::json;
 use crate::bail_usage;
 use crate::cli::flags::{CalibrateArgs, MeasureOpts, Normalize};
 use crate::cli::plan;
-use crate::cmd::compare::{compare_runs_paired, pooled, NoiseRule, Rules};
+use crate::cmd::compare::{calibrated_noise, compare_runs_paired, pooled, NoiseRule, Rules};
 use crate::kernel::signals;
 use crate::measure::session;
 use crate::report::compare::{noise_pct, VerdictKind};
@@ -126,7 +126,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     let all = store.calibrations(&cal.machine_id)?;
     let all: Vec<&Calibration> = all.iter().collect();
     let floor = CompareOpts::default().noise;
-    let threshold = |corrected| pooled(&all, corrected).map_or(floor, |r| r.coefficient.max(floor));
+    let threshold = |corrected| calibrated_noise(pooled(&all, corrected).as_ref(), floor);
     let thresholds = (threshold(true), threshold(false));
 
     if args.out.json {

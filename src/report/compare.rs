@@ -48,6 +48,10 @@ pub struct RunRef {
     pub machine_id: String,
     pub started_at: String,
     pub tags: Vec<String>,
+    /// Every run of the side in a replicated comparison (`id` is the
+    /// first); empty for a single run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<i64>,
 }
 
 /// How the comparison was computed.
@@ -72,6 +76,17 @@ pub struct Method {
     /// the machine's calibration).
     pub noise_source: String,
     pub min_samples: usize,
+    /// Set when each side is several runs and the run is the unit
+    /// (`ptelab_stats::replicated`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicated: Option<Replicated>,
+}
+
+/// The design of a replicated comparison.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Replicated {
+    pub runs_a: usize,
+    pub runs_b: usize,
 }
 
 /// Machine drift between the runs, seen by the kernel-speed probe
@@ -99,6 +114,10 @@ pub struct SideView {
     pub samples: usize,
     /// Short observed layout (`100% 64K`).
     pub layout: String,
+    /// Replicated comparisons: runs holding the cell (`median_ns` is then
+    /// the geometric mean of their medians, `samples` their total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs: Option<usize>,
 }
 
 /// The verdict of a row, in the words the tables print.
@@ -156,6 +175,10 @@ pub struct CompareRow {
     pub verdict: VerdictKind,
     /// Why there is no verdict.
     pub reason: Option<String>,
+    /// Replicated comparisons: the pooled standard deviation of ln(run
+    /// median), i.e. how far this cell's runs spread (0.03 ≈ 3%).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_sd: Option<f64>,
 }
 
 impl CompareRow {
@@ -326,15 +349,30 @@ impl Markup for Markdown {
 }
 
 fn run_line(label: &str, r: &RunRef) -> String {
-    let mut s = format!(
-        "{label} = run {} ({}, Linux {}, {}",
-        r.id, r.kind, r.kernel_release, r.started_at
-    );
+    let mut s = if r.runs.is_empty() {
+        format!(
+            "{label} = run {} ({}, Linux {}, {}",
+            r.id, r.kind, r.kernel_release, r.started_at
+        )
+    } else {
+        let ids: Vec<String> = r.runs.iter().map(i64::to_string).collect();
+        format!(
+            "{label} = runs {} ({}, Linux {}, first started {}",
+            ids.join(","),
+            r.kind,
+            r.kernel_release,
+            r.started_at
+        )
+    };
     if !r.tags.is_empty() {
         write!(s, ", tags {}", r.tags.join(",")).unwrap();
     }
     s.push(')');
-    if r.name != r.id.to_string() {
+    let ids: Vec<String> = match r.runs.as_slice() {
+        [] => vec![r.id.to_string()],
+        runs => runs.iter().map(i64::to_string).collect(),
+    };
+    if r.name != ids.join(",") {
         write!(s, " from '{}'", r.name).unwrap();
     }
     s
@@ -353,8 +391,9 @@ fn pct(v: f64) -> String {
 }
 
 /// The method paragraph's sentence on machine drift (None when neither run
-/// recorded the probe and nothing was corrected).
-pub(crate) fn drift_line(d: &Drift) -> Option<String> {
+/// recorded the probe and nothing was corrected). `replicated`: each side is
+/// several runs, whose spread already carries the drift.
+pub(crate) fn drift_line(d: &Drift, replicated: bool) -> Option<String> {
     let (a, b) = match (d.probe_a_ns, d.probe_b_ns) {
         (Some(a), Some(b)) => (a, b),
         _ if d.why.is_empty() => return None,
@@ -376,7 +415,9 @@ pub(crate) fn drift_line(d: &Drift) -> Option<String> {
         )
         .unwrap();
     }
-    Some(if d.corrected {
+    Some(if replicated {
+        format!("{what}; not corrected: {}.", d.why)
+    } else if d.corrected {
         format!(
             "{what}; %change is corrected for the drift per cell ({}).",
             d.why
@@ -416,23 +457,40 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
     writeln!(out, "{bullet}{}", run_line("A", &view.a)).unwrap();
     writeln!(out, "{bullet}{}", run_line("B", &view.b)).unwrap();
     let me = &view.method;
-    writeln!(
-        out,
-        "{bullet}%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap\n\
-         {indent}CI ({} resamples, seed {}). Verdict: Mann-Whitney U with\n\
-         {indent}Holm across {} cells at alpha {}.",
-        me.statistic,
-        me.confidence * 100.0,
-        me.resamples,
-        m.code(&me.seed),
-        me.family,
-        me.alpha,
-        indent = if md { "  " } else { "" },
-    )
+    let indent = if md { "  " } else { "" };
+    match &me.replicated {
+        None => writeln!(
+            out,
+            "{bullet}%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap\n\
+             {indent}CI ({} resamples, seed {}). Verdict: Mann-Whitney U with\n\
+             {indent}Holm across {} cells at alpha {}.",
+            me.statistic,
+            me.confidence * 100.0,
+            me.resamples,
+            m.code(&me.seed),
+            me.family,
+            me.alpha,
+        ),
+        Some(r) => {
+            let text = format!(
+                "%change: {} of B vs A ({} runs vs {}, each run counted once), ± the \
+                 half-width of its {:.0}% Student t CI on ln run medians. Verdict: pooled t \
+                 test with Holm across {} cells at alpha {}. run sd: how far each cell's \
+                 runs spread.",
+                me.statistic,
+                r.runs_a,
+                r.runs_b,
+                me.confidence * 100.0,
+                me.family,
+                me.alpha,
+            );
+            writeln!(out, "{}", wrap_sep(bullet, &words(&text), "", 76))
+        }
+    }
     .unwrap();
     let line = noise_line(me);
     writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
-    if let Some(line) = drift_line(&view.drift) {
+    if let Some(line) = drift_line(&view.drift, me.replicated.is_some()) {
         writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     }
     out.push('\n');
@@ -450,6 +508,11 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
     let mut align = vec![Align::Right; 4];
     if raw_column {
         header.push("raw %");
+        align.push(Align::Right);
+    }
+    let sd_column = view.rows.iter().any(|r| r.run_sd.is_some());
+    if sd_column {
+        header.push("run sd %");
         align.push(Align::Right);
     }
     header.push("verdict");
@@ -489,6 +552,9 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
                 ];
                 if raw_column {
                     cells.push(r.ratio_raw.map_or("-".into(), |x| pct(x - 1.0)));
+                }
+                if sd_column {
+                    cells.push(r.run_sd.map_or("-".into(), |x| format!("{:.1}", x * 100.0)));
                 }
                 cells.push(verdict);
                 cells
@@ -537,6 +603,7 @@ pub(crate) mod tests {
             machine_id: "0123456789abcdef0123456789abcdef".into(),
             started_at: format!("2026-05-0{id}T10:00:00Z"),
             tags: tags.iter().map(|t| t.to_string()).collect(),
+            runs: Vec::new(),
         }
     }
 
@@ -560,11 +627,13 @@ pub(crate) mod tests {
                 median_ns: a,
                 samples: 50,
                 layout: layout.clone(),
+                runs: None,
             }),
             b: Some(SideView {
                 median_ns: b,
                 samples: 48,
                 layout,
+                runs: None,
             }),
             ratio: Some(b / a),
             ratio_raw: None,
@@ -577,6 +646,7 @@ pub(crate) mod tests {
             seed: Some(format!("{:#018x}", 0x1000 + size_kib)),
             verdict,
             reason: None,
+            run_sd: None,
         }
     }
 
@@ -656,6 +726,7 @@ pub(crate) mod tests {
                                between-run repeatability"
                     .into(),
                 min_samples: 5,
+                replicated: None,
             },
             drift: Drift {
                 probe_a_ns: Some(253.0),
@@ -696,11 +767,11 @@ pub(crate) mod tests {
         d.probe_b_ns = None;
         d.why = "run 2 was measured before ptelab recorded the probe".into();
         assert_eq!(
-            drift_line(&d).unwrap(),
+            drift_line(&d, false).unwrap(),
             "Machine drift: not measured (run 2 was measured before ptelab recorded the probe)."
         );
         d.why.clear();
-        assert_eq!(drift_line(&d), None);
+        assert_eq!(drift_line(&d, false), None);
     }
 
     #[test]

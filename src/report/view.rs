@@ -594,7 +594,7 @@ fn comparison_info(v: &CompareView) -> ComparisonInfo {
         noise: m.noise,
         noise_line: Some(crate::report::compare::noise_line(m)),
         min_samples: m.min_samples,
-        drift: crate::report::compare::drift_line(&v.drift),
+        drift: crate::report::compare::drift_line(&v.drift, v.method.replicated.is_some()),
         cells: s.cells,
         regressions: s.regressions,
         improvements: s.improvements,

@@ -442,6 +442,42 @@ impl Store {
         })
     }
 
+    /// Resolve one side of a comparison: a run name ([`Store::resolve`]) or
+    /// several separated by commas; with `every_tagged`, a tag names every
+    /// run carrying it (oldest first) instead of the newest. Each run once,
+    /// in the order given.
+    pub fn resolve_runs(&self, spec: &str, every_tagged: bool) -> anyhow::Result<Vec<RunId>> {
+        let mut ids: Vec<RunId> = Vec::new();
+        for part in spec.split(',') {
+            let part = part.trim();
+            let is_tag = part.parse::<RunId>().is_err() && !part.starts_with("latest");
+            let found = if every_tagged && is_tag {
+                let mut stmt = self
+                    .conn
+                    .prepare("SELECT run FROM run_tag WHERE tag = ?1 ORDER BY run")?;
+                let tagged = stmt
+                    .query_map([part], |r| r.get(0))?
+                    .collect::<Result<Vec<RunId>, _>>()
+                    .with_context(|| self.what(&format!("find runs tagged '{part}'")))?;
+                if tagged.is_empty() {
+                    return Err(usage(format!(
+                        "no run tagged '{part}' in {}",
+                        self.path.display()
+                    )));
+                }
+                tagged
+            } else {
+                vec![self.resolve(part)?]
+            };
+            for id in found {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// Resolve a run name: a number is an id; `latest` is the newest run and
     /// `latest~N` the one N before it; anything else is a tag, naming the
     /// newest run that carries it.

@@ -139,6 +139,13 @@ pub enum NotComparable {
     },
     /// A sample holds a value that a ratio of times cannot use (≤ 0, NaN).
     InvalidSamples(String),
+    /// A replicated comparison has too few runs of the cell.
+    TooFewRuns {
+        /// Runs of A holding the cell.
+        a: usize,
+        /// Runs of B holding the cell.
+        b: usize,
+    },
 }
 
 impl fmt::Display for NotComparable {
@@ -155,6 +162,11 @@ impl fmt::Display for NotComparable {
                 absent_from: Side::B,
             } => f.write_str("only in A"),
             NotComparable::InvalidSamples(why) => write!(f, "invalid samples: {why}"),
+            NotComparable::TooFewRuns { a, b } => write!(
+                f,
+                "too few runs ({a} vs {b}; need one per side and {} in all)",
+                crate::replicated::MIN_RUNS
+            ),
         }
     }
 }
@@ -296,11 +308,23 @@ pub fn estimate(
 /// The verdict for an estimate whose Holm-adjusted p-value is `p_adjusted`.
 /// O(1).
 pub fn decide(est: &Estimate, p_adjusted: f64, noise: f64, alpha: f64) -> Verdict {
+    decide_interval((est.ci_low, est.ci_high), p_adjusted, noise, alpha)
+}
+
+/// The verdict rule on its own: significant after Holm (`p_adjusted` <
+/// `alpha`) and the whole interval `(low, high)` of the ratio beyond
+/// 1 ± `noise`. Shared by every estimator (`crate::replicated` too). O(1).
+pub fn decide_interval(
+    (low, high): (f64, f64),
+    p_adjusted: f64,
+    noise: f64,
+    alpha: f64,
+) -> Verdict {
     if p_adjusted >= alpha {
         Verdict::NoChange
-    } else if est.ci_low > 1.0 + noise {
+    } else if low > 1.0 + noise {
         Verdict::Regression
-    } else if est.ci_high < 1.0 - noise {
+    } else if high < 1.0 - noise {
         Verdict::Improvement
     } else {
         Verdict::NoChange

@@ -23,6 +23,8 @@
 //! - [`holm`]: Holm's step-down correction across the cells of a grid.
 //! - [`repeatability`]: a machine's between-run repeatability coefficient
 //!   from A/A comparisons (`ptelab calibrate`).
+//! - [`replicated`]: comparing sets of runs, one value per run (Student's
+//!   pooled t on ln run medians).
 //! - [`compare`]: one typed [`compare::Comparison`] per cell with a
 //!   [`compare::Verdict`] decided against an explicit noise threshold.
 
@@ -39,6 +41,7 @@ pub mod normal;
 pub mod outliers;
 pub mod percentiles;
 pub mod repeatability;
+pub mod replicated;
 pub mod sample;
 
 pub use sample::Sample;
