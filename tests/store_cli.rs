@@ -561,11 +561,10 @@ fn calibrate_stores_repeatability_and_compare_uses_it() {
     let noise = cmp["method"]["noise"].as_f64().unwrap();
     let source = cmp["method"]["noise_source"].as_str().unwrap();
     assert!(source.contains("calibration"), "{source}");
-    if adjusted > 0.02 {
-        assert!((noise - adjusted).abs() < 1e-12, "{noise} vs {adjusted}");
-    } else {
-        assert_eq!(noise, 0.02);
-    }
+    // The 2% floor, and at most 99% (a run-to-run spread CI once measured
+    // at 113% here).
+    let expect = adjusted.clamp(0.02, 0.99);
+    assert!((noise - expect).abs() < 1e-12, "{noise} vs {adjusted}");
     // --noise overrides.
     let out = ptelab()
         .args([
