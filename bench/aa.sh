@@ -8,7 +8,7 @@
 # between-run repeatability as its noise threshold (docs/statistics.md,
 # "Calibrating the noise threshold"); CALIBRATE=0 keeps the 2% default.
 #
-# usage: bench/aa.sh [REPS] [SIZES] [FOLIOS]   (needs root; ~25 s per repetition,
+# usage: [RUNS=1] [CALIBRATE=1] [DB=PATH] bench/aa.sh [REPS] [SIZES] [FOLIOS]   (needs root; ~25 s per repetition,
 #        plus the calibration: 8 runs spread over 3 minutes, SPAN=0 for back to back)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +25,24 @@ DB=${DB:-$(mktemp -d)/aa.db}
 if [ "${CALIBRATE:-1}" = 1 ]; then
     "$P" calibrate --sizes "$SIZES" --folios "$FOLIOS" --time 1s --span "${SPAN:-3m}" --db "$DB" | tail -1
 fi
+# RUNS=N (N > 1): each side is N back-to-back sweeps (A A A B B B), compared
+# as sets of runs (`compare 1,2,3 4,5,6`: Student's t on run medians, no
+# calibration used; docs/statistics.md "Replicated comparisons").
+RUNS=${RUNS:-1}
+side() { # first last -> "latest~first,...,latest~last"
+    seq -s, -f 'latest~%g' "$1" -1 "$2"
+}
+if [ "$RUNS" -gt 1 ]; then
+    A=$(side $((2 * RUNS - 1)) "$RUNS")
+    B=$(side $((RUNS - 1)) 0)
+else
+    A=latest~1
+    B=latest
+fi
 flagged=0
 flagged_raw=0
 summary() { # normalize -> "reg imp same nc drift%"
-    "$P" compare latest~1 latest --db "$DB" --json --normalize "$1" | python3 -c '
+    "$P" compare "$A" "$B" --db "$DB" --json --normalize "$1" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 s, p = d["summary"], d["drift"]
@@ -36,8 +50,9 @@ drift = 100 * (p["probe_b_ns"] / p["probe_a_ns"] - 1) if p["probe_a_ns"] and p["
 print(s["regressions"], s["improvements"], s["no_change"], s["not_comparable"], f"{drift:+.1f}")'
 }
 for i in $(seq "$REPS"); do
-    "$P" sweep mprotect-toggle --sizes "$SIZES" --folios "$FOLIOS" --time 1s --db "$DB" >/dev/null 2>&1
-    "$P" sweep mprotect-toggle --sizes "$SIZES" --folios "$FOLIOS" --time 1s --db "$DB" >/dev/null 2>&1
+    for _ in $(seq $((2 * RUNS))); do
+        "$P" sweep mprotect-toggle --sizes "$SIZES" --folios "$FOLIOS" --time 1s --db "$DB" >/dev/null 2>&1
+    done
     read -r reg imp same nc drift <<<"$(summary auto)"
     read -r rreg rimp _ _ _ <<<"$(summary none)"
     [ $((reg + imp)) -gt 0 ] && flagged=$((flagged + 1))
