@@ -205,11 +205,42 @@ fn sweep_prints_the_seed_table_and_stores_cells() {
             "--time",
             "200ms",
         ])
-        .args(["--db", db.path()])
+        .args(["--db", db.path(), "--tag", "base", "--tag", "v6.18"])
         .assert()
         .success()
         .stdout(predicate::str::contains("size_kib | nsec_per_call"))
         .stdout(predicate::str::contains("folio 16K"));
+    // The run carries its tags, and a tag names it.
+    let out = ptelab()
+        .args(["runs", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        runs["runs"][0]["tags"],
+        serde_json::json!(["base", "v6.18"])
+    );
+    ptelab()
+        .args(["show", "base", "--db", db.path()])
+        .assert()
+        .success();
+}
+
+#[test]
+fn bad_tags_are_refused_before_measuring() {
+    for (tag, extra, needle) in [
+        ("12", None, "bad tag '12'"),
+        ("a,b", None, "no comma"),
+        ("latest-ish", None, "'latest'"),
+        ("base", Some("--no-store"), "drop --no-store"),
+    ] {
+        ptelab()
+            .args(["bench", "mprotect-toggle", "--tag", tag])
+            .args(extra)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(needle));
+    }
 }
 
 #[test]

@@ -126,6 +126,11 @@ pub struct BenchArgs {
     /// Folio layout: 4K, 16K..1M (mTHP), 2M (PMD THP), 2M-pte (PMD THP mapped by PTEs).
     #[arg(long, default_value = "4K")]
     pub folio: String,
+    /// Tag the stored run (repeatable): `compare` and `report` accept the
+    /// tag as a run name, and `compare --replicates` takes every run
+    /// carrying it.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
     #[command(flatten)]
     pub measure: MeasureOpts,
     #[command(flatten)]
@@ -143,6 +148,11 @@ pub struct SweepArgs {
     /// Comma-separated folio layouts.
     #[arg(long, default_value = "4K")]
     pub folios: String,
+    /// Tag the stored run (repeatable): `compare` and `report` accept the
+    /// tag as a run name, and `compare --replicates` takes every run
+    /// carrying it.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
     #[command(flatten)]
     pub measure: MeasureOpts,
     #[command(flatten)]

@@ -25,7 +25,25 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         &[folio],
         &args.measure,
         &args.out,
+        &args.tags,
     )
+}
+
+/// A tag must read as a tag wherever a run is named: not a number, not
+/// `latest...`, no comma (which separates the runs of a set), not empty.
+fn check_tags(tags: &[String], no_store: bool) -> anyhow::Result<()> {
+    if !tags.is_empty() && no_store {
+        crate::bail_usage!("--tag names a stored run: drop --no-store");
+    }
+    for t in tags {
+        if t.is_empty() || t.contains(',') || t.starts_with("latest") || t.parse::<i64>().is_ok() {
+            crate::bail_usage!(
+                "bad tag '{t}': a tag is a non-empty name that is not a number, does not start \
+                 with 'latest' and has no comma (e.g. base, v6.18-rc1, patched)"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Plan, run, store and print a grid of kernel cells (bench is a 1x1 grid).
@@ -36,7 +54,9 @@ pub fn run_kernel(
     folios: &[FolioSpec],
     measure: &MeasureOpts,
     out: &OutputOpts,
+    tags: &[String],
 ) -> anyhow::Result<ExitCode> {
+    check_tags(tags, out.no_store)?;
     let plan = plan::kernel_plan(workload, sizes, folios, measure)?;
     let store: Option<Box<dyn session::CellSink>> = if out.no_store {
         None
@@ -44,6 +64,9 @@ pub fn run_kernel(
         Some(Box::new(crate::store::Store::open(&out.db)?))
     };
     let outcome = session::run(&plan, kind, store.as_deref())?;
+    if let (Some(id), false) = (outcome.run_id, tags.is_empty()) {
+        crate::store::Store::open(&out.db)?.add_tags(id, tags)?;
+    }
     if out.json {
         let env = json!({
             "kernel": outcome.host.kernel_release,

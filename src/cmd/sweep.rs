@@ -20,5 +20,6 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         &folios,
         &args.measure,
         &args.out,
+        &args.tags,
     )
 }
