@@ -29,14 +29,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     )
 }
 
-/// A tag must read as a tag wherever a run is named: not a number, not
-/// `latest...`, no comma (which separates the runs of a set), not empty.
+/// Tags must read as tags wherever runs are named (`store::is_tag_name`).
 fn check_tags(tags: &[String], no_store: bool) -> anyhow::Result<()> {
     if !tags.is_empty() && no_store {
         crate::bail_usage!("--tag names a stored run: drop --no-store");
     }
     for t in tags {
-        if t.is_empty() || t.contains(',') || t.starts_with("latest") || t.parse::<i64>().is_ok() {
+        if !crate::store::is_tag_name(t) {
             crate::bail_usage!(
                 "bad tag '{t}': a tag is a non-empty name that is not a number, does not start \
                  with 'latest' and has no comma (e.g. base, v6.18-rc1, patched)"
@@ -58,14 +57,18 @@ pub fn run_kernel(
 ) -> anyhow::Result<ExitCode> {
     check_tags(tags, out.no_store)?;
     let plan = plan::kernel_plan(workload, sizes, folios, measure)?;
-    let store: Option<Box<dyn session::CellSink>> = if out.no_store {
+    let store = if out.no_store {
         None
     } else {
-        Some(Box::new(crate::store::Store::open(&out.db)?))
+        Some(crate::store::Store::open(&out.db)?)
     };
-    let outcome = session::run(&plan, kind, store.as_deref())?;
-    if let (Some(id), false) = (outcome.run_id, tags.is_empty()) {
-        crate::store::Store::open(&out.db)?.add_tags(id, tags)?;
+    let outcome = session::run(
+        &plan,
+        kind,
+        store.as_ref().map(|s| s as &dyn session::CellSink),
+    )?;
+    if let (Some(store), Some(id), false) = (&store, outcome.run_id, tags.is_empty()) {
+        store.add_tags(id, tags)?;
     }
     if out.json {
         let env = json!({

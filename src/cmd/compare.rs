@@ -56,10 +56,12 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let ids_b = store.resolve_runs(&args.b, args.replicates)?;
     let replicated = ids_a.len() > 1 || ids_b.len() > 1;
     // (One run against itself stays allowed: a sanity check with no change.)
-    if let Some(both) = ids_a.iter().find(|id| replicated && ids_b.contains(id)) {
-        bail_usage!(
-            "run {both} is on both sides of a replicated comparison: each run may count once"
-        );
+    if replicated {
+        if let Some(both) = ids_a.iter().find(|id| ids_b.contains(id)) {
+            bail_usage!(
+                "run {both} is on both sides of a replicated comparison: each run may count once"
+            );
+        }
     }
     let view = if !replicated {
         compare_two(&store, args, &opts, ids_a[0], ids_b[0])?
@@ -138,6 +140,44 @@ fn key(c: &CellResult, across_folios: bool) -> CellKey {
         c.regions,
         c.neighbor,
     )
+}
+
+/// A usage error unless every run of `runs` (named `name`) has measured
+/// cells.
+fn require_cells(name: &str, runs: &[StoredRun]) -> anyhow::Result<()> {
+    if let Some(r) = runs.iter().find(|r| r.kernel_cells().next().is_none()) {
+        bail_usage!(
+            "run {} ('{name}', {}) has no measured cells to compare: compare runs made by \
+             `ptelab bench` or `ptelab sweep`",
+            r.run.id,
+            r.run.kind
+        );
+    }
+    Ok(())
+}
+
+/// The distinct keys of `cells` in first-seen order (A's cells first, then
+/// the ones only B has).
+fn keys_in_order<'a>(
+    cells: impl Iterator<Item = &'a CellResult>,
+    across_folios: bool,
+) -> Vec<CellKey> {
+    let mut keys: Vec<CellKey> = Vec::new();
+    for c in cells {
+        let k = key(c, across_folios);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys
+}
+
+/// The folio column of a row: one folio, or `4K vs 64K` across folios.
+fn folio_label(a: Option<&CellResult>, b: Option<&CellResult>) -> String {
+    match (a, b) {
+        (Some(x), Some(y)) if x.folio != y.folio => format!("{} vs {}", x.folio, y.folio),
+        (x, y) => x.or(y).expect("a row has a cell").folio.to_string(),
+    }
 }
 
 /// Why two cells with one key cannot be compared, as far as layouts go. Each
@@ -274,9 +314,10 @@ fn noise_threshold(
         cals.len(),
         if cals.len() == 1 { "" } else { "s" }
     );
-    if rep.coefficient >= MAX_NOISE {
+    let noise = calibrated_noise(Some(&rep), floor);
+    if noise == MAX_NOISE {
         (
-            MAX_NOISE,
+            noise,
             format!(
                 "the most the verdict rule accepts: this machine's {which} between-run \
                  repeatability is {:.0}% ({from}), too noisy for any finer verdict; calibrate \
@@ -284,9 +325,9 @@ fn noise_threshold(
                 rep.coefficient * 100.0
             ),
         )
-    } else if rep.coefficient > floor {
+    } else if noise > floor {
         (
-            rep.coefficient,
+            noise,
             format!(
                 "this machine's {which} between-run repeatability: {:.0}% of {from} were \
                  under it; --noise overrides",
@@ -295,7 +336,7 @@ fn noise_threshold(
         )
     } else {
         (
-            floor,
+            noise,
             format!(
                 "default; this machine's {which} between-run repeatability is {:.1}% ({from})",
                 rep.coefficient * 100.0
@@ -384,29 +425,11 @@ pub fn compare_runs_paired(
     rules: &Rules,
 ) -> anyhow::Result<CompareView> {
     let across_folios = rules.across_folios;
+    require_cells(name_a, std::slice::from_ref(a))?;
+    require_cells(name_b, std::slice::from_ref(b))?;
     let cells_a: Vec<&CellResult> = a.kernel_cells().collect();
     let cells_b: Vec<&CellResult> = b.kernel_cells().collect();
-    if cells_a.is_empty() || cells_b.is_empty() {
-        let (which, run) = if cells_a.is_empty() {
-            (name_a, a)
-        } else {
-            (name_b, b)
-        };
-        bail_usage!(
-            "run {} ('{which}', {}) has no measured cells to compare: compare runs made by \
-             `ptelab bench` or `ptelab sweep`",
-            run.run.id,
-            run.run.kind
-        );
-    }
-    // Keys in A's order, then the ones only B has.
-    let mut keys: Vec<CellKey> = Vec::new();
-    for c in cells_a.iter().chain(&cells_b) {
-        let k = key(c, across_folios);
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
+    let keys = keys_in_order(cells_a.iter().chain(&cells_b).copied(), across_folios);
     let find = |cells: &[&'_ CellResult], k: &CellKey| -> Option<usize> {
         cells.iter().position(|c| key(c, across_folios) == *k)
     };
@@ -518,27 +541,16 @@ pub fn compare_replicated(
     across_folios: bool,
     noise_set: bool,
 ) -> anyhow::Result<CompareView> {
-    for (name, runs) in [(name_a, runs_a), (name_b, runs_b)] {
-        if let Some(r) = runs.iter().find(|r| r.kernel_cells().next().is_none()) {
-            bail_usage!(
-                "run {} (in '{name}', {}) has no measured cells to compare: compare runs made \
-                 by `ptelab bench` or `ptelab sweep`",
-                r.run.id,
-                r.run.kind
-            );
-        }
-    }
+    require_cells(name_a, runs_a)?;
+    require_cells(name_b, runs_b)?;
     fn per_run(runs: &[StoredRun]) -> Vec<Vec<&CellResult>> {
         runs.iter().map(|r| r.kernel_cells().collect()).collect()
     }
     let (cells_a, cells_b) = (per_run(runs_a), per_run(runs_b));
-    let mut keys: Vec<CellKey> = Vec::new();
-    for c in cells_a.iter().chain(&cells_b).flatten() {
-        let k = key(c, across_folios);
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
+    let keys = keys_in_order(
+        cells_a.iter().chain(&cells_b).flatten().copied(),
+        across_folios,
+    );
     // The cell of `k` in every run of a side that has it.
     fn of<'a>(side: &[Vec<&'a CellResult>], k: &CellKey, across: bool) -> Vec<&'a CellResult> {
         side.iter()
@@ -676,10 +688,7 @@ fn replicated_row(
     CompareRow {
         workload: x.workload.name().to_string(),
         size_bytes: x.size_bytes,
-        folio: match (a.first(), b.first()) {
-            (Some(p), Some(q)) if p.folio != q.folio => format!("{} vs {}", p.folio, q.folio),
-            _ => x.folio.to_string(),
-        },
+        folio: folio_label(a.first().copied(), b.first().copied()),
         phase: x.phase.clone(),
         regions: x.regions,
         neighbor: x.neighbor,
@@ -750,10 +759,7 @@ fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison) -> Compar
     CompareRow {
         workload: any.workload.name().to_string(),
         size_bytes: any.size_bytes,
-        folio: match (a, b) {
-            (Some(x), Some(y)) if x.folio != y.folio => format!("{} vs {}", x.folio, y.folio),
-            _ => any.folio.to_string(),
-        },
+        folio: folio_label(a, b),
         phase: any.phase.clone(),
         regions: any.regions,
         neighbor: any.neighbor,

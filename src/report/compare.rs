@@ -349,30 +349,30 @@ impl Markup for Markdown {
 }
 
 fn run_line(label: &str, r: &RunRef) -> String {
+    let ids = match r.runs.as_slice() {
+        [] => r.id.to_string(),
+        runs => runs
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    };
     let mut s = if r.runs.is_empty() {
         format!(
-            "{label} = run {} ({}, Linux {}, {}",
-            r.id, r.kind, r.kernel_release, r.started_at
+            "{label} = run {ids} ({}, Linux {}, {}",
+            r.kind, r.kernel_release, r.started_at
         )
     } else {
-        let ids: Vec<String> = r.runs.iter().map(i64::to_string).collect();
         format!(
-            "{label} = runs {} ({}, Linux {}, first started {}",
-            ids.join(","),
-            r.kind,
-            r.kernel_release,
-            r.started_at
+            "{label} = runs {ids} ({}, Linux {}, first started {}",
+            r.kind, r.kernel_release, r.started_at
         )
     };
     if !r.tags.is_empty() {
         write!(s, ", tags {}", r.tags.join(",")).unwrap();
     }
     s.push(')');
-    let ids: Vec<String> = match r.runs.as_slice() {
-        [] => vec![r.id.to_string()],
-        runs => runs.iter().map(i64::to_string).collect(),
-    };
-    if r.name != ids.join(",") {
+    if r.name != ids {
         write!(s, " from '{}'", r.name).unwrap();
     }
     s

@@ -173,6 +173,15 @@ impl StoredRun {
     }
 }
 
+/// Whether `name` reads as a tag wherever runs are named: not empty, not a
+/// run id, not `latest…`, no comma (which separates the runs of a set).
+pub fn is_tag_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains(',')
+        && !name.starts_with("latest")
+        && name.parse::<RunId>().is_err()
+}
+
 /// A machine's between-run repeatability, as `ptelab calibrate` measured it
 /// (`ptelab_stats::repeatability`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -450,8 +459,7 @@ impl Store {
         let mut ids: Vec<RunId> = Vec::new();
         for part in spec.split(',') {
             let part = part.trim();
-            let is_tag = part.parse::<RunId>().is_err() && !part.starts_with("latest");
-            let found = if every_tagged && is_tag {
+            let found = if every_tagged && is_tag_name(part) {
                 let mut stmt = self
                     .conn
                     .prepare("SELECT run FROM run_tag WHERE tag = ?1 ORDER BY run")?;
