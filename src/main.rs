@@ -13,6 +13,7 @@ mod crosscheck;
 mod error;
 mod kernel;
 mod measure;
+mod record;
 mod report;
 mod reproduce;
 mod store;

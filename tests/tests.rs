@@ -4,6 +4,7 @@ mod bench_cli;
 mod crosscheck_cli;
 mod doctor;
 mod knobs;
+mod layers;
 mod model_cli;
 mod report_cli;
 mod store_cli;

@@ -9,7 +9,9 @@ use crate::bail_usage;
 use crate::cli::flags::MeasureOpts;
 use crate::error::usage;
 use crate::kernel::{host, layout, thp};
+use crate::measure::reclaim::ReclaimOptions;
 use crate::measure::runner::{Budget, CellPlan};
+use crate::measure::session::KernelPlan;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Share of MemAvailable a cell may use; the rest is left to the system.
@@ -23,15 +25,6 @@ pub const KERNEL_WORKLOADS: [WorkloadKind; 5] = [
     WorkloadKind::ProtTransition,
     WorkloadKind::Reclaim,
 ];
-
-/// A validated set of kernel cells.
-#[derive(Debug)]
-pub struct KernelPlan {
-    pub cells: Vec<CellPlan>,
-    /// Layout control and verification available.
-    pub verified: bool,
-    pub pin: Option<usize>,
-}
 
 /// Parse `2s`, `500ms`, `1m`, `1.5s`.
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
@@ -102,8 +95,7 @@ pub fn kernel_plan(
             fmt(limit / opts.regions as u64 / 4096 * 4096)
         );
     }
-    let swapfile = swapfile_plan(workload, max_size.saturating_mul(opts.regions as u64), opts)?;
-    crate::measure::reclaim::set_swapfile(swapfile);
+    let reclaim = reclaim_plan(workload, max_size.saturating_mul(opts.regions as u64), opts)?;
     let verified = match layout::verification_available() {
         Ok(()) if is_root() => true,
         Ok(()) => false,
@@ -152,6 +144,7 @@ pub fn kernel_plan(
                 count_flushes: !opts.no_flush_count,
                 blocks: opts.blocks,
                 pinned_cpu: pin,
+                reclaim: reclaim.clone(),
             });
         }
     }
@@ -162,15 +155,16 @@ pub fn kernel_plan(
     })
 }
 
-/// `--swapfile`: the size in bytes, checked against the workload, the
-/// memory kind (`PTELAB_RECLAIM_MEMORY`), the bytes the cells may swap out
-/// (`need`) and the disk; swapfiles left by killed runs are recovered first.
-fn swapfile_plan(
+/// The reclaim workload's options: `--swapfile` checked against the
+/// workload, the memory kind (`PTELAB_RECLAIM_MEMORY`), the bytes the cells
+/// may swap out (`need`) and the disk; swapfiles left by killed runs are
+/// recovered first. `None` for every other workload.
+fn reclaim_plan(
     workload: WorkloadKind,
     need: u64,
     opts: &MeasureOpts,
-) -> anyhow::Result<Option<u64>> {
-    use crate::measure::reclaim::{self, Memory};
+) -> anyhow::Result<Option<ReclaimOptions>> {
+    use crate::measure::reclaim::Memory;
     if is_root() {
         for m in crate::kernel::swap::recover_stale() {
             eprintln!("{m}");
@@ -186,9 +180,9 @@ fn swapfile_plan(
         }
         return Ok(None);
     }
-    let memory = reclaim::memory_from_env(bytes.is_some()).map_err(|e| usage(format!("{e:#}")))?;
-    let (Memory::Anon, Some(b)) = (memory, bytes) else {
-        return Ok(None);
+    let reclaim = ReclaimOptions::from_env(bytes).map_err(|e| usage(format!("{e:#}")))?;
+    let (Memory::Anon, Some(b)) = (reclaim.memory, bytes) else {
+        return Ok(Some(reclaim));
     };
     if b < need {
         bail_usage!(
@@ -200,9 +194,8 @@ fn swapfile_plan(
             fmt(need.next_multiple_of(1 << 20))
         );
     }
-    crate::kernel::swap::check_dir(&reclaim::reclaim_dir(), b)
-        .map_err(|e| usage(format!("{e:#}")))?;
-    Ok(Some(b))
+    crate::kernel::swap::check_dir(&reclaim.dir, b).map_err(|e| usage(format!("{e:#}")))?;
+    Ok(Some(reclaim))
 }
 
 fn fmt(b: u64) -> String {

@@ -65,7 +65,7 @@ pub fn run_kernel(
     let outcome = session::run(
         &plan,
         kind,
-        store.as_ref().map(|s| s as &dyn session::CellSink),
+        store.as_ref().map(|s| s as &dyn crate::record::CellSink),
     )?;
     if let (Some(store), Some(id), false) = (&store, outcome.run_id, tags.is_empty()) {
         store.add_tags(id, tags)?;

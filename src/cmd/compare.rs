@@ -17,9 +17,7 @@ use ptelab_stats::replicated::{self, RunsEstimate};
 use crate::bail_usage;
 use crate::cli::flags::{CompareArgs, Normalize};
 use crate::error::usage;
-use crate::kernel::layout;
-use crate::measure::probe;
-use crate::measure::result::CellResult;
+use crate::record::CellResult;
 use crate::report::compare::{
     render, CompareRow, CompareView, Drift, Format, Method, Replicated, RunRef, SideView, Summary,
     VerdictKind, SCHEMA,
@@ -190,7 +188,7 @@ fn layout_refusal(a: &CellResult, b: &CellResult, across_folios: bool) -> Option
                 .layout
                 .mismatch
                 .clone()
-                .unwrap_or_else(|| layout::summary(&c.layout));
+                .unwrap_or_else(|| c.layout.summary());
             format!("{name} does not have the requested layout ({why})")
         })
     };
@@ -203,8 +201,8 @@ fn layout_refusal(a: &CellResult, b: &CellResult, across_folios: bool) -> Option
     {
         return Some(NotComparable::LayoutsDiffer(format!(
             "A {}, B {}",
-            layout::summary(&a.layout),
-            layout::summary(&b.layout)
+            a.layout.summary(),
+            b.layout.summary()
         )));
     }
     None
@@ -373,8 +371,8 @@ pub fn pooled(cals: &[&Calibration], corrected: bool) -> Option<Repeatability> {
 
 /// Whether to correct for machine drift between `a` and `b`, and why.
 fn drift_plan(a: &StoredRun, b: &StoredRun, mode: Normalize) -> Drift {
-    let probe_a = probe::run_median(a.kernel_cells(), |c| &c.probe_ns);
-    let probe_b = probe::run_median(b.kernel_cells(), |c| &c.probe_ns);
+    let probe_a = crate::record::run_median(a.kernel_cells(), |c| &c.probe_ns);
+    let probe_b = crate::record::run_median(b.kernel_cells(), |c| &c.probe_ns);
     let (corrected, why) = match (probe_a, probe_b, mode) {
         (_, _, Normalize::None) => (false, "--normalize none".to_string()),
         (None, _, _) | (_, None, _) => {
@@ -406,8 +404,8 @@ fn drift_plan(a: &StoredRun, b: &StoredRun, mode: Normalize) -> Drift {
     Drift {
         probe_a_ns: probe_a,
         probe_b_ns: probe_b,
-        memory_a_ns: probe::run_median(a.kernel_cells(), |c| &c.memory_probe_ns),
-        memory_b_ns: probe::run_median(b.kernel_cells(), |c| &c.memory_probe_ns),
+        memory_a_ns: crate::record::run_median(a.kernel_cells(), |c| &c.memory_probe_ns),
+        memory_b_ns: crate::record::run_median(b.kernel_cells(), |c| &c.memory_probe_ns),
         corrected,
         why,
     }
@@ -614,7 +612,7 @@ pub fn compare_replicated(
         })
         .collect();
     let probe = |runs: &[StoredRun], per: fn(&CellResult) -> &[f64]| {
-        probe::run_median(runs.iter().flat_map(|r| r.kernel_cells()), per)
+        crate::record::run_median(runs.iter().flat_map(|r| r.kernel_cells()), per)
     };
     let side_ref = |name: &str, runs: &[StoredRun]| RunRef {
         runs: runs.iter().map(|r| r.run.id).collect(),
@@ -680,7 +678,7 @@ fn replicated_row(
         cells.first().map(|c| SideView {
             median_ns: mean.unwrap_or(c.ns_per_call.median),
             samples: cells.iter().map(|c| c.ns_per_call.samples.len()).sum(),
-            layout: layout::summary(&c.layout),
+            layout: c.layout.summary(),
             runs: Some(cells.len()),
         })
     };
@@ -742,7 +740,7 @@ fn side(c: Option<&CellResult>) -> Option<SideView> {
     c.map(|c| SideView {
         median_ns: c.ns_per_call.median,
         samples: c.ns_per_call.samples.len(),
-        layout: layout::summary(&c.layout),
+        layout: c.layout.summary(),
         runs: None,
     })
 }

@@ -37,7 +37,7 @@ use serde_json::{json, Value};
 use crate::bail_usage;
 use crate::cli::flags::ModelArgs;
 use crate::error::usage;
-use crate::measure::result::ModelCellRecord;
+use crate::record::ModelCellRecord;
 use crate::workload::size::{format_size, parse_size};
 use crate::workload::{FolioSpec, WorkloadKind};
 

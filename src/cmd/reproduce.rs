@@ -14,9 +14,11 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::cli::flags::{MeasureOpts, ReproduceArgs};
-use crate::cli::plan::{self, KernelPlan};
+use crate::cli::plan;
 use crate::cmd::model::{model_cells, parse_arch, parse_strategies, ModelPlan};
-use crate::measure::session::{self, CellSink};
+use crate::measure::session;
+use crate::measure::session::KernelPlan;
+use crate::record::CellSink;
 use crate::report::view::ReportBuilder;
 use crate::reproduce::{claims, seeds, Evidence, Seed};
 use crate::store::Store;

@@ -8,8 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::flags::ShowArgs;
-use crate::kernel::layout;
-use crate::measure::result::{CellResult, ModelCellRecord};
+use crate::record::{CellResult, ModelCellRecord};
 use crate::report::cells::render_table;
 use crate::store::{Store, StoredCell, StoredRun};
 
@@ -209,7 +208,7 @@ pub fn render_csv(run: &StoredRun) -> String {
                         .per_call
                         .map_or(String::new(), |f| f.to_string()),
                     k.layout.matches.to_string(),
-                    layout::summary(&k.layout),
+                    k.layout.summary(),
                     String::new(),
                 ]
             }

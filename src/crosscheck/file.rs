@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::kernel::region::{madvise, Region, PAGE_SIZE};
-use crate::measure::result::Layout;
+use crate::record::Layout;
 use crate::workload::folio::PMD_SIZE;
 use crate::workload::FolioSpec;
 
@@ -85,16 +85,9 @@ pub fn model_folio_pages(layout: &Layout) -> Result<u64, String> {
 
 /// Name of the file system of `dir` (statfs magic).
 pub fn fs_type(dir: &Path) -> anyhow::Result<&'static str> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
-    // SAFETY: a zeroed statfs is a valid out-parameter; c is NUL-terminated.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("statfs {}", dir.display()));
-    }
-    #[allow(clippy::unnecessary_cast)]
-    Ok(crate::measure::reclaim::fs_name(st.f_type as i64))
+    Ok(crate::kernel::files::fs_name(
+        crate::kernel::files::statfs_magic(dir)?,
+    ))
 }
 
 /// An unnamed temporary file in `dir` that cannot outlive ptelab.

@@ -14,7 +14,7 @@ use super::{
 use crate::kernel::layout;
 use crate::kernel::region::{self, Region, PAGE_SIZE};
 use crate::kernel::thp::KnobGuard;
-use crate::measure::result::ModelCellRecord;
+use crate::record::ModelCellRecord;
 use crate::workload::folio::PMD_SIZE;
 use crate::workload::size::format_size;
 use crate::workload::{FolioSpec, WorkloadKind};
@@ -173,7 +173,7 @@ fn populated(
     if !l.matches {
         let mut row = key.text_row(
             "layout",
-            layout::summary(&l),
+            l.summary(),
             format!("{} x{}", folio, size / folio.folio_bytes()),
         );
         row.matches = false;
@@ -647,7 +647,7 @@ fn shared_file(ctx: &mut Ctx<'_>, strategy: Strategy) -> anyhow::Result<Option<S
         Err(why) => {
             let mut row = key.text_row(
                 "page-cache folios",
-                layout::summary(&l),
+                l.summary(),
                 "whole aligned folios of one size".into(),
             );
             row.matches = false;
@@ -658,11 +658,7 @@ fn shared_file(ctx: &mut Ctx<'_>, strategy: Strategy) -> anyhow::Result<Option<S
     };
     let size = format_size(fp * PAGE_SIZE as u64);
     key.folio = size.clone();
-    let mut row = key.text_row(
-        "page-cache folios",
-        layout::summary(&l),
-        format!("100% {size}"),
-    );
+    let mut row = key.text_row("page-cache folios", l.summary(), format!("100% {size}"));
     row.note = Some(format!(
         "{} of {} written in {} chunks; the model uses the observed size",
         format_size(file::SIZE),

@@ -20,40 +20,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::thp;
-
-/// The environment of a run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Host {
-    /// `uname -r`.
-    pub kernel_release: String,
-    /// `uname -v` (build number and date).
-    pub kernel_version: String,
-    /// /proc/cmdline.
-    pub kernel_cmdline: String,
-    /// `uname -m`.
-    pub arch: String,
-    /// Base page size in bytes.
-    pub page_size: u64,
-    pub cpu_model: String,
-    /// Online CPUs.
-    pub cores: usize,
-    pub mem_total_bytes: u64,
-    pub mem_available_bytes: u64,
-    /// Effective uid 0.
-    pub is_root: bool,
-    /// How we are virtualized, e.g. "KVM guest; CONFIG_PARAVIRT_XXL: page-table
-    /// writes are pv_ops calls"; `None` on bare metal.
-    pub paravirt: Option<String>,
-    /// Every THP/mTHP knob (`thp::read_knobs`).
-    pub thp_knobs: BTreeMap<String, String>,
-    /// An application-specific hash of /etc/machine-id (the raw id is meant
-    /// to stay on the machine, machine-id(5)): same machine, same value.
-    pub machine_id: String,
-    /// ptelab's version.
-    pub tool_version: String,
-    /// Git revision ptelab was built from, when built from a git checkout.
-    pub git_revision: Option<String>,
-}
+pub use crate::record::Host;
 
 const UNKNOWN: &str = "unknown";
 

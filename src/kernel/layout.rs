@@ -18,7 +18,7 @@ use procfs::process::{PageInfo, Process};
 use procfs::{KPageFlags, PhysicalPageFlags};
 
 use super::region::PAGE_SIZE;
-use crate::measure::result::Layout;
+use crate::record::Layout;
 use crate::workload::FolioSpec;
 
 /// Whether PFNs in pagemap and /proc/kpageflags are readable. `Err` says why not.
@@ -256,30 +256,6 @@ fn judge(layout: &mut Layout, spec: FolioSpec, len: u64, partial: u64) {
         (!why.is_empty()).then(|| format!("requested {spec} folios: {}", why.join("; ")));
 }
 
-/// Short human form of a layout: `100% 64K` or `94% 2M, 6% 4K (PMD-mapped 0%)`.
-pub fn summary(layout: &Layout) -> String {
-    let total: u64 = layout.histogram.iter().map(|(b, n)| b * n).sum();
-    if total == 0 {
-        return "-".into();
-    }
-    let mut parts: Vec<String> = layout
-        .histogram
-        .iter()
-        .rev()
-        .map(|(b, n)| {
-            let pct = 100.0 * (*b * *n) as f64 / total as f64;
-            format!("{pct:.0}% {}", crate::workload::size::format_size(*b))
-        })
-        .collect();
-    if layout.pmd_mapped_bytes > 0 {
-        parts.push(format!(
-            "{:.0}% PMD-mapped",
-            100.0 * layout.pmd_mapped_bytes as f64 / total as f64
-        ));
-    }
-    parts.join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +291,6 @@ mod tests {
             histogram: BTreeMap::from([(4096, 16), (65536, 3)]),
             ..Layout::default()
         };
-        assert_eq!(summary(&l), "75% 64K, 25% 4K");
+        assert_eq!(l.summary(), "75% 64K, 25% 4K");
     }
 }

@@ -102,7 +102,7 @@ fn reserve(fs_bytes: u64) -> u64 {
 /// Check that `dir` can hold an active swapfile of `bytes`; returns the
 /// filesystem name.
 pub fn check_dir(dir: &Path, bytes: u64) -> anyhow::Result<&'static str> {
-    use crate::measure::reclaim::{fs_name, statfs_magic};
+    use crate::kernel::files::{fs_name, statfs_magic};
     if bytes < MIN_BYTES {
         bail!("--swapfile {bytes} bytes is too small: at least 1M");
     }
@@ -768,8 +768,8 @@ mod tests {
 
     #[test]
     fn tmpfs_and_huge_sizes_are_refused_with_numbers() {
-        if let Ok(m) = crate::measure::reclaim::statfs_magic(Path::new("/dev/shm")) {
-            if crate::measure::reclaim::fs_name(m) == "tmpfs" {
+        if let Ok(m) = crate::kernel::files::statfs_magic(Path::new("/dev/shm")) {
+            if crate::kernel::files::fs_name(m) == "tmpfs" {
                 let e = check_dir(Path::new("/dev/shm"), 1 << 20).unwrap_err();
                 assert!(format!("{e:#}").contains("memory-backed"), "{e:#}");
             }

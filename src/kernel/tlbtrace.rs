@@ -61,7 +61,7 @@ use anyhow::{bail, Context};
 use perf_event_open_sys as sys;
 use sys::bindings::{perf_event_attr, perf_event_header, perf_event_mmap_page};
 
-use crate::measure::result::TlbFlushes;
+use crate::record::TlbFlushes;
 
 /// Where tracefs is mounted on current kernels, and where we mount it.
 const TRACEFS_DIR: &str = "/sys/kernel/tracing";

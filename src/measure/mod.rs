@@ -5,6 +5,5 @@ pub mod mremap;
 pub mod ops;
 pub mod probe;
 pub mod reclaim;
-pub mod result;
 pub mod runner;
 pub mod session;

@@ -141,8 +141,8 @@ impl MremapMove {
             if after.histogram != before.histogram {
                 bail!(
                     "mremap changed the layout: at the source {}, at the destination {}",
-                    layout::summary(&before),
-                    layout::summary(&after)
+                    before.summary(),
+                    after.summary()
                 );
             }
         }
@@ -203,8 +203,8 @@ fn relocate(origin: &Region, verify: bool) -> anyhow::Result<Region> {
         if after.histogram != before.histogram {
             bail!(
                 "moving the populated region changed its layout: before {}, after {}",
-                layout::summary(&before),
-                layout::summary(&after)
+                before.summary(),
+                after.summary()
             );
         }
     }

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
+use super::runner::CellPlan;
 use crate::kernel::region::{touch, Region};
 use crate::workload::WorkloadKind;
 
@@ -60,17 +61,19 @@ pub trait KernelOp {
     }
 }
 
-/// Build the op for `workload` over populated `regions`.
-pub fn for_workload(
-    workload: WorkloadKind,
-    regions: Vec<Region>,
-) -> anyhow::Result<Box<dyn KernelOp>> {
-    Ok(match workload {
+/// Build the op of `plan`'s workload over populated `regions`.
+pub fn for_plan(plan: &CellPlan, regions: Vec<Region>) -> anyhow::Result<Box<dyn KernelOp>> {
+    Ok(match plan.workload {
         WorkloadKind::MprotectToggle => Box::new(MprotectToggle { regions, flip: 0 }),
         WorkloadKind::MprotectRoRw => Box::new(MprotectRoRw { regions }),
         WorkloadKind::ProtTransition => Box::new(ProtTransition { regions }),
         WorkloadKind::MremapMove => Box::new(super::mremap::MremapMove::new(regions)?),
-        WorkloadKind::Reclaim => Box::new(super::reclaim::Reclaim::new(regions)?),
+        WorkloadKind::Reclaim => {
+            let opts = plan.reclaim.as_ref().ok_or_else(|| {
+                anyhow::anyhow!("a reclaim cell was planned without reclaim options")
+            })?;
+            Box::new(super::reclaim::Reclaim::new(regions, opts)?)
+        }
     })
 }
 

@@ -26,8 +26,6 @@
 use std::cell::RefCell;
 use std::time::Instant;
 
-use super::result::CellResult;
-
 /// Calls per probe round: ~8 µs here, short enough to run after every batch.
 const CALLS_PER_ROUND: u32 = 32;
 /// Rounds per probe; the probe is their median (a round an interrupt hit
@@ -113,37 +111,9 @@ pub fn memory_probe_ns() -> f64 {
     })
 }
 
-/// Median of every positive finite value `per_cell` gives over `cells`
-/// (None when there is none): a run's median probe.
-pub fn run_median<'a>(
-    cells: impl IntoIterator<Item = &'a CellResult>,
-    per_cell: impl Fn(&CellResult) -> &[f64],
-) -> Option<f64> {
-    let mut all: Vec<f64> = cells
-        .into_iter()
-        .flat_map(|c| per_cell(c).iter().copied())
-        .filter(|p| p.is_finite() && *p > 0.0)
-        .collect();
-    (!all.is_empty()).then(|| ptelab_stats::sample::median_in_place(&mut all))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::cells::tests::fixture;
-    use crate::workload::FolioSpec;
-
-    #[test]
-    fn run_probe_is_the_median_over_every_block() {
-        let mut c = fixture(4096, 100.0, FolioSpec::Base);
-        let mut d = c.clone();
-        c.probe_ns = vec![250.0, 500.0, 225.0];
-        d.probe_ns = vec![186.0, f64::NAN];
-        assert_eq!(run_median([&c, &d], |c| &c.probe_ns), Some(237.5));
-        let old = fixture(4, 1.0, FolioSpec::Base);
-        assert_eq!(run_median([&old], |c| &c.probe_ns), None);
-        assert_eq!(run_median([&c], |c| &c.memory_probe_ns), None);
-    }
 
     #[test]
     fn the_chase_is_one_cycle_through_every_line() {

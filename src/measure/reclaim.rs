@@ -80,6 +80,7 @@ use anyhow::{bail, Context};
 
 use super::ops::{BatchTime, KernelOp};
 use crate::kernel::cgroup::{self, ChildCgroup, Memcg};
+use crate::kernel::files::{fs_name, statfs_magic};
 use crate::kernel::layout;
 use crate::kernel::region::{madvise, Region, PAGE_SIZE};
 use crate::kernel::swap::{SwapFile, SwapoutStats};
@@ -186,17 +187,34 @@ pub fn memory_from_env(swapfile: bool) -> anyhow::Result<Memory> {
     Ok(memory)
 }
 
-/// The `--swapfile` size of this run, set by the plan stage (the op is built
-/// by the runner from the workload alone).
-static SWAPFILE: std::sync::Mutex<Option<u64>> = std::sync::Mutex::new(None);
-
-/// Record the `--swapfile` size (bytes) for the reclaim ops of this run.
-pub fn set_swapfile(bytes: Option<u64>) {
-    *SWAPFILE.lock().unwrap_or_else(|e| e.into_inner()) = bytes;
+/// Everything the reclaim workload takes from flags and the environment,
+/// read and validated once by the plan stage and carried in the cell plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReclaimOptions {
+    pub memory: Memory,
+    /// `--swapfile` size in bytes (anonymous reclaim only).
+    pub swapfile: Option<u64>,
+    /// Where reclaim files and swapfiles are made (`PTELAB_RECLAIM_DIR`).
+    pub dir: PathBuf,
+    /// `PTELAB_RECLAIM_METHOD`, when set.
+    pub forced_method: Option<Method>,
 }
 
-fn swapfile() -> Option<u64> {
-    *SWAPFILE.lock().unwrap_or_else(|e| e.into_inner())
+impl ReclaimOptions {
+    /// Read the environment once and check it against `--swapfile`.
+    pub fn from_env(swapfile: Option<u64>) -> anyhow::Result<ReclaimOptions> {
+        let forced_method = std::env::var("PTELAB_RECLAIM_METHOD")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| Method::parse(&v))
+            .transpose()?;
+        Ok(ReclaimOptions {
+            memory: memory_from_env(swapfile.is_some())?,
+            swapfile,
+            dir: reclaim_dir(),
+            forced_method,
+        })
+    }
 }
 
 /// The directory of reclaim files and swapfiles.
@@ -204,35 +222,6 @@ pub fn reclaim_dir() -> PathBuf {
     std::env::var_os("PTELAB_RECLAIM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/tmp"))
-}
-
-/// Name of a filesystem magic from statfs(2).
-pub fn fs_name(magic: i64) -> &'static str {
-    match magic {
-        0xEF53 => "ext4",
-        0x5846_5342 => "xfs",
-        0x9123_683E => "btrfs",
-        0x0102_1994 => "tmpfs",
-        0x8584_58f6 => "ramfs",
-        0xF2F5_2010 => "f2fs",
-        0xCA45_1A4E => "bcachefs",
-        0x6969 => "nfs",
-        0x794C_7630 => "overlayfs",
-        _ => "unknown-fs",
-    }
-}
-
-pub(crate) fn statfs_magic(dir: &Path) -> anyhow::Result<i64> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
-    // SAFETY: a zeroed statfs is a valid out-parameter; c is NUL-terminated.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("statfs {}", dir.display()));
-    }
-    #[allow(clippy::unnecessary_cast)]
-    Ok(st.f_type as i64)
 }
 
 fn swap_total_kb() -> u64 {
@@ -310,10 +299,10 @@ impl Reclaim {
     /// Set up the method and the memory: file mode replaces the runner's
     /// regions by file mappings; anon mode makes the swapfile and refaults
     /// the regions in the cgroup.
-    pub fn new(regions: Vec<Region>) -> anyhow::Result<Reclaim> {
-        let dir = reclaim_dir();
-        let swap_bytes = swapfile();
-        let memory = memory_from_env(swap_bytes.is_some())?;
+    pub fn new(regions: Vec<Region>, opts: &ReclaimOptions) -> anyhow::Result<Reclaim> {
+        let dir = opts.dir.clone();
+        let swap_bytes = opts.swapfile;
+        let memory = opts.memory;
         let fs = fs_name(statfs_magic(&dir)?);
         if memory == Memory::File && matches!(fs, "tmpfs" | "ramfs") && swap_total_kb() == 0 {
             bail!(
@@ -324,10 +313,7 @@ impl Reclaim {
                 dir.display()
             );
         }
-        let forced = std::env::var("PTELAB_RECLAIM_METHOD")
-            .ok()
-            .map(|v| Method::parse(&v))
-            .transpose()?;
+        let forced = opts.forced_method;
         // SAFETY: geteuid cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
         let memcg = cgroup::detect();
@@ -430,7 +416,7 @@ impl Reclaim {
                     "the anonymous region refaulted in the reclaim cgroup did not get {} folios: \
                      observed {}",
                     r.spec(),
-                    layout::summary(&l)
+                    l.summary()
                 );
             }
             if l.histogram != want {
@@ -440,7 +426,7 @@ impl Reclaim {
                      PTELAB_RECLAIM_DIR on ext4 or xfs, or --folio 4K)",
                     self.label.split(' ').nth(1).unwrap_or("?"),
                     r.spec(),
-                    layout::summary(&l)
+                    l.summary()
                 );
             }
         }
@@ -733,13 +719,6 @@ mod tests {
             assert_eq!(Method::parse(m.name()).unwrap(), m);
         }
         assert!(Method::parse("drop-caches").is_err());
-    }
-
-    #[test]
-    fn fs_names() {
-        assert_eq!(fs_name(0xEF53), "ext4");
-        assert_eq!(fs_name(0x0102_1994), "tmpfs");
-        assert_eq!(fs_name(1), "unknown-fs");
     }
 
     #[test]

@@ -23,10 +23,10 @@ use anyhow::Context;
 
 use super::ops::{self, KernelOp};
 use super::probe;
-use super::result::{CellResult, Layout, NsPerCall, TlbFlushes};
 use crate::kernel::region::Region;
 use crate::kernel::thp::KnobGuard;
 use crate::kernel::{layout, tlbtrace};
+use crate::record::{CellResult, Layout, NsPerCall, TlbFlushes};
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Time spent warming up before calibration.
@@ -67,6 +67,8 @@ pub struct CellPlan {
     /// Blocks the time budget is split into (fresh instance each).
     pub blocks: u32,
     pub pinned_cpu: Option<usize>,
+    /// The reclaim workload's options (`None` for every other workload).
+    pub reclaim: Option<super::reclaim::ReclaimOptions>,
 }
 
 /// What the runner reports while it works.
@@ -246,7 +248,7 @@ impl CellRun {
             self.warnings.push(format!("layout mismatch accepted: {m}"));
         }
         let vmas_before = vma_total(&regions)?;
-        let mut op = ops::for_workload(plan.workload, regions)?;
+        let mut op = ops::for_plan(&plan, regions)?;
         self.phases = op.phases();
         let multiple = op.iteration_multiple();
 
@@ -357,8 +359,8 @@ impl CellRun {
             self.warnings.push(format!(
                 "layout changed during block {}: before {}, after {}",
                 self.blocks.len() + 1,
-                layout::summary(&layout),
-                layout::summary(&layout_after)
+                layout.summary(),
+                layout_after.summary()
             ));
         }
         let vmas_after = vma_total(op.regions())?;
@@ -389,8 +391,8 @@ impl CellRun {
                 self.warnings.push(format!(
                     "block {} observed {} where block 1 observed {}",
                     k + 1,
-                    layout::summary(&b.layout),
-                    layout::summary(&first.layout)
+                    b.layout.summary(),
+                    first.layout.summary()
                 ));
             }
         }

@@ -8,22 +8,19 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::result::CellResult;
 use super::runner::{self, Interrupted, Reporter, RunEvent};
-use crate::cli::plan::KernelPlan;
 use crate::kernel::host::{self, Host};
 use crate::kernel::thp::{self, KnobGuard};
+use crate::record::{CellResult, CellSink};
 use crate::workload::size::format_size;
 
-/// Where finished cells go (the results database), one call per finished cell
-/// so that an interrupted session keeps everything it finished.
-pub trait CellSink {
-    /// Start a run; returns its id.
-    fn begin(&self, kind: &str, command: &str, host: &Host) -> anyhow::Result<i64>;
-    /// Store one finished cell (one transaction).
-    fn cell(&self, run: i64, cell: &CellResult) -> anyhow::Result<()>;
-    /// Mark the run finished.
-    fn finish(&self, run: i64, interrupted: bool, all_failed: bool) -> anyhow::Result<()>;
+/// A validated set of kernel cells.
+#[derive(Debug)]
+pub struct KernelPlan {
+    pub cells: Vec<super::runner::CellPlan>,
+    /// Layout control and verification available.
+    pub verified: bool,
+    pub pin: Option<usize>,
 }
 
 /// What a session produced.

@@ -4,9 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::kernel::layout;
-use crate::measure::probe;
-use crate::measure::result::CellResult;
+use crate::record::CellResult;
 use crate::workload::FolioSpec;
 
 /// Heading line naming what was measured where.
@@ -60,7 +58,7 @@ pub fn render_table(cells: &[CellResult]) -> String {
                 .per_call
                 .map_or("n/a".into(), |f| format!("{f:.2}"));
             let lay = if c.verified {
-                let mut s = layout::summary(&c.layout);
+                let mut s = c.layout.summary();
                 if !c.layout.matches {
                     s.push_str(" (MISMATCH)");
                 }
@@ -118,7 +116,7 @@ pub fn render_table(cells: &[CellResult]) -> String {
 /// recorded them.
 fn machine_speed(cells: &[CellResult]) -> Option<String> {
     let describe = |name: &str, unit: &str, per_cell: fn(&CellResult) -> &[f64]| {
-        let median = probe::run_median(cells, per_cell)?;
+        let median = crate::record::run_median(cells, per_cell)?;
         let all = cells.iter().flat_map(|c| per_cell(c).iter().copied());
         let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(l, h), p| (l.min(p), h.max(p)));
         Some(format!(
@@ -141,61 +139,10 @@ fn machine_speed(cells: &[CellResult]) -> Option<String> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use std::collections::BTreeMap;
+mod tests {
 
     use super::*;
-    use crate::measure::result::{Layout, NsPerCall, TlbFlushes};
-    use crate::workload::WorkloadKind;
-
-    /// A fixed cell for renderer snapshots.
-    pub fn fixture(size_kib: u64, median: f64, folio: FolioSpec) -> CellResult {
-        let fb = folio.folio_bytes();
-        CellResult {
-            workload: WorkloadKind::MprotectToggle,
-            size_bytes: size_kib * 1024,
-            folio,
-            regions: 1,
-            neighbor: false,
-            phase: None,
-            layout: Layout {
-                histogram: BTreeMap::from([(fb, size_kib * 1024 / fb)]),
-                pages_present: size_kib / 4,
-                pages_total: size_kib / 4,
-                pmd_mapped_bytes: 0,
-                misaligned_folios: 0,
-                matches: true,
-                mismatch: None,
-            },
-            layout_after: None,
-            verified: true,
-            vmas_before: 1,
-            vmas_after: 1,
-            ns_per_call: NsPerCall {
-                median,
-                ci_low: median * 0.995,
-                ci_high: median * 1.005,
-                min: median * 0.98,
-                mean: median,
-                samples: vec![median; 10],
-            },
-            ns_per_page: median / (size_kib / 4) as f64,
-            blocks: vec![],
-            probe_ns: vec![],
-            memory_probe_ns: vec![],
-            calls: 1000,
-            calls_per_sample: 100,
-            pinned_cpu: Some(1),
-            tlb_flushes: TlbFlushes {
-                per_call: Some(0.5),
-                events: 32,
-                calls: 64,
-                ..Default::default()
-            },
-            elapsed_s: 1.0,
-            warnings: vec![],
-        }
-    }
+    use crate::record::fixtures::fixture;
 
     #[test]
     fn table_snapshot() {

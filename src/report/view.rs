@@ -36,8 +36,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::layout;
-use crate::measure::result::{CellResult, ModelCellRecord};
+use crate::record::{CellResult, ModelCellRecord};
 use crate::report::compare::{CompareRow, CompareView};
 use crate::store::StoredRun;
 use crate::workload::size::format_size;
@@ -656,11 +655,11 @@ fn evidence(c: &CellResult) -> LayoutEvidence {
         .layout_after
         .as_ref()
         .filter(|a| a.histogram != l.histogram || a.pmd_mapped_bytes != l.pmd_mapped_bytes)
-        .map(layout::summary);
+        .map(crate::record::Layout::summary);
     LayoutEvidence {
         requested: c.folio.to_string(),
         verified: c.verified,
-        summary: layout::summary(l),
+        summary: l.summary(),
         matches: l.matches,
         mismatch: l.mismatch.clone(),
         histogram,
@@ -1023,7 +1022,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::cmd::compare::{compare_runs, NoiseRule};
-    use crate::report::cells::tests::fixture;
+    use crate::record::fixtures::fixture;
     use crate::store::StoredCell;
     use crate::store::{RunStatus, RunSummary, RUN_SCHEMA};
     use crate::workload::{FolioSpec, WorkloadKind};

@@ -13,7 +13,7 @@ pub mod claims;
 
 use ptelab_model::workload::ModelOutcome;
 
-use crate::measure::result::CellResult;
+use crate::record::CellResult;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// A figure quoted from a seed document.

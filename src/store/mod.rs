@@ -28,8 +28,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
-use crate::kernel::host::Host;
-use crate::measure::result::{CellResult, ModelCellRecord};
+use crate::record::Host;
+use crate::record::{CellResult, ModelCellRecord};
 
 /// Row id of a run.
 pub type RunId = i64;
@@ -653,7 +653,7 @@ fn process_is_ptelab(pid: i64) -> bool {
 pub(crate) mod tests;
 
 /// The database as the sink of a kernel measurement session.
-impl crate::measure::session::CellSink for Store {
+impl crate::record::CellSink for Store {
     fn begin(&self, kind: &str, command: &str, host: &Host) -> anyhow::Result<i64> {
         self.begin_run(kind, command, host, &[])
     }

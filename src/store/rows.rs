@@ -7,7 +7,7 @@ use anyhow::Context;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{RunId, RunStatus, RunSummary, StoredCell};
-use crate::measure::result::{CellResult, ModelCellRecord};
+use crate::record::{CellResult, ModelCellRecord};
 
 /// Values of a new `run` row.
 pub(super) struct NewRun<'a> {

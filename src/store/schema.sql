@@ -50,7 +50,7 @@ CREATE TABLE cell (
     arch                 TEXT,
     strategy             TEXT,
     -- The requested layout ({"folio": "64K", "regions": 1, "neighbor": false})
-    -- and the observed one (measure::result::Layout), as JSON.
+    -- and the observed one (record::Layout), as JSON.
     layout_requested     TEXT,
     layout_observed      TEXT,
     layout_matches       INTEGER,

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::measure::result::{NsPerCall, TlbFlushes};
-use crate::report::cells::tests::fixture;
+use crate::record::fixtures::fixture;
+use crate::record::{NsPerCall, TlbFlushes};
 use crate::workload::{FolioSpec, WorkloadKind};
 
 pub(crate) fn host() -> Host {

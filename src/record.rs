@@ -1,0 +1,284 @@
+//! The shape of one measured cell, shared by the runner, the store, reports
+//! and JSON output (`"schema": "ptelab/bench/v1"`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::workload::{FolioSpec, WorkloadKind};
+
+/// Folio layout observed from /proc/self/pagemap + /proc/kpageflags.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Folio size in bytes -> number of folios of that size seen in the region.
+    /// Order-0 pages count as 4096-byte folios.
+    pub histogram: BTreeMap<u64, u64>,
+    /// Base pages present in the region.
+    pub pages_present: u64,
+    /// Base pages in the region (present or not).
+    pub pages_total: u64,
+    /// Bytes mapped by PMD entries (smaps AnonHugePages over the region's VMAs).
+    pub pmd_mapped_bytes: u64,
+    /// Folios whose head page is not aligned (virtually) to the folio size.
+    pub misaligned_folios: u64,
+    /// Whether the observation matches the requested spec.
+    pub matches: bool,
+    /// Why it does not match, in words, when it does not.
+    pub mismatch: Option<String>,
+}
+
+impl Layout {
+    /// Short human form of a layout: `100% 64K` or `94% 2M, 6% 4K (PMD-mapped 0%)`.
+    pub fn summary(&self) -> String {
+        let total: u64 = self.histogram.iter().map(|(b, n)| b * n).sum();
+        if total == 0 {
+            return "-".into();
+        }
+        let mut parts: Vec<String> = self
+            .histogram
+            .iter()
+            .rev()
+            .map(|(b, n)| {
+                let pct = 100.0 * (*b * *n) as f64 / total as f64;
+                format!("{pct:.0}% {}", crate::workload::size::format_size(*b))
+            })
+            .collect();
+        if self.pmd_mapped_bytes > 0 {
+            parts.push(format!(
+                "{:.0}% PMD-mapped",
+                100.0 * self.pmd_mapped_bytes as f64 / total as f64
+            ));
+        }
+        parts.join(", ")
+    }
+}
+
+/// Summary of per-call times of one cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NsPerCall {
+    pub median: f64,
+    /// 95% confidence interval of the median (distribution-free, order statistics).
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub min: f64,
+    pub mean: f64,
+    /// Every sample: mean ns per call within one batch of calls.
+    pub samples: Vec<f64>,
+}
+
+/// TLB flushes counted from the `tlb:tlb_flush` tracepoint in a separate pass.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlbFlushes {
+    /// Mean tracepoint events per mm call, when counted.
+    pub per_call: Option<f64>,
+    /// Events counted and the calls they were counted over.
+    pub events: u64,
+    pub calls: u64,
+    /// Breakdown from sampled raw records: "reason/pages" -> events.
+    /// pages is "all" for a full flush (TLB_FLUSH_ALL) or the page count.
+    pub breakdown: BTreeMap<String, u64>,
+    /// Why no count is given, when none is.
+    pub unavailable: Option<String>,
+}
+
+/// One measured cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    pub workload: WorkloadKind,
+    pub size_bytes: u64,
+    /// The requested folio layout.
+    pub folio: FolioSpec,
+    pub regions: u32,
+    /// Placement: the region merged with a neighbour mapping on purpose.
+    pub neighbor: bool,
+    /// Named phase of the workload timed, when a workload times several
+    /// (prot-transition: "none-to-rw", "rw-to-none").
+    pub phase: Option<String>,
+    /// Observed layout before and after the timed phase.
+    pub layout: Layout,
+    pub layout_after: Option<Layout>,
+    /// Whether layout control and verification were available.
+    pub verified: bool,
+    /// VMAs covering the region(s) before and after the timed phase.
+    pub vmas_before: u64,
+    pub vmas_after: u64,
+    pub ns_per_call: NsPerCall,
+    /// Samples per block, in measurement order (each block is a fresh
+    /// instance of the cell; see `runner::DEFAULT_BLOCKS`). Empty in results
+    /// stored before blocks existed: one block.
+    #[serde(default)]
+    pub blocks: Vec<u64>,
+    /// The kernel-speed probe of each block, in order: ns per getppid(2),
+    /// the median of the probes taken between the block's timed batches
+    /// (see `measure::probe`). `ptelab compare` divides machine drift out
+    /// with it. Empty in results stored before the probe existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_ns: Vec<f64>,
+    /// The memory-latency probe of each block, in order: ns per dependent
+    /// load through a 64 MiB random cycle, the median of the probes taken
+    /// between the block's timed batches. Empty in older results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_probe_ns: Vec<f64>,
+    /// Median ns per call divided by the pages one call covers.
+    pub ns_per_page: f64,
+    /// Calls timed in total, and per sample.
+    pub calls: u64,
+    pub calls_per_sample: u64,
+    pub pinned_cpu: Option<usize>,
+    pub tlb_flushes: TlbFlushes,
+    /// Wall time the cell took, including setup.
+    pub elapsed_s: f64,
+    /// Warnings raised while measuring (high outlier share, budget spent before
+    /// the precision target, ...).
+    pub warnings: Vec<String>,
+}
+
+/// One model cell: counters per call for one workload, arch and strategy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCellRecord {
+    pub workload: WorkloadKind,
+    pub size_bytes: u64,
+    pub folio: FolioSpec,
+    /// "x86_64" or "arm64".
+    pub arch: String,
+    /// Strategy name as `ptelab model --list-strategies` prints it.
+    pub strategy: String,
+    /// Everything else that selects the cell (granule, offset, contpte, bbml2, ...).
+    pub params: serde_json::Value,
+    /// Counter name -> value per mm call.
+    pub counters: BTreeMap<String, f64>,
+}
+
+/// The environment of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v` (build number and date).
+    pub kernel_version: String,
+    /// /proc/cmdline.
+    pub kernel_cmdline: String,
+    /// `uname -m`.
+    pub arch: String,
+    /// Base page size in bytes.
+    pub page_size: u64,
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cores: usize,
+    pub mem_total_bytes: u64,
+    pub mem_available_bytes: u64,
+    /// Effective uid 0.
+    pub is_root: bool,
+    /// How we are virtualized, e.g. "KVM guest; CONFIG_PARAVIRT_XXL: page-table
+    /// writes are pv_ops calls"; `None` on bare metal.
+    pub paravirt: Option<String>,
+    /// Every THP/mTHP knob (`thp::read_knobs`).
+    pub thp_knobs: BTreeMap<String, String>,
+    /// An application-specific hash of /etc/machine-id (the raw id is meant
+    /// to stay on the machine, machine-id(5)): same machine, same value.
+    pub machine_id: String,
+    /// ptelab's version.
+    pub tool_version: String,
+    /// Git revision ptelab was built from, when built from a git checkout.
+    pub git_revision: Option<String>,
+}
+
+/// Where finished cells go (the results database), one call per finished cell
+/// so that an interrupted session keeps everything it finished.
+pub trait CellSink {
+    /// Start a run; returns its id.
+    fn begin(&self, kind: &str, command: &str, host: &Host) -> anyhow::Result<i64>;
+    /// Store one finished cell (one transaction).
+    fn cell(&self, run: i64, cell: &CellResult) -> anyhow::Result<()>;
+    /// Mark the run finished.
+    fn finish(&self, run: i64, interrupted: bool, all_failed: bool) -> anyhow::Result<()>;
+}
+
+/// Median of every positive finite value `per_cell` gives over `cells`
+/// (None when there is none): a run's median probe.
+pub fn run_median<'a>(
+    cells: impl IntoIterator<Item = &'a CellResult>,
+    per_cell: impl Fn(&CellResult) -> &[f64],
+) -> Option<f64> {
+    let mut all: Vec<f64> = cells
+        .into_iter()
+        .flat_map(|c| per_cell(c).iter().copied())
+        .filter(|p| p.is_finite() && *p > 0.0)
+        .collect();
+    (!all.is_empty()).then(|| ptelab_stats::sample::median_in_place(&mut all))
+}
+
+/// Fixed records for tests of every layer above this one.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// A fixed cell for renderer snapshots.
+    pub fn fixture(size_kib: u64, median: f64, folio: FolioSpec) -> CellResult {
+        let fb = folio.folio_bytes();
+        CellResult {
+            workload: WorkloadKind::MprotectToggle,
+            size_bytes: size_kib * 1024,
+            folio,
+            regions: 1,
+            neighbor: false,
+            phase: None,
+            layout: Layout {
+                histogram: BTreeMap::from([(fb, size_kib * 1024 / fb)]),
+                pages_present: size_kib / 4,
+                pages_total: size_kib / 4,
+                pmd_mapped_bytes: 0,
+                misaligned_folios: 0,
+                matches: true,
+                mismatch: None,
+            },
+            layout_after: None,
+            verified: true,
+            vmas_before: 1,
+            vmas_after: 1,
+            ns_per_call: NsPerCall {
+                median,
+                ci_low: median * 0.995,
+                ci_high: median * 1.005,
+                min: median * 0.98,
+                mean: median,
+                samples: vec![median; 10],
+            },
+            ns_per_page: median / (size_kib / 4) as f64,
+            blocks: vec![],
+            probe_ns: vec![],
+            memory_probe_ns: vec![],
+            calls: 1000,
+            calls_per_sample: 100,
+            pinned_cpu: Some(1),
+            tlb_flushes: TlbFlushes {
+                per_call: Some(0.5),
+                events: 32,
+                calls: 64,
+                ..Default::default()
+            },
+            elapsed_s: 1.0,
+            warnings: vec![],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::fixture;
+    use super::*;
+
+    #[test]
+    fn run_probe_is_the_median_over_every_block() {
+        let mut c = fixture(4096, 100.0, FolioSpec::Base);
+        let mut d = c.clone();
+        c.probe_ns = vec![250.0, 500.0, 225.0];
+        d.probe_ns = vec![186.0, f64::NAN];
+        assert_eq!(run_median([&c, &d], |c| &c.probe_ns), Some(237.5));
+        let old = fixture(4, 1.0, FolioSpec::Base);
+        assert_eq!(run_median([&old], |c| &c.probe_ns), None);
+        assert_eq!(run_median([&c], |c| &c.memory_probe_ns), None);
+    }
+}
