@@ -1,6 +1,6 @@
 //! Error kinds that decide the exit code.
 //!
-//! Exit codes (ARCHITECTURE.md): 0 success, 1 runtime failure, 2 bad usage or
+//! Exit codes (docs/architecture.md): 0 success, 1 runtime failure, 2 bad usage or
 //! input. Anything a user typed wrong is a [`UsageError`]; everything else is an
 //! `anyhow::Error` with context and maps to 1.
 

@@ -133,7 +133,7 @@ fn mremap_move_1m_verified_one_flush_per_call() {
             ));
         };
         if std::env::consts::ARCH == "x86_64" {
-            // Spec §6: one flush_tlb_range per move_ptes call (one PMD
+            // docs/kernel.md §7: one flush_tlb_range per move_ptes call (one PMD
             // extent for 1 MiB at a 2 MiB-aligned address); 256 pages > 33
             // make it a full flush.
             assert_eq!(flushes, 1.0, "{folio}: {}", m["tlb_flushes"]);

@@ -5,11 +5,11 @@
 //! `page_mkwrite`), so `vm_page_prot` is read-only: a read fault maps a clean
 //! read-only PTE, a write fault (`page_mkwrite`) a dirty writable one, and
 //! mprotect RW passes `MM_CP_TRY_CHANGE_WRITABLE`, upgrading exactly the PTEs
-//! `can_change_shared_pte_writable()` finds dirty (KERNEL-SPEC §3.1, §3.4).
+//! `can_change_shared_pte_writable()` finds dirty (docs/kernel.md §4.1, §4.3).
 //! v6.17+ evaluates it once per batch on the merged PTE, whose dirty bit is
 //! the OR over the batch: a clean PTE batched with a dirty sibling becomes
 //! writable without a write fault, a clean PTE in an all-clean batch still
-//! faults (§3.7). v6.16 decides per PTE.
+//! faults (docs/kernel.md §4.6). v6.16 decides per PTE.
 //!
 //! The file is created with `O_TMPFILE` (no name ever, so nothing is left
 //! behind even after SIGKILL; where unsupported a named file is unlinked at

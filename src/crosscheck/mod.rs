@@ -4,7 +4,7 @@
 //!
 //! Observables (one row each, kernel value beside model value):
 //! - `tlb flushes`: the multiset of `tlb:tlb_flush` `local_mm_shootdown`
-//!   records' `pages` of one mm call (KERNEL-SPEC §4.5) vs the model's flushes
+//!   records' `pages` of one mm call (docs/kernel.md §5.5) vs the model's flushes
 //!   of that call that an x86 kernel traces (everything but arm64's
 //!   `contpte_convert`). Other reasons (e.g. `remote_ipi_send`) are shown but
 //!   not compared: the model is single-CPU.
@@ -140,7 +140,7 @@ pub fn kernel_flush_set(breakdown: &BTreeMap<String, u64>) -> (FlushSet, BTreeMa
         }
         match k.split_once('/') {
             // pages = 0: flush_tlb_func() found this CPU already up to date
-            // (KERNEL-SPEC 4.5) and invalidated nothing; the model logs
+            // (docs/kernel.md §5.5) and invalidated nothing; the model logs
             // invalidations, so these are shown, not compared.
             Some(("local_mm_shootdown", "0")) => {
                 other.insert(k.clone(), n);

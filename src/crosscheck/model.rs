@@ -258,7 +258,7 @@ mod tests {
         assert_eq!(s.writable(), vec![false; 16]);
         assert_eq!(s.state().soft_dirty, vec![false; 16]);
         // 64K folios: the batch merges dirty with x86 pte_mkdirty(), which
-        // also sets soft-dirty (KERNEL-SPEC 3.7), so the upgrade happens.
+        // also sets soft-dirty (docs/kernel.md §4.6), so the upgrade happens.
         let mut s = Sim::standard(Strategy::Batched, 16, 16, false);
         s.clear_soft_dirty();
         s.mprotect_all(Prot::Read).unwrap();

@@ -479,7 +479,7 @@ fn mremap_cell(
 /// parent's PTEs); the child exits at once; the parent then writes pages
 /// 0-3 and 9, which the write fault reuses in place (the folio is mapped by
 /// this mm only), setting PageAnonExclusive on exactly those pages. mprotect
-/// RO then RW upgrades only those PTEs (KERNEL-SPEC §3.4
+/// RO then RW upgrades only those PTEs (docs/kernel.md §4.3
 /// `commit_anon_folio_batch`), so re-touch faults on the others.
 fn mixed_exclusive(
     ctx: &mut Ctx<'_>,

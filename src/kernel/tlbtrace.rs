@@ -7,7 +7,7 @@
 //! Both perf events are per-thread (`pid = 0`, `cpu = -1`, inherit off): they
 //! count every `tlb:tlb_flush` event emitted on whatever CPU while *this
 //! thread* is the current task, in any context (syscall, fault, interrupt).
-//! On x86 (`arch/x86/mm/tlb.c`, KERNEL-SPEC §4.4–4.5) that means:
+//! On x86 (`arch/x86/mm/tlb.c`, docs/kernel.md §5.4–5.5) that means:
 //!
 //! * seen: `local_mm_shootdown` (this thread's own `flush_tlb_func` for its mm,
 //!   e.g. the single flush at the end of `mprotect`), `remote_ipi_send` (emitted

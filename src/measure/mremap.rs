@@ -14,7 +14,7 @@
 //! Why the `mremap` phase is timed alone, not the seed's whole loop: the
 //! seed's figure mixes fault-in and freeing of 256 pages with the move; the
 //! move is the part the patch changes and the only part whose TLB flushes
-//! spec §6 predicts (one `flush_tlb_range` per `move_ptes` call, i.e. per PMD
+//! docs/kernel.md §7 predicts (one `flush_tlb_range` per `move_ptes` call, i.e. per PMD
 //! extent; x86 turns a range of more than 33 pages into a full flush).
 //!
 //! Iteration shape. The runner populates and verifies a region; that region

@@ -5,7 +5,7 @@
 //! memory cgroup, 8 GiB reclaimed by one write to `memory.reclaim`, timed with
 //! `time`. That path is `try_to_free_mem_cgroup_pages` -> `shrink_folio_list`
 //! -> `folio_referenced` -> `folio_referenced_one`, whose young-bit clearing
-//! the 2026 series batches per large folio (KERNEL-SPEC §7.1, §7.4).
+//! the 2026 series batches per large folio (docs/kernel.md §8.1, §8.4).
 //!
 //! Two kinds of memory (`PTELAB_RECLAIM_MEMORY=file|anon`; `anon` is the
 //! default when `--swapfile SIZE` is given, `file` otherwise):

@@ -1,4 +1,4 @@
-//! Folio layout specs shared by `bench`, `sweep` and `model` (ARCHITECTURE.md,
+//! Folio layout specs shared by `bench`, `sweep` and `model` (docs/architecture.md,
 //! "Folio layout specs").
 //!
 //! A spec names the layout a user asks for; whether the running kernel can give

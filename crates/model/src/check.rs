@@ -1,6 +1,6 @@
 //! Equivalence of final page-table states between kernel behaviours.
 //!
-//! Kernel counterpart: none — this is KERNEL-SPEC.md §3.7 and §10.1 turned
+//! Kernel counterpart: none — this is docs/kernel.md §4.6 and §10.1 turned
 //! into a comparison. Batched mprotect must end in the per-PTE state except
 //! for what the kernel deliberately does at batch granularity: young/dirty
 //! are OR-merged over a batch (x86 `pte_mkdirty` then also sets soft-dirty),

@@ -1,7 +1,7 @@
 //! Counters of page-table primitives, named after what the kernel does.
 //!
 //! Kernel counterpart: none — these are the model's measurement. The
-//! vocabulary is KERNEL-SPEC.md §1 (`LOAD`, `GATHER`, `XCHG0`, `STORE`,
+//! vocabulary is docs/kernel.md §2 (`LOAD`, `GATHER`, `XCHG0`, `STORE`,
 //! `PGREAD`, `NEEDS_FLUSH`, `GATHER_RANGE`, `TLB_FLUSH`, `TLBI_SYNC`,
 //! `CALL(f)`). Counters live in the context ([`crate::Cx`]) that every model
 //! function receives, never in globals, so two strategies can run side by side.

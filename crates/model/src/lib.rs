@@ -1,6 +1,6 @@
 //! ptelab-model: an executable model of Linux large-folio PTE batching.
 //!
-//! It mirrors the kernel paths of KERNEL-SPEC.md — mprotect's
+//! It mirrors the kernel paths of docs/kernel.md — mprotect's
 //! `change_pte_range()` (mm/mprotect.c), mremap's `move_ptes()`
 //! (mm/mremap.c), the generic page-table API (include/linux/pgtable.h), the
 //! arm64 contpte layer (arch/arm64/mm/contpte.c) and the mmu_gather
@@ -13,7 +13,7 @@
 //!
 //! Names are kernel names; the generic/arch split of pgtable.h is the default
 //! methods of [`Arch`]. The model is pure: no I/O, no clock, no libc.
-//! Deviations from the spec are listed in docs/model.md.
+//! Deviations from docs/kernel.md are listed in docs/model.md.
 //!
 //! ```
 //! use ptelab_model::{run_model, ArchConfig, ModelConfig, Strategy, Workload, Granule};

@@ -513,8 +513,8 @@ mod tests {
     #[test]
     fn ro_and_rw_flush_the_hull_of_the_write_bit_changes() {
         // Soft-dirty tracked: pages 3 and 5 are batches of their own in both
-        // calls. x86 flushes when _PAGE_RW changes either way (KERNEL-SPEC
-        // 4.3), so each call flushes the hull [3, 6).
+        // calls. x86 flushes when _PAGE_RW changes either way (docs/kernel.md
+        // §5.3), so each call flushes the hull [3, 6).
         let spec = file_spec(&[3, 5], true);
         let (mut cx, _) = build_file(X86, Strategy::Batched.kernel_features(), &spec, false);
         for prot in [Prot::Read, Prot::ReadWrite] {

@@ -2,7 +2,7 @@
 //! with `mremap_folio_pte_batch()` (v6.17+).
 //!
 //! Kernel counterpart: mm/mremap.c — v6.16 `move_ptes()` (reconstructed from
-//! the v6.17 diff context, KERNEL-SPEC.md §6.1), v6.17 f822a9a81a31 with the
+//! the v6.17 diff context, docs/kernel.md §7.1), v6.17 f822a9a81a31 with the
 //! hotfix 0b5be138ce00 (no folio lookup when `pte_batch_hint() == 1`) and
 //! 04d1c9d60c6e (`FPB_RESPECT_WRITE`, v6.18 and 6.17.y; modelled as part of
 //! the batched strategy). Left out: rmap locks, uffd-wp marker handling,

@@ -6,8 +6,8 @@
 //! `folio_referenced_one`, `page_vma_mapped_walk` as seen from its callback),
 //! mm/vmscan.c (`lru_gen_look_around`: only its first step, the young test of
 //! the target PTEs, is modelled), include/linux/mmu_notifier.h (the `_notify`
-//! wrappers: no notifier is registered, so they add nothing). KERNEL-SPEC.md
-//! §7.1–7.2.
+//! wrappers: no notifier is registered, so they add nothing). docs/kernel.md
+//! §8.1–8.2.
 //!
 //! * v6.16 … v6.19 ([`RmapImpl::PerPte`]): one `ptep_clear_flush_young_notify()`
 //!   (classic) or `ptep_test_and_clear_young()` (MGLRU) per mapped PTE. On

@@ -2,7 +2,7 @@
 //!
 //! Kernel counterpart: the git history of mm/mprotect.c, mm/mremap.c,
 //! arch/arm64/mm/contpte.c and arch/arm64/include/asm/tlbflush.h between
-//! v6.16 and the 2026 mm tree (KERNEL-SPEC.md §0). A strategy is a bundle of
+//! v6.16 and the 2026 mm tree (docs/kernel.md §1). A strategy is a bundle of
 //! [`Kernel`] feature switches; everything downstream is shared code, so two
 //! strategies differ only where the kernel versions differ.
 

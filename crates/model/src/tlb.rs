@@ -6,7 +6,7 @@
 //! `tlb_flush_mmu_tlbonly`, `tlb_finish_mmu`), as used by mprotect since
 //! v6.2. The arch flush itself is [`crate::arch::Arch::tlb_flush`]. The TLB
 //! model has no kernel counterpart: it is the oracle for invariant 10.2 of
-//! KERNEL-SPEC.md (no stale permission when the syscall returns).
+//! docs/kernel.md (no stale permission when the syscall returns).
 
 use serde::{Deserialize, Serialize};
 

@@ -277,7 +277,7 @@ pub fn check_invariants<A: Arch>(cx: &Cx<A>) -> Result<(), ModelError> {
     cx.tlb_check().map_err(ModelError::Invariant)
 }
 
-/// KERNEL-SPEC.md §10.6: in a private VMA, a writable PTE maps an
+/// docs/kernel.md §10.6: in a private VMA, a writable PTE maps an
 /// AnonExclusive page (else a COW would be skipped).
 pub fn check_anon_exclusive<A: Arch>(cx: &Cx<A>, start: u64, end: u64) -> Result<(), String> {
     let arch = cx.arch;

@@ -1,4 +1,4 @@
-//! Golden counts: the KERNEL-SPEC.md formulas (§3.8, §5.10, §11) as exact
+//! Golden counts: the docs/kernel.md formulas (§4.7, §6.10, §11) as exact
 //! assertions, and counter ledgers of canonical scenarios as insta snapshots
 //! (a changed count is a reviewed diff).
 
@@ -40,7 +40,7 @@ fn call<'a>(o: &'a ModelOutcome, label: &str) -> &'a Counters {
 
 #[test]
 fn arm64_64k_folio_rw_to_ro_whole_blocks() {
-    // KERNEL-SPEC.md §5.10: per fully covered, aligned block (C = 16).
+    // docs/kernel.md §6.10: per fully covered, aligned block (C = 16).
     let blocks = 8;
     let v616 = run(
         Workload::MprotectRoRw,
@@ -113,8 +113,9 @@ fn first_call(arch: Arm64, kernel: Strategy, offset: u64, pages: u64, prot: Prot
 
 #[test]
 fn arm64_partial_blocks_unfold_in_both_versions() {
-    // §5.10: the range starts 8 pages into a 64K folio and ends mid-block:
-    // both versions unfold the two partial blocks once (TLBI each).
+    // docs/kernel.md §6.10: the range starts 8 pages into a 64K folio and
+    // ends mid-block: both versions unfold the two partial blocks once (TLBI
+    // each).
     let a = Arm64 {
         granule: Granule::K4,
         contpte: true,
@@ -213,8 +214,9 @@ fn x86_order0_v617_adds_one_page_read_per_pte_off_the_upgrade_path() {
 
 #[test]
 fn x86_64k_folios_batch_per_folio() {
-    // §11: 64 KiB mTHP aligned, RW→RO, N = 16k: k batches, 16k loads (1 + 15
-    // each), k page lookups, 16k xchg/stores, k pte_needs_flush.
+    // docs/kernel.md §11: 64 KiB mTHP aligned, RW→RO, N = 16k: k batches,
+    // 16k loads (1 + 15 each), k page lookups, 16k xchg/stores, k
+    // pte_needs_flush.
     let k = 4;
     let o = run(
         Workload::MprotectRoRw,
@@ -424,8 +426,9 @@ fn ledger_arm64_no_contpte_toggle_64k() {
 
 #[test]
 fn mremap_move_counts() {
-    // §6.2: x86 never batches (pte_batch_hint() == 1 returns before any folio
-    // lookup): N loads, N xchg, N stores, one flush of the old range.
+    // docs/kernel.md §7.2: x86 never batches (pte_batch_hint() == 1 returns
+    // before any folio lookup): N loads, N xchg, N stores, one flush of the
+    // old range.
     for s in Strategy::ALL {
         let o = run(
             Workload::MremapMove,
