@@ -21,13 +21,15 @@
 # of all its calls. ptelab's mean is shown too (ratio-1 mean), to tell a
 # statistic's difference from a measurement's.
 #
-# usage: bench/fidelity.sh [ROUNDS] [CPU]   (needs root; ~1 min per 5 rounds)
+# usage: SEED_FILE=MAIL bench/fidelity.sh [ROUNDS] [CPU]   (needs root; ~1 min per 5 rounds)
+# MAIL is the seed 001 report as posted to linux-mm (the text that quotes
+# mprot_tw4m_regsize.c between "--- cut here ---" lines); ptelab does not ship it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-9}
 CPU=${2:-1}
-SEED=$(ls ../shared/seeds/001_*.txt 2>/dev/null | head -1)
-[ -n "$SEED" ] || { echo "seed 001 not found under ../shared/seeds" >&2; exit 2; }
+SEED=${SEED_FILE:-}
+[ -r "$SEED" ] || { echo "set SEED_FILE to the seed 001 mail that quotes mprot_tw4m_regsize.c" >&2; exit 2; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 # The reproducer is quoted in the seed between the C file's name and the cut line.
