@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod analysis;
 mod cli;
 mod cmd;
 mod crosscheck;

@@ -14,9 +14,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use ptelab_stats::compare::CompareOpts;
 
+use crate::analysis::{compare_runs, NoiseRule};
 use crate::bail_usage;
 use crate::cli::flags::ReportArgs;
-use crate::cmd::compare::{compare_runs, NoiseRule};
 use crate::report::html::render_html;
 use crate::report::markdown::render_markdown;
 use crate::report::view::{ReportBuilder, ReportModel};
