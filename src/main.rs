@@ -14,6 +14,7 @@ mod crosscheck;
 mod error;
 mod kernel;
 mod measure;
+mod model;
 mod record;
 mod report;
 mod reproduce;
