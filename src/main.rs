@@ -7,12 +7,14 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod analysis;
 mod cli;
 mod cmd;
 mod crosscheck;
 mod error;
 mod kernel;
 mod measure;
+mod model;
 mod record;
 mod report;
 mod reproduce;

@@ -12,6 +12,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("record", &["workload", "error"]),
     ("kernel", &["record", "workload", "error"]),
     ("measure", &["kernel", "record", "workload", "error"]),
+    ("model", &["record", "workload", "error"]),
     (
         "crosscheck",
         &["measure", "kernel", "record", "workload", "error"],
@@ -42,6 +43,7 @@ const RULES: &[(&str, &[&str])] = &[
             "store",
             "crosscheck",
             "measure",
+            "model",
             "kernel",
             "record",
             "workload",

@@ -28,13 +28,15 @@ use ptelab_stats::compare::CompareOpts;
 use ptelab_stats::repeatability::{repeatability, COVERAGE, MIN_DIFFERENCES};
 use serde_json::json;
 
+use crate::analysis::{
+    calibrated_noise, compare_runs_paired, pooled, NoiseRule, Normalize, Rules, VerdictKind,
+};
 use crate::bail_usage;
-use crate::cli::flags::{CalibrateArgs, MeasureOpts, Normalize};
+use crate::cli::flags::{CalibrateArgs, MeasureOpts};
 use crate::cli::plan;
-use crate::cmd::compare::{calibrated_noise, compare_runs_paired, pooled, NoiseRule, Rules};
 use crate::kernel::signals;
 use crate::measure::session;
-use crate::report::compare::{noise_pct, VerdictKind};
+use crate::report::compare::noise_pct;
 use crate::store::{Calibration, CellCoefficient, Differences, Store, StoredRun};
 use crate::workload::folio::parse_folio_list;
 use crate::workload::size::{format_size, parse_size_list};
@@ -335,7 +337,7 @@ mod tests {
                 c
             })
             .collect();
-        let mut r = crate::cmd::compare::tests::stored(id, cells);
+        let mut r = crate::analysis::tests::stored(id, cells);
         r.run.started_at = format!("2026-11-23T09:00:0{id}Z");
         r
     }

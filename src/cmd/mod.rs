@@ -1,5 +1,7 @@
 //! One module per subcommand: plan (validate flags against the machine), run,
-//! render. Each returns the process exit code.
+//! render. Each returns the process exit code. No command uses another: what
+//! two share is here (printing, running a grid of kernel cells, the report
+//! file's format).
 
 pub mod bench;
 pub mod calibrate;
@@ -14,6 +16,20 @@ pub mod show;
 pub mod sweep;
 
 use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::bail_usage;
+use crate::cli::flags::{MeasureOpts, OutputOpts};
+use crate::cli::plan;
+use crate::measure::session;
+use crate::report::cells;
+use crate::report::html::render_html;
+use crate::report::markdown::render_markdown;
+use crate::report::view::ReportModel;
+use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Print a JSON document on stdout (pretty, newline-terminated).
 pub fn print_json(doc: &impl serde::Serialize) -> anyhow::Result<()> {
@@ -28,4 +44,159 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     Ok(())
+}
+
+/// Tags must read as tags wherever runs are named (`store::is_tag_name`).
+fn check_tags(tags: &[String], no_store: bool) -> anyhow::Result<()> {
+    if !tags.is_empty() && no_store {
+        bail_usage!("--tag names a stored run: drop --no-store");
+    }
+    for t in tags {
+        if !crate::store::is_tag_name(t) {
+            bail_usage!(
+                "bad tag '{t}': a tag is a non-empty name that is not a number, does not start \
+                 with 'latest' and has no comma (e.g. base, v6.18-rc1, patched)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Plan, run, store and print a grid of kernel cells (bench is a 1x1 grid).
+pub fn run_kernel(
+    kind: &str,
+    workload: WorkloadKind,
+    sizes: &[u64],
+    folios: &[FolioSpec],
+    measure: &MeasureOpts,
+    out: &OutputOpts,
+    tags: &[String],
+) -> anyhow::Result<ExitCode> {
+    check_tags(tags, out.no_store)?;
+    let plan = plan::kernel_plan(workload, sizes, folios, measure)?;
+    let store = if out.no_store {
+        None
+    } else {
+        Some(crate::store::Store::open(&out.db)?)
+    };
+    let outcome = session::run(
+        &plan,
+        kind,
+        store.as_ref().map(|s| s as &dyn crate::record::CellSink),
+    )?;
+    if let (Some(store), Some(id), false) = (&store, outcome.run_id, tags.is_empty()) {
+        store.add_tags(id, tags)?;
+    }
+    if out.json {
+        let env = json!({
+            "kernel": outcome.host.kernel_release,
+            "cpu": outcome.host.cpu_model,
+            "thp_knobs": outcome.thp_knobs,
+            "host": outcome.host,
+            "run_id": outcome.run_id,
+            "interrupted": outcome.interrupted,
+            "failed": outcome.failed.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
+        });
+        let doc = if kind == "bench" && outcome.cells.len() == 1 {
+            let mut doc = serde_json::to_value(&outcome.cells[0])?;
+            merge(&mut doc, env);
+            merge(&mut doc, json!({"schema": "ptelab/bench/v1"}));
+            doc
+        } else {
+            let mut doc = json!({ "schema": format!("ptelab/{kind}/v1"), "workload": workload, "cells": outcome.cells });
+            merge(&mut doc, env);
+            doc
+        };
+        print_json(&doc)?;
+    } else {
+        let mut text = cells::heading(
+            workload.name(),
+            &outcome.host.kernel_release,
+            &outcome.host.cpu_model,
+            plan.pin,
+        );
+        text.push_str("\n\n");
+        text.push_str(&cells::render_table(&outcome.cells));
+        if let Some(id) = outcome.run_id {
+            text.push_str(&format!("stored as run {id} in {}\n", out.db.display()));
+        }
+        print_text(&text)?;
+    }
+    for (cell, err) in &outcome.failed {
+        eprintln!("ptelab: cell {cell} failed: {err}");
+    }
+    Ok(if outcome.interrupted {
+        ExitCode::from(130)
+    } else if !outcome.failed.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(a), serde_json::Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+/// Formats of `ptelab report` and `ptelab reproduce`, chosen by the output
+/// file's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Html,
+    Markdown,
+}
+
+impl ReportFormat {
+    /// The format for `path`, or a usage error naming the accepted extensions.
+    pub fn from_path(path: &Path) -> anyhow::Result<ReportFormat> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("html" | "htm") => Ok(ReportFormat::Html),
+            Some("md" | "markdown") => Ok(ReportFormat::Markdown),
+            _ => bail_usage!(
+                "cannot tell the report format of '{}': name the output file *.html (or .htm) \
+                 for HTML, or *.md (or .markdown) for Markdown",
+                path.display()
+            ),
+        }
+    }
+
+    /// Render `model` in this format.
+    pub fn render(self, model: &ReportModel) -> anyhow::Result<Vec<u8>> {
+        match self {
+            ReportFormat::Html => render_html(model),
+            ReportFormat::Markdown => render_markdown(model),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_follows_the_extension() {
+        assert_eq!(
+            ReportFormat::from_path(Path::new("r.html")).unwrap(),
+            ReportFormat::Html
+        );
+        assert_eq!(
+            ReportFormat::from_path(Path::new("R.HTM")).unwrap(),
+            ReportFormat::Html
+        );
+        assert_eq!(
+            ReportFormat::from_path(Path::new("/tmp/x.md")).unwrap(),
+            ReportFormat::Markdown
+        );
+        for bad in ["r.pdf", "report", "-"] {
+            let err = ReportFormat::from_path(Path::new(bad)).unwrap_err();
+            assert!(crate::error::is_usage(&err), "{bad}");
+            assert!(err.to_string().contains(".html"), "{err}");
+        }
+    }
 }

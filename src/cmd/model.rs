@@ -3,9 +3,8 @@
 //! the workload on the executable model (`ptelab-model`), page-table
 //! primitives per mm call for each kernel strategy side by side.
 //!
-//! Other commands (crosscheck, reproduce) call [`model_cells`] /
-//! [`model_outcomes`] with a validated [`ModelPlan`]; the per-call flush lists
-//! are in each outcome's `calls[i].flushes`.
+//! The plan and the run are `crate::model` (which `ptelab reproduce` runs
+//! too); this command validates the flags, stores and prints.
 //!
 //! # JSON (`--json`)
 //!
@@ -28,119 +27,19 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
-use ptelab_model::{
-    run_model, ArchConfig, Arm64, FlushSource, Granule, ModelConfig, ModelError, ModelOutcome,
-    RmapImpl, Strategy, Workload,
-};
+use ptelab_model::{ArchConfig, FlushSource, ModelOutcome, RmapImpl, Strategy};
 use serde_json::{json, Value};
 
 use crate::bail_usage;
 use crate::cli::flags::ModelArgs;
-use crate::error::usage;
-use crate::record::ModelCellRecord;
+use crate::model::{
+    model_cells, model_workload, parse_arch, parse_strategies, validate, ModelPlan,
+};
 use crate::workload::size::{format_size, parse_size};
-use crate::workload::{FolioSpec, WorkloadKind};
+use crate::workload::FolioSpec;
 
 /// Schema tag of the JSON document.
 pub const SCHEMA: &str = "ptelab/model/v1";
-
-/// A validated `ptelab model` request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModelPlan {
-    pub workload: WorkloadKind,
-    pub arch: ArchConfig,
-    pub strategies: Vec<Strategy>,
-    pub size_bytes: u64,
-    pub folio: FolioSpec,
-    pub offset_pages: u64,
-}
-
-/// The model's name for a catalogue workload, or a usage error.
-pub fn model_workload(w: WorkloadKind) -> anyhow::Result<Workload> {
-    Ok(match w {
-        WorkloadKind::MprotectToggle => Workload::MprotectToggle,
-        WorkloadKind::MprotectRoRw => Workload::MprotectRoRw,
-        WorkloadKind::ProtTransition => Workload::ProtTransition,
-        WorkloadKind::MremapMove => Workload::MremapMove,
-        // Classic LRU: folio_referenced() per folio (the library also has
-        // Workload::ReclaimMglru, not selectable here).
-        WorkloadKind::Reclaim => Workload::Reclaim,
-    })
-}
-
-/// Parse `--arch`, `--granule`, `--no-contpte`, `--bbml2`.
-pub fn parse_arch(
-    arch: &str,
-    granule: &str,
-    no_contpte: bool,
-    bbml2: bool,
-) -> anyhow::Result<ArchConfig> {
-    let g = Granule::parse(granule).ok_or_else(|| {
-        usage(format!(
-            "unknown granule '{granule}': accepted granules are 4K, 16K, 64K (arm64)"
-        ))
-    })?;
-    match arch.trim().to_ascii_lowercase().as_str() {
-        "x86_64" | "x86-64" | "x86" | "amd64" => {
-            if g != Granule::K4 {
-                bail_usage!(
-                    "granule '{granule}' is not available on x86_64: accepted granule is 4K"
-                );
-            }
-            if no_contpte || bbml2 {
-                bail_usage!("--no-contpte and --bbml2 apply to arm64 only: use --arch arm64");
-            }
-            Ok(ArchConfig::X86)
-        }
-        "arm64" | "aarch64" => Ok(ArchConfig::Arm64(Arm64 {
-            granule: g,
-            contpte: !no_contpte,
-            bbml2,
-            tlbi_range: true,
-        })),
-        other => bail_usage!("unknown arch '{other}': accepted architectures are x86_64, arm64"),
-    }
-}
-
-/// Parse `--strategy NAME|all`.
-pub fn parse_strategies(text: &str) -> anyhow::Result<Vec<Strategy>> {
-    if text.trim().eq_ignore_ascii_case("all") {
-        return Ok(Strategy::ALL.to_vec());
-    }
-    let mut v = Vec::new();
-    for name in text.split(',').filter(|s| !s.trim().is_empty()) {
-        let s: Strategy = name
-            .parse()
-            .map_err(|e: ptelab_model::strategy::UnknownStrategy| usage(e.to_string()))?;
-        if !v.contains(&s) {
-            v.push(s);
-        }
-    }
-    if v.is_empty() {
-        bail_usage!("empty --strategy: accepted are {}", Strategy::accepted());
-    }
-    Ok(v)
-}
-
-/// Folio bytes of `spec` as PTE-mapped folios in `granule`, or a usage error.
-pub fn folio_bytes(spec: FolioSpec, granule: Granule) -> anyhow::Result<u64> {
-    if spec.pmd_mapped() {
-        bail_usage!(
-            "folio spec '2M' (PMD-mapped THP) is not modelled at the PTE level: accepted specs are {} except 2M \
-             (use 2M-pte for PMD-sized folios mapped by PTEs)",
-            FolioSpec::accepted()
-        );
-    }
-    let bytes = spec.folio_bytes();
-    if bytes < granule.page_size() {
-        bail_usage!(
-            "folio spec '{spec}' is smaller than the {} granule: accepted specs are those of at least {}",
-            granule.name(),
-            granule.name()
-        );
-    }
-    Ok(bytes)
-}
 
 /// Validate the flags into a plan (everything a user can get wrong → exit 2).
 pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
@@ -165,109 +64,6 @@ pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
     };
     validate(&plan)?;
     Ok(plan)
-}
-
-fn config(plan: &ModelPlan, strategy: Strategy) -> anyhow::Result<ModelConfig> {
-    let granule = plan.arch.granule();
-    let mut cfg = ModelConfig::new(
-        model_workload(plan.workload)?,
-        plan.arch,
-        strategy,
-        plan.size_bytes,
-        folio_bytes(plan.folio, granule)?,
-    );
-    cfg.offset_pages = plan.offset_pages;
-    Ok(cfg)
-}
-
-fn model_error(e: ModelError, plan: &ModelPlan) -> anyhow::Error {
-    let g = plan.arch.granule();
-    match e {
-        ModelError::Size { size, .. } => usage(format!(
-            "size {size} bytes is not a multiple of the {} base page: accepted sizes are positive multiples of {}",
-            g.name(),
-            g.name()
-        )),
-        ModelError::Folio { .. } => usage(format!(
-            "folio spec '{}' does not fit the {} granule: accepted specs are {}",
-            plan.folio,
-            g.name(),
-            FolioSpec::accepted()
-        )),
-        ModelError::Offset { offset, folio_pages } => usage(format!(
-            "offset {offset} is past the {} folio: accepted offsets are 0..{} base pages",
-            plan.folio,
-            folio_pages.saturating_sub(1)
-        )),
-        ModelError::Unsupported(what) => usage(format!("{what} is not modelled")),
-        other => anyhow::anyhow!("model: {other}"),
-    }
-}
-
-fn validate(plan: &ModelPlan) -> anyhow::Result<()> {
-    let cfg = config(plan, plan.strategies[0])?;
-    ptelab_model::workload::geometry(&cfg).map_err(|e| model_error(e, plan))?;
-    Ok(())
-}
-
-/// Run every strategy of `plan` on the model.
-pub fn model_outcomes(plan: &ModelPlan) -> anyhow::Result<Vec<ModelOutcome>> {
-    let configs = plan
-        .strategies
-        .iter()
-        .map(|&s| config(plan, s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    // Strategies are independent: run them on separate threads.
-    let results: Vec<Result<ModelOutcome, ModelError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = configs
-            .iter()
-            .map(|cfg| scope.spawn(move || run_model(cfg)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect()
-    });
-    results
-        .into_iter()
-        .map(|r| r.map_err(|e| model_error(e, plan)))
-        .collect()
-}
-
-/// Everything besides workload/size/folio/arch/strategy that selects a cell.
-pub fn params(plan: &ModelPlan, outcome: &ModelOutcome) -> Value {
-    let (contpte, bbml2) = match plan.arch {
-        ArchConfig::X86 => (false, false),
-        ArchConfig::Arm64(a) => (a.contpte, a.bbml2),
-    };
-    json!({
-        "granule": plan.arch.granule().name(),
-        "offset_pages": plan.offset_pages,
-        "contpte": contpte,
-        "bbml2": bbml2,
-        "kernel": outcome.kernel,
-    })
-}
-
-/// The result records of `plan` (counters per mm call), one per strategy,
-/// with the outcomes they came from.
-pub fn model_cells(plan: &ModelPlan) -> anyhow::Result<Vec<(ModelOutcome, ModelCellRecord)>> {
-    let outcomes = model_outcomes(plan)?;
-    Ok(outcomes
-        .into_iter()
-        .map(|o| {
-            let rec = ModelCellRecord {
-                workload: plan.workload,
-                size_bytes: plan.size_bytes,
-                folio: plan.folio,
-                arch: plan.arch.name().to_string(),
-                strategy: o.strategy.clone(),
-                params: params(plan, &o),
-                counters: o.per_call(),
-            };
-            (o, rec)
-        })
-        .collect())
 }
 
 pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
@@ -514,56 +310,4 @@ pub fn render_table(plan: &ModelPlan, outcomes: &[ModelOutcome]) -> String {
         }
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plan_of(
-        arch: &str,
-        granule: &str,
-        folio: &str,
-        size: u64,
-        offset: u64,
-    ) -> anyhow::Result<ModelPlan> {
-        let p = ModelPlan {
-            workload: WorkloadKind::MprotectToggle,
-            arch: parse_arch(arch, granule, false, false)?,
-            strategies: Strategy::ALL.to_vec(),
-            size_bytes: size,
-            folio: folio.parse()?,
-            offset_pages: offset,
-        };
-        validate(&p)?;
-        Ok(p)
-    }
-
-    #[test]
-    fn bad_inputs_are_usage_errors() {
-        for err in [
-            plan_of("sparc", "4K", "4K", 4096, 0).unwrap_err(),
-            plan_of("arm64", "8K", "4K", 4096, 0).unwrap_err(),
-            plan_of("x86_64", "16K", "4K", 4096, 0).unwrap_err(),
-            plan_of("arm64", "16K", "4K", 16384, 0).unwrap_err(),
-            plan_of("x86_64", "4K", "64K", 65536, 16).unwrap_err(),
-            plan_of("x86_64", "4K", "4K", 5000, 0).unwrap_err(),
-            plan_of("x86_64", "4K", "2M", 2 << 20, 0).unwrap_err(),
-            parse_strategies("v5.4").unwrap_err(),
-        ] {
-            assert!(crate::error::is_usage(&err), "{err}");
-            assert!(!err.to_string().contains('\n'), "{err}");
-        }
-    }
-
-    #[test]
-    fn cells_carry_per_call_counters() {
-        let p = plan_of("arm64", "4K", "64K", 64 << 10, 0).unwrap();
-        let cells = model_cells(&p).unwrap();
-        assert_eq!(cells.len(), 4);
-        let (_, rec) = &cells[0];
-        assert_eq!(rec.strategy, "per-pte");
-        assert!(rec.counters["pte_xchg"] > 0.0);
-        assert_eq!(rec.params["granule"], "4K");
-    }
 }

@@ -8,56 +8,20 @@
 //! default options (ratio RUN / BASELINE, bootstrap CI, Holm, and the noise
 //! threshold compare would take: 2%, or the machine's calibrated one).
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use ptelab_stats::compare::CompareOpts;
 
+use crate::analysis::{compare_runs, NoiseRule};
 use crate::bail_usage;
 use crate::cli::flags::ReportArgs;
-use crate::cmd::compare::{compare_runs, NoiseRule};
-use crate::report::html::render_html;
-use crate::report::markdown::render_markdown;
-use crate::report::view::{ReportBuilder, ReportModel};
+use crate::cmd::ReportFormat;
+use crate::report::view::ReportBuilder;
 use crate::store::{Store, StoredRun};
 
-/// Output formats, chosen by the output file's extension.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Html,
-    Markdown,
-}
-
-impl Format {
-    /// The format for `path`, or a usage error naming the accepted extensions.
-    pub fn from_path(path: &Path) -> anyhow::Result<Format> {
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase);
-        match ext.as_deref() {
-            Some("html" | "htm") => Ok(Format::Html),
-            Some("md" | "markdown") => Ok(Format::Markdown),
-            _ => bail_usage!(
-                "cannot tell the report format of '{}': name the output file *.html (or .htm) \
-                 for HTML, or *.md (or .markdown) for Markdown",
-                path.display()
-            ),
-        }
-    }
-
-    /// Render `model` in this format.
-    pub fn render(self, model: &ReportModel) -> anyhow::Result<Vec<u8>> {
-        match self {
-            Format::Html => render_html(model),
-            Format::Markdown => render_markdown(model),
-        }
-    }
-}
-
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let format = Format::from_path(&args.output)?;
+    let format = ReportFormat::from_path(&args.output)?;
     let store = Store::open_existing(&args.out.db)?;
     let run = store.load_run(&args.run)?;
     let base = args.vs.as_deref().map(|v| store.load_run(v)).transpose()?;
@@ -138,27 +102,4 @@ fn title(run: &StoredRun, base: Option<&StoredRun>) -> String {
         ));
     }
     t
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn format_follows_the_extension() {
-        assert_eq!(
-            Format::from_path(Path::new("r.html")).unwrap(),
-            Format::Html
-        );
-        assert_eq!(Format::from_path(Path::new("R.HTM")).unwrap(), Format::Html);
-        assert_eq!(
-            Format::from_path(Path::new("/tmp/x.md")).unwrap(),
-            Format::Markdown
-        );
-        for bad in ["r.pdf", "report", "-"] {
-            let err = Format::from_path(Path::new(bad)).unwrap_err();
-            assert!(crate::error::is_usage(&err), "{bad}");
-            assert!(err.to_string().contains(".html"), "{err}");
-        }
-    }
 }

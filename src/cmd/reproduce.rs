@@ -15,9 +15,9 @@ use serde_json::json;
 
 use crate::cli::flags::{MeasureOpts, ReproduceArgs};
 use crate::cli::plan;
-use crate::cmd::model::{model_cells, parse_arch, parse_strategies, ModelPlan};
 use crate::measure::session;
 use crate::measure::session::KernelPlan;
+use crate::model::{model_cells, parse_arch, parse_strategies, ModelPlan};
 use crate::record::CellSink;
 use crate::report::view::ReportBuilder;
 use crate::reproduce::{claims, seeds, Evidence, Seed};
@@ -211,7 +211,7 @@ fn write_report(
     rows: &[crate::reproduce::ClaimRow],
     args: &ReproduceArgs,
 ) -> anyhow::Result<()> {
-    let format = crate::cmd::report::Format::from_path(&args.output)?;
+    let format = super::ReportFormat::from_path(&args.output)?;
     let run = store.load(run_id)?;
     let name = run_id.to_string();
     let mut builder =

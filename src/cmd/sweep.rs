@@ -13,7 +13,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     if sizes.is_empty() || folios.is_empty() {
         crate::bail_usage!("--sizes and --folios need at least one value each");
     }
-    super::bench::run_kernel(
+    super::run_kernel(
         "sweep",
         args.workload,
         &sizes,

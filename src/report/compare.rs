@@ -1,5 +1,6 @@
-//! `ptelab compare` output: a view model ([`CompareView`]) and pure renderers
-//! for LKML-friendly plain text, Markdown and JSON.
+//! `ptelab compare` output: pure renderers of the comparison
+//! ([`CompareView`], computed by `crate::analysis`) for LKML-friendly plain
+//! text, Markdown and JSON.
 //!
 //! The text table follows the seeds (`size_kib | nsec_per_call`) with the
 //! columns of an LKP comparison (`%change ±%`): one table per workload and
@@ -30,157 +31,12 @@
 
 use std::fmt::Write;
 
-use serde::{Deserialize, Serialize};
-
+// Re-exported: the report's view model names them here.
+pub use crate::analysis::{CompareRow, CompareView, VerdictKind};
+use crate::analysis::{Drift, Method, RunRef, SideView};
 use crate::report::markdown::{words, wrap_sep};
 
-/// `schema` value of the JSON document.
-pub const SCHEMA: &str = "ptelab/compare/v1";
-
-/// One run taking part in the comparison.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunRef {
-    /// The name as given: an id, `latest`, `latest~1`, or a tag.
-    pub name: String,
-    pub id: i64,
-    pub kind: String,
-    pub kernel_release: String,
-    pub machine_id: String,
-    pub started_at: String,
-    pub tags: Vec<String>,
-    /// Every run of the side in a replicated comparison (`id` is the
-    /// first); empty for a single run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<i64>,
-}
-
-/// How the comparison was computed.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Method {
-    /// "median ns per call".
-    pub statistic: String,
-    pub confidence: f64,
-    pub resamples: usize,
-    /// Master seed of the bootstrap, as `0x` + 16 hex digits.
-    pub seed: String,
-    /// "mann-whitney-u (normal approximation, tie and continuity corrected)".
-    pub test: String,
-    /// "holm".
-    pub correction: String,
-    /// Cells in the Holm family (those that got a verdict).
-    pub family: usize,
-    pub alpha: f64,
-    /// Noise threshold as a fraction (0.02 = 2%).
-    pub noise: f64,
-    /// Where the threshold came from, in words (`--noise`, the default, or
-    /// the machine's calibration).
-    pub noise_source: String,
-    pub min_samples: usize,
-    /// Set when each side is several runs and the run is the unit
-    /// (`ptelab_stats::replicated`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replicated: Option<Replicated>,
-}
-
-/// The design of a replicated comparison.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Replicated {
-    pub runs_a: usize,
-    pub runs_b: usize,
-}
-
-/// Machine drift between the runs, seen by the kernel-speed probe
-/// (`measure::probe`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Drift {
-    /// Median probe of each run, ns per getppid (None: measured before
-    /// ptelab recorded the probe).
-    pub probe_a_ns: Option<f64>,
-    pub probe_b_ns: Option<f64>,
-    /// Median memory-latency probe of each run, ns per load (None: not
-    /// recorded).
-    pub memory_a_ns: Option<f64>,
-    pub memory_b_ns: Option<f64>,
-    /// Whether each cell's ratio was divided by its probe drift.
-    pub corrected: bool,
-    /// Why it was or was not, in words.
-    pub why: String,
-}
-
-/// One side of one cell.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SideView {
-    pub median_ns: f64,
-    pub samples: usize,
-    /// Short observed layout (`100% 64K`).
-    pub layout: String,
-    /// Replicated comparisons: runs holding the cell (`median_ns` is then
-    /// the geometric mean of their medians, `samples` their total).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runs: Option<usize>,
-}
-
-/// The verdict of a row, in the words the tables print.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum VerdictKind {
-    Regression,
-    Improvement,
-    NoChange,
-    NotComparable,
-}
-
-impl VerdictKind {
-    /// The words the tables print.
-    pub fn text(self) -> &'static str {
-        match self {
-            VerdictKind::Regression => "REGRESSION",
-            VerdictKind::Improvement => "improvement",
-            VerdictKind::NoChange => "no change",
-            VerdictKind::NotComparable => "not comparable",
-        }
-    }
-}
-
-/// One cell key compared.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CompareRow {
-    pub workload: String,
-    pub size_bytes: u64,
-    pub folio: String,
-    pub phase: Option<String>,
-    pub regions: u32,
-    pub neighbor: bool,
-    pub a: Option<SideView>,
-    pub b: Option<SideView>,
-    /// median B / median A (corrected for machine drift when the view's
-    /// `drift.corrected` and both cells have probes).
-    pub ratio: Option<f64>,
-    /// The uncorrected median B / median A, when `ratio` was corrected.
-    pub ratio_raw: Option<f64>,
-    /// How this cell's time responds to the kernel-speed probe (β: 1 =
-    /// proportionally, 0 = not at all), fitted within runs, when corrected.
-    pub drift_slope: Option<f64>,
-    /// How it responds to the memory-latency probe, when both cells
-    /// recorded it and the cell was corrected.
-    pub memory_slope: Option<f64>,
-    pub ci_low: Option<f64>,
-    pub ci_high: Option<f64>,
-    /// Mann-Whitney two-sided p-value.
-    pub p_value: Option<f64>,
-    /// Holm-adjusted p-value (cells with a verdict only).
-    pub p_holm: Option<f64>,
-    /// This cell's bootstrap seed, `0x` + 16 hex digits.
-    pub seed: Option<String>,
-    pub verdict: VerdictKind,
-    /// Why there is no verdict.
-    pub reason: Option<String>,
-    /// Replicated comparisons: the pooled standard deviation of ln(run
-    /// median), i.e. how far this cell's runs spread (0.03 ≈ 3%).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_sd: Option<f64>,
-}
-
+/// How the tables group rows: one table per workload and layout group.
 impl CompareRow {
     fn group_title(&self) -> String {
         let mut t = format!("{}, folio {}", self.workload, self.folio);
@@ -205,47 +61,6 @@ impl CompareRow {
             self.neighbor,
         )
     }
-}
-
-/// Counts per verdict.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Summary {
-    pub cells: usize,
-    pub regressions: usize,
-    pub improvements: usize,
-    pub no_change: usize,
-    pub not_comparable: usize,
-}
-
-impl Summary {
-    /// Count the verdicts of `rows`.
-    pub fn of(rows: &[CompareRow]) -> Summary {
-        let mut s = Summary {
-            cells: rows.len(),
-            ..Summary::default()
-        };
-        for r in rows {
-            match r.verdict {
-                VerdictKind::Regression => s.regressions += 1,
-                VerdictKind::Improvement => s.improvements += 1,
-                VerdictKind::NoChange => s.no_change += 1,
-                VerdictKind::NotComparable => s.not_comparable += 1,
-            }
-        }
-        s
-    }
-}
-
-/// Everything `ptelab compare` prints.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CompareView {
-    pub schema: &'static str,
-    pub a: RunRef,
-    pub b: RunRef,
-    pub method: Method,
-    pub drift: Drift,
-    pub rows: Vec<CompareRow>,
-    pub summary: Summary,
 }
 
 /// Output formats.
@@ -589,6 +404,7 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::analysis::view::{Summary, SCHEMA};
 
     fn run(id: i64, kernel: &str, tags: &[&str]) -> RunRef {
         RunRef {

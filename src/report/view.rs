@@ -18,7 +18,7 @@
 //!   report may hold several (`ptelab reproduce`).
 //! - [`ReportBuilder::baseline`]: the run compared against, with the
 //!   [`CompareView`] that `ptelab compare` computes
-//!   (`crate::cmd::compare::compare_runs(baseline, run)`: A is the
+//!   (`crate::analysis::compare_runs(baseline, run)`: A is the
 //!   baseline, B the run, ratio B/A). Adds ratio curves and the baseline's
 //!   own curves (dashed) to the plots.
 //! - [`ReportBuilder::model_run`]: a run read for its model cells only.
@@ -1021,7 +1021,7 @@ pub(crate) mod tests {
     use ptelab_stats::compare::CompareOpts;
 
     use super::*;
-    use crate::cmd::compare::{compare_runs, NoiseRule};
+    use crate::analysis::{compare_runs, NoiseRule};
     use crate::record::fixtures::fixture;
     use crate::store::StoredCell;
     use crate::store::{RunStatus, RunSummary, RUN_SCHEMA};

@@ -1,0 +1,72 @@
+//! The comparison engine behind `ptelab compare`, `calibrate`, `report` and
+//! `reproduce`: pair the measured cells of stored runs, choose the noise
+//! threshold, plan the machine-drift correction, compare pairs of runs
+//! (`ptelab_stats::compare`) or sets of runs (`ptelab_stats::replicated`),
+//! and build the rows of a [`CompareView`]. The method is described in
+//! docs/statistics.md.
+//!
+//! Pure apart from the bootstrap's CPU time: it reads stored runs and
+//! calibrations and returns a view; the renderers live in `report::compare`.
+
+mod drift;
+mod noise;
+mod pair;
+mod paired;
+mod replicated;
+mod rows;
+pub mod view;
+
+pub use drift::Normalize;
+pub use noise::{calibrated_noise, pooled, NoiseRule};
+pub use paired::{compare_runs, compare_runs_paired, Rules};
+pub use replicated::compare_replicated;
+pub use view::{CompareRow, CompareView, Drift, Method, RunRef, SideView, VerdictKind};
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use ptelab_stats::compare::CompareOpts;
+
+    use crate::record::CellResult;
+    use crate::store::{RunStatus, RunSummary, StoredCell, StoredRun, RUN_SCHEMA};
+    use crate::workload::FolioSpec;
+
+    /// A complete sweep run of machine `m`, kernel 6.18, holding `cells`.
+    pub(crate) fn stored(id: i64, cells: Vec<CellResult>) -> StoredRun {
+        StoredRun {
+            schema: RUN_SCHEMA.into(),
+            run: RunSummary {
+                id,
+                kind: "sweep".into(),
+                command: "ptelab sweep".into(),
+                started_at: "2026-05-01T00:00:00Z".into(),
+                finished_at: None,
+                status: RunStatus::Complete,
+                kernel_release: "6.18".into(),
+                arch: "x86_64".into(),
+                machine_id: "m".into(),
+                tool_version: "0.1.0".into(),
+                git_revision: None,
+                tags: vec![],
+                cells: cells.len() as u64,
+            },
+            host: serde_json::json!({}),
+            cells: cells.into_iter().map(StoredCell::Kernel).collect(),
+        }
+    }
+
+    pub(crate) fn cell(size_kib: u64, folio: FolioSpec, median: f64, n: usize) -> CellResult {
+        let mut c = crate::store::tests::cell(size_kib, folio, median);
+        // Deterministic spread of ±0.5% around the median.
+        c.ns_per_call.samples = (0..n)
+            .map(|i| median * (1.0 + ((i * 7) % 11) as f64 / 1000.0 - 0.005))
+            .collect();
+        c
+    }
+
+    pub(crate) fn opts() -> CompareOpts {
+        CompareOpts {
+            resamples: 500,
+            ..CompareOpts::default()
+        }
+    }
+}
