@@ -294,7 +294,7 @@ impl Mapping {
         // Base pages only: the probe is about 4K PTEs. Failure only weakens the probe.
         // SAFETY: madvise on our own mapping.
         unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
-        let page = host::page_size() as usize;
+        let page = crate::kernel::procfs::page_size() as usize;
         for off in (0..len).step_by(page) {
             // SAFETY: within the mapping, which is writable.
             unsafe { (addr as *mut u8).add(off).write_volatile(1) };
@@ -314,7 +314,10 @@ impl Drop for Mapping {
 fn pagemap_pfn(addr: usize) -> std::io::Result<(bool, u64)> {
     let f = File::open("/proc/self/pagemap")?;
     let mut buf = [0u8; 8];
-    f.read_exact_at(&mut buf, (addr as u64 / host::page_size()) * 8)?;
+    f.read_exact_at(
+        &mut buf,
+        (addr as u64 / crate::kernel::procfs::page_size()) * 8,
+    )?;
     let e = u64::from_le_bytes(buf);
     Ok((e >> 63 & 1 == 1, e & ((1 << 55) - 1)))
 }
@@ -735,7 +738,7 @@ const SEED_001_NS_PER_PAGE: (f64, f64) = (172_613.0 / 10_000.0, 427_731.0 / 10_0
 fn probe_mprotect_ns_per_page() -> std::io::Result<f64> {
     const LEN: usize = 16 << 20;
     let m = Mapping::anon(LEN)?;
-    let pages = (LEN as u64 / host::page_size()) as f64;
+    let pages = (LEN as u64 / crate::kernel::procfs::page_size()) as f64;
     let mut samples = Vec::with_capacity(20);
     for i in 0..22 {
         let prot = if i % 2 == 0 {

@@ -5,6 +5,7 @@ pub mod cgroup;
 pub mod files;
 pub mod host;
 pub mod layout;
+pub mod procfs;
 pub mod region;
 pub mod signals;
 pub mod swap;

@@ -156,8 +156,7 @@ impl Region {
     /// read-write mapping is placed right below it with identical flags so that
     /// the two merge into one VMA.
     pub fn map(size: u64, spec: FolioSpec, neighbor: bool) -> anyhow::Result<Region> {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = super::procfs::page_size() as usize;
         if page != PAGE_SIZE {
             bail!("base page size is {page} bytes; ptelab's layout control assumes 4096");
         }
