@@ -228,6 +228,27 @@ impl Virt {
     }
 }
 
+/// The KVM API version `/dev/kvm` reports (`KVM_GET_API_VERSION`, 12 on
+/// every kernel since 2.6.22). `Err` says why there is no usable KVM.
+pub fn kvm_api_version() -> Result<i32, String> {
+    use std::os::unix::io::AsRawFd;
+    const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .map_err(|e| format!("/dev/kvm: {e}"))?;
+    // SAFETY: KVM_GET_API_VERSION takes no argument; `f` is open.
+    let v = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION, 0) };
+    if v < 0 {
+        return Err(format!(
+            "/dev/kvm: KVM_GET_API_VERSION: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(v)
+}
+
 /// Detect virtualization from user space (no dmesg). Costs one read of
 /// /proc/kallsyms (~100k lines, tens of ms).
 pub fn detect_virt() -> Virt {

@@ -5,6 +5,7 @@ pub mod cgroup;
 pub mod files;
 pub mod host;
 pub mod layout;
+pub mod mmenv;
 pub mod procfs;
 pub mod region;
 pub mod signals;

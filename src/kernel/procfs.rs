@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use procfs::process::{PageInfo, Process};
-use procfs::{Current, FromBufRead};
+use procfs::Current;
 
 /// Effective user id of this process.
 pub fn euid() -> u32 {
@@ -69,8 +69,10 @@ pub fn mount_points(fstype: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Parse mountinfo text (tests, and anyone holding a copy of the file).
+/// Parse mountinfo text.
+#[cfg(test)]
 pub fn parse_mountinfo(text: &str) -> anyhow::Result<Vec<Mount>> {
+    use procfs::FromBufRead;
     let infos =
         procfs::process::MountInfos::from_buf_read(text.as_bytes()).context("parsing mountinfo")?;
     Ok(infos.into_iter().map(Mount::from).collect())

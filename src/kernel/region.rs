@@ -300,6 +300,18 @@ impl Region {
         self.spec
     }
 
+    /// `mprotect(2)` of the whole region (seed 001's call).
+    pub fn protect(&self, prot: i32) -> anyhow::Result<()> {
+        // SAFETY: changes the protection of the mapping this region owns;
+        // its memory is only touched (through `touch` and the workloads)
+        // while it is readable and writable.
+        let rc = unsafe { libc::mprotect(self.addr.cast(), self.len, prot) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error()).context("mprotect");
+        }
+        Ok(())
+    }
+
     /// VMAs in /proc/self/maps that overlap the region.
     pub fn vma_count(&self) -> anyhow::Result<u64> {
         vmas_overlapping(self.addr as usize, self.len)
@@ -374,11 +386,7 @@ mod tests {
             1
         );
         // mprotect of the region alone splits it off.
-        // SAFETY: our own mapping.
-        assert_eq!(
-            unsafe { libc::mprotect(r.addr().cast(), r.len(), libc::PROT_NONE) },
-            0
-        );
+        r.protect(libc::PROT_NONE).unwrap();
         assert_eq!(
             vmas_overlapping(start, r.len() + NEIGHBOR_PAGES * PAGE_SIZE).unwrap(),
             2

@@ -153,6 +153,15 @@ pub fn offered_mthp_sizes_at(root: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// Whether the kernel has transparent hugepages at all (`enabled` exists).
+pub fn thp_available() -> bool {
+    thp_available_at(Path::new(THP_ROOT))
+}
+
+fn thp_available_at(root: &Path) -> bool {
+    root.join("enabled").exists()
+}
+
 /// Refuse (usage error, listing what is offered) a spec this kernel cannot give.
 pub fn check_offered(spec: FolioSpec) -> anyhow::Result<()> {
     check_offered_at(Path::new(THP_ROOT), spec)
@@ -161,7 +170,7 @@ pub fn check_offered(spec: FolioSpec) -> anyhow::Result<()> {
 /// [`check_offered`] under another THP directory.
 pub fn check_offered_at(root: &Path, spec: FolioSpec) -> anyhow::Result<()> {
     let offered = offered_mthp_sizes_at(root);
-    let thp = root.join("enabled").exists();
+    let thp = thp_available_at(root);
     let mut accepted = vec!["4K".to_owned()];
     accepted.extend(offered.iter().map(|&b| FolioSpec::Mthp(b).to_string()));
     if thp {

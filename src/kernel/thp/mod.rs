@@ -69,7 +69,7 @@ use super::signals;
 
 pub use guard::KnobGuard;
 pub(crate) use knobs::knob_write_lock;
-pub use knobs::{check_offered, offered_mthp_sizes, read_knobs};
+pub use knobs::{check_offered, offered_mthp_sizes, read_knobs, thp_available};
 pub use recovery::read_recovery;
 pub(crate) use recovery::restore_from;
 
