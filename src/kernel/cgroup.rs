@@ -271,7 +271,7 @@ pub fn remove_stale(memcg: &Memcg) {
         else {
             continue;
         };
-        if Path::new(&format!("/proc/{pid}")).exists() {
+        if procfs::pid_alive(pid) {
             continue;
         }
         let _ = fs::remove_dir(&dir);
