@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+
 use std::os::unix::fs::FileExt;
 
 use ::procfs::process::{MemoryPageFlags, PageInfo};
@@ -186,33 +186,10 @@ fn read_flags(kpf: &File, pfns: &[Option<u64>]) -> anyhow::Result<Vec<Option<Phy
 
 /// Sum of `AnonHugePages` over the VMAs overlapping `[start, start+len)`.
 fn pmd_mapped_bytes(start: usize, len: usize) -> anyhow::Result<u64> {
-    let f = std::fs::File::open("/proc/self/smaps").context("reading /proc/self/smaps")?;
-    let end = start + len;
-    let mut inside = false;
-    let mut total = 0;
-    for line in BufReader::new(f).lines() {
-        let line = line?;
-        let first = line.split_whitespace().next().unwrap_or("");
-        if let Some((lo, hi)) = first.split_once('-') {
-            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            {
-                inside = lo < end && hi > start;
-                continue;
-            }
-        }
-        if inside {
-            if let Some(rest) = line.strip_prefix("AnonHugePages:") {
-                let kb: u64 = rest
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .unwrap_or(0);
-                total += kb * 1024;
-            }
-        }
-    }
-    Ok(total)
+    Ok(procfs::vmas_overlapping(start, len, true)?
+        .iter()
+        .filter_map(|m| m.extension.map.get("AnonHugePages"))
+        .sum())
 }
 
 fn describe(h: &BTreeMap<u64, u64>) -> String {

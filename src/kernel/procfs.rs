@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use procfs::process::{PageInfo, Process};
+use procfs::process::{MemoryMap, PageInfo, Process};
 use procfs::Current;
 
 /// Effective user id of this process.
@@ -148,6 +148,23 @@ pub fn raw_entry(info: PageInfo) -> u64 {
         PageInfo::MemoryPage(f) => f.bits(),
         PageInfo::SwapPage(f) => f.bits(),
     }
+}
+
+/// VMAs of this process overlapping `[start, start+len)`: from
+/// /proc/self/maps, or with `stats` from /proc/self/smaps (per-VMA figures
+/// such as `AnonHugePages` in `extension.map`, in bytes).
+pub fn vmas_overlapping(start: usize, len: usize, stats: bool) -> anyhow::Result<Vec<MemoryMap>> {
+    let (lo, hi) = (start as u64, (start + len) as u64);
+    let me = Process::myself().context("opening /proc/self")?;
+    let maps = if stats {
+        me.smaps().context("reading /proc/self/smaps")?
+    } else {
+        me.maps().context("reading /proc/self/maps")?
+    };
+    Ok(maps
+        .into_iter()
+        .filter(|m| m.address.0 < hi && m.address.1 > lo)
+        .collect())
 }
 
 /// Start time of process `pid` (clock ticks since boot, /proc/PID/stat field

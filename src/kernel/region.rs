@@ -22,7 +22,6 @@
 //!
 //! Left out: file-backed and shared regions (a later issue), hugetlbfs.
 
-use std::io::{BufRead, BufReader};
 use std::ptr;
 
 use anyhow::{bail, Context};
@@ -339,26 +338,7 @@ pub fn touch(addr: *mut u8, len: usize) {
 
 /// Count VMAs in /proc/self/maps that overlap `[start, start+len)`.
 pub fn vmas_overlapping(start: usize, len: usize) -> anyhow::Result<u64> {
-    let f = std::fs::File::open("/proc/self/maps").context("reading /proc/self/maps")?;
-    let end = start + len;
-    let mut n = 0;
-    for line in BufReader::new(f).lines() {
-        let line = line?;
-        let Some(range) = line.split_whitespace().next() else {
-            continue;
-        };
-        let Some((lo, hi)) = range.split_once('-') else {
-            continue;
-        };
-        let (lo, hi) = (
-            usize::from_str_radix(lo, 16)?,
-            usize::from_str_radix(hi, 16)?,
-        );
-        if lo < end && hi > start {
-            n += 1;
-        }
-    }
-    Ok(n)
+    Ok(super::procfs::vmas_overlapping(start, len, false)?.len() as u64)
 }
 
 #[cfg(test)]
