@@ -578,6 +578,26 @@ mod tests {
         );
     }
 
+    /// Doctor's "ok" is bench's: the tracepoint check fails exactly when a
+    /// measurement's flush count is unavailable, and the pagemap checks pass
+    /// exactly when layout verification is available.
+    #[test]
+    fn checks_agree_with_what_bench_gets() {
+        let t = tracepoint_check();
+        let counted = tlbtrace::count_flushes_with(1, 1, || {}, || {});
+        assert_eq!(
+            t.status == Status::Missing,
+            counted.unavailable.is_some(),
+            "{t:?} vs {counted:?}"
+        );
+        let pm = pagemap_checks();
+        assert_eq!(
+            pm.iter().all(|c| c.status == Status::Ok),
+            layout::verification_available().is_ok(),
+            "{pm:?}"
+        );
+    }
+
     #[test]
     fn probe_measures_something() {
         let ns = probe_mprotect_ns_per_page().unwrap();
