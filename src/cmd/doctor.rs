@@ -416,8 +416,15 @@ fn memcg_check(is_root: bool) -> Check {
 
 /// DAMON: kdamonds that are on, with their schemes' actions.
 fn damon_check() -> Check {
-    let Some(running) = mmenv::running_kdamonds() else {
-        return check("damon", Status::Info, "not available (no DAMON sysfs)", "");
+    let running = match mmenv::running_kdamonds() {
+        None => return check("damon", Status::Info, "not available (no DAMON sysfs)", ""),
+        Some(Err(why)) => return check(
+            "damon",
+            Status::Warn,
+            format!("unknown ({why})"),
+            "cannot tell whether a DAMON scheme acts on a run's memory (DAMON sysfs is root-only)",
+        ),
+        Some(Ok(running)) => running,
     };
     if running.is_empty() {
         return check("damon", Status::Ok, "no kdamond running", "");

@@ -19,18 +19,23 @@ pub struct Kdamond {
     pub actions: Vec<String>,
 }
 
-/// The kdamonds that are on; `None` without DAMON sysfs.
-pub fn running_kdamonds() -> Option<Vec<Kdamond>> {
+/// The kdamonds that are on; `None` without DAMON sysfs, `Some(Err)` saying
+/// why when their state cannot be read (DAMON sysfs is root-only).
+pub fn running_kdamonds() -> Option<Result<Vec<Kdamond>, String>> {
     running_kdamonds_at(Path::new(KDAMONDS))
 }
 
-fn running_kdamonds_at(base: &Path) -> Option<Vec<Kdamond>> {
+fn running_kdamonds_at(base: &Path) -> Option<Result<Vec<Kdamond>, String>> {
     if !base.exists() {
         return None;
     }
     let mut running = Vec::new();
     for kd in numbered_dirs(base) {
-        let state = fs::read_to_string(kd.join("state")).unwrap_or_default();
+        let path = kd.join("state");
+        let state = match fs::read_to_string(&path) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+        };
         if state.trim() != "on" {
             continue;
         }
@@ -48,7 +53,7 @@ fn running_kdamonds_at(base: &Path) -> Option<Vec<Kdamond>> {
             .unwrap_or_default();
         running.push(Kdamond { name, actions });
     }
-    Some(running)
+    Some(Ok(running))
 }
 
 /// Subdirectories named by a number, in numeric order.
@@ -98,7 +103,7 @@ mod tests {
         put("1/state", "off\n");
         put("10/state", "on\n");
         assert_eq!(
-            running_kdamonds_at(&base).unwrap(),
+            running_kdamonds_at(&base).unwrap().unwrap(),
             [
                 Kdamond {
                     name: "0".into(),
