@@ -35,6 +35,9 @@ const KHUGEPAGED_KNOBS: [&str; 7] = [
     "alloc_sleep_millisecs",
 ];
 
+// ---------------------------------------------------------------------------
+// Reading
+
 /// The selected value of a knob file: the `[bracketed]` word of a choice list
 /// (`"always [madvise] never"` → `"madvise"`), else the trimmed text (`"511"`).
 pub fn selected_value(text: &str) -> String {
@@ -200,6 +203,9 @@ pub fn check_offered_at(root: &Path, spec: FolioSpec) -> anyhow::Result<()> {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Which names and values are knobs
+
 /// A knob name this module may write (guards the recovery file against
 /// tampering: `/run/lock` is world-writable).
 pub(super) fn is_known_knob(name: &str) -> bool {
@@ -225,6 +231,7 @@ pub(super) fn is_plausible_value(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"+_-".contains(&b))
 }
 
+// ---------------------------------------------------------------------------
 // Writing (always under the process-wide write mutex)
 
 /// Serializes every knob write in this process with the forced restore of the
