@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::bail_usage;
 use crate::cli::flags::MeasureOpts;
 use crate::error::usage;
+use crate::kernel::procfs::{is_root, online_cpus};
 use crate::kernel::{host, layout, thp};
 use crate::measure::reclaim::ReclaimOptions;
 use crate::measure::runner::{Budget, CellPlan};
@@ -44,11 +45,6 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
             "invalid duration '{text}': expected e.g. 500ms, 2s, 1.5s, 1m"
         ))),
     }
-}
-
-fn online_cpus() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize
 }
 
 /// Validate flags for a grid of `sizes` x `folios` of `workload`.
@@ -204,12 +200,6 @@ fn fmt(b: u64) -> String {
     } else {
         crate::workload::size::format_size(b)
     }
-}
-
-/// Effective user is root.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[cfg(test)]

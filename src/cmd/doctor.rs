@@ -14,25 +14,31 @@
 //!  "host": { ...kernel::host::Host... }}
 //! ```
 //!
-//! Side effects, all undone: one 16 MiB anonymous mapping (the pagemap check
-//! and the page-table cost probe), tracefs mounted at /sys/kernel/tracing for
-//! the tracepoint check when it was not mounted (unmounted again), a
-//! perf event opened and closed, /dev/kvm opened and closed. No THP knob is
+//! Every check calls the kernel-layer function bench itself uses (pagemap and
+//! kpageflags from `kernel::layout`, the tracepoint counter from
+//! `kernel::tlbtrace`, the memory cgroup from `kernel::cgroup`, regions from
+//! `kernel::region`), so "ok" here means bench gets it too. This file holds
+//! only what to check, the wording and the rendering.
+//!
+//! Side effects, all undone: one 16 MiB region (the page-table cost probe), a
+//! page of probe memory (pagemap), tracefs mounted at /sys/kernel/tracing for
+//! the tracepoint check when it was not mounted (unmounted again), the perf
+//! events opened and closed, /dev/kvm opened and closed. No THP knob is
 //! written.
 
-use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
-use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use serde::Serialize;
 
 use crate::cli::flags::DoctorArgs;
+use crate::kernel::cgroup::{self, Memcg};
 use crate::kernel::host::{self, Host, Virt};
-use crate::kernel::thp;
+use crate::kernel::region::Region;
+use crate::kernel::{layout, mmenv, thp, tlbtrace};
+use crate::measure::reclaim;
+use crate::workload::FolioSpec;
 
 /// Schema tag of the JSON document.
 pub const SCHEMA: &str = "ptelab/doctor/v1";
@@ -148,7 +154,7 @@ fn checks(host: &Host, virt: &Virt) -> Vec<Check> {
     v.extend(thp_checks(host));
     v.push(root_check(host.is_root));
     v.extend(pagemap_checks());
-    v.push(tracepoint_check(host.is_root));
+    v.push(tracepoint_check());
     v.push(kvm_check(virt));
     v.push(check("cpu", Status::Info, host.cpu_model.clone(), ""));
     v.push(check(
@@ -172,7 +178,7 @@ fn checks(host: &Host, virt: &Virt) -> Vec<Check> {
         "bench/sweep refuse region sizes above 90% of MemAvailable",
     ));
     v.push(swap_check());
-    v.push(memcg_check());
+    v.push(memcg_check(host.is_root));
     v.push(damon_check());
     v.push(mglru_check());
     v.push(virt_check(virt));
@@ -187,13 +193,12 @@ fn gib(bytes: u64) -> String {
 // THP
 
 fn thp_checks(host: &Host) -> Vec<Check> {
-    let root = Path::new(thp::THP_ROOT);
     let mut v = Vec::new();
-    if !root.join("enabled").exists() {
+    if !thp::thp_available() {
         v.push(check(
             "thp",
             Status::Missing,
-            format!("no {}", root.display()),
+            format!("no {}", thp::THP_ROOT),
             "no transparent hugepages: only the 4K folio spec can be measured (CONFIG_TRANSPARENT_HUGEPAGE)",
         ));
         return v;
@@ -201,7 +206,7 @@ fn thp_checks(host: &Host) -> Vec<Check> {
     let offered = thp::offered_mthp_sizes();
     let names: Vec<String> = offered
         .iter()
-        .map(|&b| crate::workload::FolioSpec::Mthp(b).to_string())
+        .map(|&b| FolioSpec::Mthp(b).to_string())
         .collect();
     v.push(if offered.is_empty() {
         check(
@@ -266,322 +271,80 @@ fn root_check(is_root: bool) -> Check {
 }
 
 // ---------------------------------------------------------------------------
-// pagemap / kpageflags
-
-/// A touched anonymous mapping, unmapped on drop.
-struct Mapping {
-    addr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Mapping {
-    fn anon(len: usize) -> std::io::Result<Mapping> {
-        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let m = Mapping { addr, len };
-        // Base pages only: the probe is about 4K PTEs. Failure only weakens the probe.
-        // SAFETY: madvise on our own mapping.
-        unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
-        let page = host::page_size() as usize;
-        for off in (0..len).step_by(page) {
-            // SAFETY: within the mapping, which is writable.
-            unsafe { (addr as *mut u8).add(off).write_volatile(1) };
-        }
-        Ok(m)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `anon` mapped.
-        unsafe { libc::munmap(self.addr, self.len) };
-    }
-}
-
-/// PFN of the page at `addr` from /proc/self/pagemap (0 when hidden).
-fn pagemap_pfn(addr: usize) -> std::io::Result<(bool, u64)> {
-    let f = File::open("/proc/self/pagemap")?;
-    let mut buf = [0u8; 8];
-    f.read_exact_at(&mut buf, (addr as u64 / host::page_size()) * 8)?;
-    let e = u64::from_le_bytes(buf);
-    Ok((e >> 63 & 1 == 1, e & ((1 << 55) - 1)))
-}
+// pagemap / kpageflags (what layout verification reads)
 
 fn pagemap_checks() -> Vec<Check> {
-    let mut v = Vec::new();
-    let pfn = Mapping::anon(1 << 20).and_then(|m| pagemap_pfn(m.addr as usize));
-    let pfn = match pfn {
-        Ok((true, pfn)) if pfn != 0 => {
-            v.push(check("pagemap_pfn", Status::Ok, "PFNs readable", ""));
-            Some(pfn)
-        }
-        Ok((present, _)) => {
-            v.push(check(
+    vec![
+        match layout::pagemap_pfns_visible() {
+            Ok(()) => check("pagemap_pfn", Status::Ok, "PFNs readable", ""),
+            Err(why) => check(
                 "pagemap_pfn",
                 Status::Missing,
-                if present { "PFNs read as 0" } else { "page not present" },
+                why,
                 "PFNs need CAP_SYS_ADMIN: folio layout cannot be verified (bench needs --allow-unverified)",
-            ));
-            None
-        }
-        Err(e) => {
-            v.push(check(
-                "pagemap_pfn",
+            ),
+        },
+        match layout::kpageflags_readable() {
+            Ok(()) => check("kpageflags", Status::Ok, "readable", ""),
+            Err(why) => check(
+                "kpageflags",
                 Status::Missing,
-                format!("/proc/self/pagemap: {e}"),
-                "folio layout cannot be verified",
-            ));
-            None
-        }
-    };
-    let kpf = File::open("/proc/kpageflags").and_then(|f| {
-        let mut buf = [0u8; 8];
-        f.read_exact_at(&mut buf, pfn.unwrap_or(0) * 8)
-            .map(|_| u64::from_le_bytes(buf))
-    });
-    v.push(match kpf {
-        Ok(_) => check("kpageflags", Status::Ok, "readable", ""),
-        Err(e) => check(
-            "kpageflags",
-            Status::Missing,
-            format!("/proc/kpageflags: {e}"),
-            "compound/THP page flags unreadable: folio sizes cannot be verified (needs root, CONFIG_PROC_PAGE_MONITOR)",
-        ),
-    });
-    v
+                why,
+                "compound/THP page flags unreadable: folio sizes cannot be verified (needs root, CONFIG_PROC_PAGE_MONITOR)",
+            ),
+        },
+    ]
 }
 
 // ---------------------------------------------------------------------------
-// tlb:tlb_flush through perf_event_open
+// tlb:tlb_flush through perf_event_open, opened as bench opens it
 
-/// Mount points by filesystem type from /proc/self/mountinfo.
-fn mounts_of(fstype: &str) -> Vec<(PathBuf, String)> {
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    parse_mountinfo(&text)
-        .into_iter()
-        .filter(|m| m.1 == fstype)
-        .map(|m| (m.0, m.2))
-        .collect()
-}
-
-/// (mount point, fstype, super options) per line.
-fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
-    text.lines()
-        .filter_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let mnt = pre.split_whitespace().nth(4)?;
-            let mut post = post.split_whitespace();
-            let fstype = post.next()?.to_owned();
-            let _source = post.next();
-            let opts = post.next().unwrap_or("").to_owned();
-            Some((PathBuf::from(unescape_octal(mnt)), fstype, opts))
-        })
-        .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// tracefs mounted by us for the check; unmounted on drop.
-struct TempMount(PathBuf);
-
-impl Drop for TempMount {
-    fn drop(&mut self) {
-        let c =
-            std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).expect("no NUL in path");
-        // SAFETY: umount of the path we mounted; a valid C string.
-        unsafe { libc::umount2(c.as_ptr(), 0) };
-    }
-}
-
-fn mount_tracefs(at: &Path) -> std::io::Result<TempMount> {
-    let c = |s: &[u8]| std::ffi::CString::new(s).expect("no NUL");
-    let (src, dir, ty) = (
-        c(b"nodev"),
-        c(at.as_os_str().as_encoded_bytes()),
-        c(b"tracefs"),
-    );
-    // SAFETY: valid C strings, no data argument.
-    if unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), ty.as_ptr(), 0, std::ptr::null()) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(TempMount(at.to_owned()))
-}
-
-fn tracepoint_check(is_root: bool) -> Check {
+fn tracepoint_check() -> Check {
     const NAME: &str = "tlb_flush_tracepoint";
-    const IMPACT: &str = "TLB flushes per call are not counted (bench runs without --no-flush-count fail or skip the column)";
-    let mut roots: Vec<PathBuf> = mounts_of("tracefs").into_iter().map(|m| m.0).collect();
-    roots.extend(
-        mounts_of("debugfs")
-            .into_iter()
-            .map(|m| m.0.join("tracing")),
-    );
-    let mut temp = None;
-    if roots.is_empty() {
-        let at = PathBuf::from("/sys/kernel/tracing");
-        if !is_root {
-            return check(
-                NAME,
-                Status::Missing,
-                "tracefs not mounted (mounting it needs root)",
-                IMPACT,
-            );
-        }
-        match mount_tracefs(&at) {
-            Ok(m) => {
-                temp = Some(m);
-                roots.push(at);
-            }
-            Err(e) => {
-                return check(
+    match tlbtrace::availability() {
+        Ok(a) => {
+            let note = if a.tracefs_mounted_for_read {
+                " (tracefs mounted for the check and unmounted)"
+            } else {
+                ""
+            };
+            let value = format!("perf_event_open ok (id {}){note}", a.id);
+            match a.no_breakdown {
+                None => check(NAME, Status::Ok, value, ""),
+                Some(why) => check(
                     NAME,
-                    Status::Missing,
-                    format!("tracefs not mounted and mounting it failed: {e}"),
-                    IMPACT,
-                )
+                    Status::Warn,
+                    value,
+                    format!(
+                        "flushes are counted, but not broken down by reason and pages ({})",
+                        why.reason
+                    ),
+                ),
             }
         }
-    }
-    let id = roots
-        .iter()
-        .find_map(|r| fs::read_to_string(r.join("events/tlb/tlb_flush/id")).ok());
-    let result = match id.as_deref().map(str::trim).map(str::parse::<u64>) {
-        Some(Ok(id)) => match open_tracepoint(id) {
-            Ok(()) => check(
-                NAME,
-                Status::Ok,
-                format!("perf_event_open ok (id {id})"),
-                "",
-            ),
-            Err(e) => check(
-                NAME,
-                Status::Missing,
-                format!("perf_event_open(tracepoint {id}): {e}"),
-                IMPACT,
-            ),
-        },
-        _ => check(
+        Err(e) => check(
             NAME,
             Status::Missing,
-            "no events/tlb/tlb_flush/id in tracefs",
-            IMPACT,
+            e.reason,
+            "TLB flushes per call are not counted (bench runs without --no-flush-count fail or skip the column)",
         ),
-    };
-    let note = if temp.is_some() {
-        " (tracefs mounted for the check and unmounted)"
-    } else {
-        ""
-    };
-    drop(temp);
-    Check {
-        value: format!("{}{note}", result.value),
-        ..result
     }
-}
-
-fn open_tracepoint(id: u64) -> std::io::Result<()> {
-    use perf_event_open_sys::bindings as b;
-    let mut attr = b::perf_event_attr {
-        type_: b::PERF_TYPE_TRACEPOINT,
-        size: std::mem::size_of::<b::perf_event_attr>() as u32,
-        config: id,
-        ..Default::default()
-    };
-    attr.set_disabled(1);
-    // SAFETY: a valid attr for this call; the returned fd is closed below.
-    let fd = unsafe {
-        perf_event_open_sys::perf_event_open(
-            &mut attr,
-            0,
-            -1,
-            -1,
-            b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: closing the fd we own.
-    unsafe { libc::close(fd) };
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------
 // KVM
 
 fn kvm_check(virt: &Virt) -> Check {
-    const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
-    let pvm_note = if virt.pvm_host {
-        "kvm-pvm: software virtualization (PVM) that may not boot stock kernels; `ptelab vm` uses QEMU TCG"
-    } else {
-        ""
-    };
-    match OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        Ok(f) => {
-            // SAFETY: KVM_GET_API_VERSION takes no argument.
-            let v = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION, 0) };
-            if v < 0 {
-                check(
-                    "kvm",
-                    Status::Missing,
-                    format!(
-                        "/dev/kvm: KVM_GET_API_VERSION: {}",
-                        std::io::Error::last_os_error()
-                    ),
-                    "no KVM: `ptelab vm` falls back to QEMU TCG (slow, not a hardware proxy)",
-                )
-            } else {
-                check(
-                    "kvm",
-                    if virt.pvm_host {
-                        Status::Warn
-                    } else {
-                        Status::Ok
-                    },
-                    format!(
-                        "/dev/kvm API version {v}{}",
-                        if virt.pvm_host { " (kvm-pvm)" } else { "" }
-                    ),
-                    pvm_note,
-                )
-            }
-        }
-        Err(e) => check(
+    const NO_KVM: &str = "no KVM: `ptelab vm` falls back to QEMU TCG (slow, not a hardware proxy)";
+    match host::kvm_api_version() {
+        Ok(v) if virt.pvm_host => check(
             "kvm",
-            Status::Missing,
-            format!("/dev/kvm: {e}"),
-            "no KVM: `ptelab vm` falls back to QEMU TCG (slow, not a hardware proxy)",
+            Status::Warn,
+            format!("/dev/kvm API version {v} (kvm-pvm)"),
+            "kvm-pvm: software virtualization (PVM) that may not boot stock kernels; `ptelab vm` uses QEMU TCG",
         ),
+        Ok(v) => check("kvm", Status::Ok, format!("/dev/kvm API version {v}"), ""),
+        Err(why) => check("kvm", Status::Missing, why, NO_KVM),
     }
 }
 
@@ -597,124 +360,106 @@ fn swap_check() -> Check {
     }
 }
 
-fn memcg_check() -> Check {
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mounts = parse_mountinfo(&text);
-    let v2 = mounts.iter().find(|m| {
-        m.1 == "cgroup2"
-            && fs::read_to_string(m.0.join("cgroup.controllers"))
-                .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"))
-    });
-    if let Some((mnt, _, _)) = v2 {
-        return if mnt.join("memory.reclaim").exists() || has_child_with(mnt, "memory.reclaim") {
-            check(
-                "memcg",
-                Status::Ok,
-                format!("v2 at {} with memory.reclaim", mnt.display()),
-                "",
-            )
-        } else {
-            check("memcg", Status::Warn, format!("v2 at {} without memory.reclaim", mnt.display()), "reclaim workload falls back to MADV_PAGEOUT/MADV_COLD (memory.reclaim needs Linux 5.19+)")
-        };
-    }
-    let v1 = mounts
-        .iter()
-        .find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "memory"));
-    match v1 {
-        Some((mnt, _, _)) => check(
+/// The memory cgroup bench's reclaim workload finds, and the method it picks.
+fn memcg_check(is_root: bool) -> Check {
+    let memcg = cgroup::detect();
+    let method = reclaim::choose(memcg.as_ref(), is_root, None)
+        .map(|m| m.name())
+        .unwrap_or("none");
+    let Some(memcg) = memcg else {
+        return check(
+            "memcg",
+            Status::Missing,
+            "no memory controller",
+            format!("the reclaim workload uses MADV_PAGEOUT ({method}), which skips folio_referenced: not the seed's reclaim path"),
+        );
+    };
+    let at = memcg.root().display();
+    let not_root = format!(
+        "not root: the reclaim workload uses MADV_PAGEOUT ({method}) instead of the memory cgroup"
+    );
+    match memcg {
+        Memcg::V2(_) if !memcg.has_reclaim() => check(
             "memcg",
             Status::Warn,
-            format!("v1 at {} (no memory.reclaim)", mnt.display()),
-            "memory controller only on cgroup v1: reclaim workload uses MADV_PAGEOUT/MADV_COLD instead of memory.reclaim",
-        ),
-        None => check("memcg", Status::Missing, "no memory controller", "reclaim workload uses MADV_PAGEOUT/MADV_COLD"),
-    }
-}
-
-fn has_child_with(dir: &Path, file: &str) -> bool {
-    fs::read_dir(dir)
-        .map(|rd| rd.flatten().any(|e| e.path().join(file).exists()))
-        .unwrap_or(false)
-}
-
-/// DAMON sysfs: kdamonds that are on, with their schemes' actions.
-fn damon_check() -> Check {
-    let base = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
-    if !base.exists() {
-        return check("damon", Status::Info, "not available (no DAMON sysfs)", "");
-    }
-    let mut running = Vec::new();
-    for kd in numbered_dirs(base) {
-        let state = fs::read_to_string(kd.join("state"))
-            .unwrap_or_default()
-            .trim()
-            .to_owned();
-        if state != "on" {
-            continue;
-        }
-        let mut actions = Vec::new();
-        for ctx in numbered_dirs(&kd.join("contexts")) {
-            for sch in numbered_dirs(&ctx.join("schemes")) {
-                if let Ok(a) = fs::read_to_string(sch.join("action")) {
-                    actions.push(a.trim().to_owned());
-                }
-            }
-        }
-        let name = kd
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        running.push(format!(
-            "kdamond {name}: {}",
-            if actions.is_empty() {
-                "no schemes".into()
+            format!("v2 at {at} without memory.reclaim"),
+            if is_root {
+                format!("the reclaim workload's {method} method writes memory.reclaim (Linux 5.19+) and fails here; PTELAB_RECLAIM_METHOD=pageout uses MADV_PAGEOUT")
             } else {
-                actions.join(", ")
-            }
-        ));
+                not_root
+            },
+        ),
+        Memcg::V2(_) if is_root => check(
+            "memcg",
+            Status::Ok,
+            format!("v2 at {at} with memory.reclaim"),
+            "",
+        ),
+        Memcg::V2(_) => check(
+            "memcg",
+            Status::Warn,
+            format!("v2 at {at} with memory.reclaim"),
+            not_root,
+        ),
+        Memcg::V1(_) => check(
+            "memcg",
+            Status::Warn,
+            format!("v1 at {at} (no memory.reclaim)"),
+            if is_root {
+                format!("memory controller only on cgroup v1: the reclaim workload lowers memory.limit_in_bytes ({method}) instead of writing memory.reclaim")
+            } else {
+                not_root
+            },
+        ),
     }
-    if running.is_empty() {
-        check("damon", Status::Ok, "no kdamond running", "")
-    } else {
-        check(
+}
+
+/// DAMON: kdamonds that are on, with their schemes' actions.
+fn damon_check() -> Check {
+    let running = match mmenv::running_kdamonds() {
+        None => return check("damon", Status::Info, "not available (no DAMON sysfs)", ""),
+        Some(Err(why)) => return check(
             "damon",
             Status::Warn,
-            running.join("; "),
-            "a running DAMON scheme may page out or change memory during a run: results can vary; check its target",
-        )
+            format!("unknown ({why})"),
+            "cannot tell whether a DAMON scheme acts on a run's memory (DAMON sysfs is root-only)",
+        ),
+        Some(Ok(running)) => running,
+    };
+    if running.is_empty() {
+        return check("damon", Status::Ok, "no kdamond running", "");
     }
-}
-
-fn numbered_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<(u64, PathBuf)> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(|n| n.parse().ok())
-                        .map(|n: u64| (n, e.path()))
-                })
-                .collect()
+    let running: Vec<String> = running
+        .iter()
+        .map(|k| {
+            format!(
+                "kdamond {}: {}",
+                k.name,
+                if k.actions.is_empty() {
+                    "no schemes".into()
+                } else {
+                    k.actions.join(", ")
+                }
+            )
         })
-        .unwrap_or_default();
-    v.sort();
-    v.into_iter().map(|(_, p)| p).collect()
+        .collect();
+    check(
+        "damon",
+        Status::Warn,
+        running.join("; "),
+        "a running DAMON scheme may page out or change memory during a run: results can vary; check its target",
+    )
 }
 
 fn mglru_check() -> Check {
-    match fs::read_to_string("/sys/kernel/mm/lru_gen/enabled") {
-        Ok(v) => {
-            let v = v.trim().to_owned();
-            let on = u64::from_str_radix(v.trim_start_matches("0x"), 16).is_ok_and(|n| n != 0);
-            check(
-                "mglru",
-                Status::Info,
-                format!("{v} ({})", if on { "on" } else { "off" }),
-                "",
-            )
-        }
-        Err(_) => check(
+    match mmenv::mglru() {
+        Some((v, on)) => check(
+            "mglru",
+            Status::Info,
+            format!("{v} ({})", if on { "on" } else { "off" }),
+            "",
+        ),
+        None => check(
             "mglru",
             Status::Info,
             "not built (CONFIG_LRU_GEN off)",
@@ -731,11 +476,13 @@ fn mglru_check() -> Check {
 const SEED_001_NS_PER_PAGE: (f64, f64) = (172_613.0 / 10_000.0, 427_731.0 / 10_000.0);
 
 /// Median ns per 4K page of one mprotect call over a 16 MiB region of base
-/// pages (20 calls alternating PROT_NONE and PROT_READ|PROT_WRITE).
-fn probe_mprotect_ns_per_page() -> std::io::Result<f64> {
-    const LEN: usize = 16 << 20;
-    let m = Mapping::anon(LEN)?;
-    let pages = (LEN as u64 / host::page_size()) as f64;
+/// pages (bench's region, 20 calls alternating PROT_NONE and
+/// PROT_READ|PROT_WRITE).
+fn probe_mprotect_ns_per_page() -> anyhow::Result<f64> {
+    const LEN: u64 = 16 << 20;
+    let mut r = Region::map(LEN, FolioSpec::Base, false)?;
+    r.populate()?;
+    let pages = (r.len() / crate::kernel::region::PAGE_SIZE) as f64;
     let mut samples = Vec::with_capacity(20);
     for i in 0..22 {
         let prot = if i % 2 == 0 {
@@ -744,10 +491,7 @@ fn probe_mprotect_ns_per_page() -> std::io::Result<f64> {
             libc::PROT_READ | libc::PROT_WRITE
         };
         let t = Instant::now();
-        // SAFETY: changing protection of our own mapping; nothing touches it meanwhile.
-        if unsafe { libc::mprotect(m.addr, LEN, prot) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        r.protect(prot)?;
         if i >= 2 {
             samples.push(t.elapsed().as_nanos() as f64 / pages);
         }
@@ -764,7 +508,7 @@ fn virt_check(virt: &Virt) -> Check {
             "{ns:.0} ns per 4K page per mprotect call (measured now: 16 MiB of 4K pages, median of 20 calls) \
              vs {lo:.0}-{hi:.0} ns published for bare-metal AMD EPYC Zen 3 (seed 001, v6.16 and v6.17-rc1)"
         ),
-        Err(e) => format!("page-table cost probe failed: {e}"),
+        Err(e) => format!("page-table cost probe failed: {e:#}"),
     };
     match virt.describe() {
         None => check("virtualization", Status::Info, "bare metal (no hypervisor flag)", cost),
@@ -809,24 +553,6 @@ mod tests {
     }
 
     #[test]
-    fn mountinfo_parsing() {
-        let text = "36 25 0:31 / /sys/kernel/tracing rw,relatime shared:12 - tracefs nodev rw\n\
-                    40 30 0:35 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
-                    41 30 0:36 / /mnt/with\\040space rw - ext4 /dev/sda1 rw\n";
-        let m = parse_mountinfo(text);
-        assert_eq!(
-            m[0],
-            (
-                PathBuf::from("/sys/kernel/tracing"),
-                "tracefs".into(),
-                "rw".into()
-            )
-        );
-        assert_eq!(m[1].2, "rw,memory");
-        assert_eq!(m[2].0, PathBuf::from("/mnt/with space"));
-    }
-
-    #[test]
     fn knob_display_order() {
         let mut k = vec![
             "hugepages-2048kB/enabled",
@@ -856,6 +582,26 @@ mod tests {
                 SEED_001_NS_PER_PAGE.0, SEED_001_NS_PER_PAGE.1
             ),
             "17-43"
+        );
+    }
+
+    /// Doctor's "ok" is bench's: the tracepoint check fails exactly when a
+    /// measurement's flush count is unavailable, and the pagemap checks pass
+    /// exactly when layout verification is available.
+    #[test]
+    fn checks_agree_with_what_bench_gets() {
+        let t = tracepoint_check();
+        let counted = tlbtrace::count_flushes_with(1, 1, || {}, || {});
+        assert_eq!(
+            t.status == Status::Missing,
+            counted.unavailable.is_some(),
+            "{t:?} vs {counted:?}"
+        );
+        let pm = pagemap_checks();
+        assert_eq!(
+            pm.iter().all(|c| c.status == Status::Ok),
+            layout::verification_available().is_ok(),
+            "{pm:?}"
         );
     }
 

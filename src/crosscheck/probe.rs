@@ -3,11 +3,10 @@
 //! `/proc/self/pagemap` bits, mTHP split counters.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 use anyhow::{bail, Context};
 
+use crate::kernel::procfs;
 use crate::kernel::region::PAGE_SIZE;
 use crate::kernel::tlbtrace::FlushCounter;
 
@@ -80,15 +79,8 @@ pub fn write_faults(addr: *mut u8, npages: usize) -> Vec<bool> {
 
 /// The pagemap entries of `npages` pages from `addr`.
 pub fn pagemap(addr: *const u8, npages: usize) -> anyhow::Result<Vec<u64>> {
-    let f = File::open("/proc/self/pagemap").context("opening /proc/self/pagemap")?;
-    let mut buf = vec![0u8; npages * 8];
-    let off = (addr as u64 / PAGE_SIZE as u64) * 8;
-    f.read_exact_at(&mut buf, off)
-        .context("reading /proc/self/pagemap")?;
-    Ok(buf
-        .chunks_exact(8)
-        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
-        .collect())
+    let entries = procfs::pagemap(addr, npages)?;
+    Ok(entries.into_iter().map(procfs::raw_entry).collect())
 }
 
 /// One bit of every entry.

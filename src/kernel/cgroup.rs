@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use super::procfs::{self, Mount};
+
 /// Which memory-cgroup interface a machine offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Memcg {
@@ -42,28 +44,22 @@ impl Memcg {
 
 /// Find the memory controller: v2 first (it has `memory.reclaim`), then v1.
 pub fn detect() -> Option<Memcg> {
-    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
-    detect_in(&mounts, |p| fs::read_to_string(p).ok())
+    detect_in(&procfs::mounts(), |p| fs::read_to_string(p).ok())
 }
 
-/// [`detect`] over a mounts table, reading files through `read`.
-pub fn detect_in(mounts: &str, read: impl Fn(&Path) -> Option<String>) -> Option<Memcg> {
+/// [`detect`] over a mount table, reading files through `read`.
+pub fn detect_in(mounts: &[Mount], read: impl Fn(&Path) -> Option<String>) -> Option<Memcg> {
     let mut v1 = None;
-    for line in mounts.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let [_, dir, fstype, opts, ..] = f[..] else {
-            continue;
-        };
-        let dir = PathBuf::from(unescape_mount(dir));
-        match fstype {
+    for m in mounts {
+        match m.fstype.as_str() {
             "cgroup2" => {
-                let ctl = read(&dir.join("cgroup.controllers")).unwrap_or_default();
+                let ctl = read(&m.point.join("cgroup.controllers")).unwrap_or_default();
                 if ctl.split_whitespace().any(|c| c == "memory") {
-                    return Some(Memcg::V2(dir));
+                    return Some(Memcg::V2(m.point.clone()));
                 }
             }
-            "cgroup" if opts.split(',').any(|o| o == "memory") && v1.is_none() => {
-                v1 = Some(Memcg::V1(dir));
+            "cgroup" if m.has_option("memory") && v1.is_none() => {
+                v1 = Some(Memcg::V1(m.point.clone()));
             }
             _ => {}
         }
@@ -71,23 +67,17 @@ pub fn detect_in(mounts: &str, read: impl Fn(&Path) -> Option<String>) -> Option
     v1
 }
 
-/// /proc/mounts escapes space, tab, newline and backslash as octal.
-fn unescape_mount(s: &str) -> String {
-    let mut out = String::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            if let Ok(v) = u8::from_str_radix(s.get(i + 1..i + 4).unwrap_or(""), 8) {
-                out.push(v as char);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i] as char);
-        i += 1;
+impl Memcg {
+    /// Whether the v2 interface file `memory.reclaim` (Linux 5.19+) exists.
+    /// The root cgroup has none, so a child directory is looked at too.
+    pub fn has_reclaim(&self) -> bool {
+        let root = self.root();
+        root.join("memory.reclaim").exists()
+            || fs::read_dir(root).is_ok_and(|rd| {
+                rd.flatten()
+                    .any(|e| e.path().join("memory.reclaim").exists())
+            })
     }
-    out
 }
 
 /// The path of the calling thread's cgroup for `memcg`, relative to its mount
@@ -281,7 +271,7 @@ pub fn remove_stale(memcg: &Memcg) {
         else {
             continue;
         };
-        if Path::new(&format!("/proc/{pid}")).exists() {
+        if procfs::pid_alive(pid) {
             continue;
         }
         let _ = fs::remove_dir(&dir);
@@ -292,22 +282,25 @@ pub fn remove_stale(memcg: &Memcg) {
 mod tests {
     use super::*;
 
-    const MOUNTS_HERE: &str = "\
-tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
-cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
-cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0
-cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
-";
+    fn mounts_here() -> Vec<Mount> {
+        procfs::parse_mountinfo(
+            "30 25 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+             31 30 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+             32 30 0:28 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+             33 30 0:29 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
+        )
+        .unwrap()
+    }
 
     #[test]
     fn v1_when_v2_lacks_memory() {
-        let m = detect_in(MOUNTS_HERE, |_| Some(String::new()));
+        let m = detect_in(&mounts_here(), |_| Some(String::new()));
         assert_eq!(m, Some(Memcg::V1("/sys/fs/cgroup/memory".into())));
     }
 
     #[test]
     fn v2_when_it_has_memory() {
-        let m = detect_in(MOUNTS_HERE, |p| {
+        let m = detect_in(&mounts_here(), |p| {
             (p == Path::new("/sys/fs/cgroup/unified/cgroup.controllers"))
                 .then(|| "cpu io memory pids\n".to_string())
         });
@@ -316,8 +309,10 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
 
     #[test]
     fn none_without_memory_controller() {
-        let mounts = "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n";
-        assert_eq!(detect_in(mounts, |_| None), None);
+        let mounts =
+            procfs::parse_mountinfo("31 30 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n")
+                .unwrap();
+        assert_eq!(detect_in(&mounts, |_| None), None);
     }
 
     #[test]
@@ -331,11 +326,5 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
             own_cgroup(&Memcg::V2("/u".into()), table).as_deref(),
             Some("/user.slice")
         );
-    }
-
-    #[test]
-    fn mount_escapes() {
-        assert_eq!(unescape_mount("/a\\040b"), "/a b");
-        assert_eq!(unescape_mount("/plain"), "/plain");
     }
 }

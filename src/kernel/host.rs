@@ -12,14 +12,12 @@
 //! exist only with `CONFIG_PARAVIRT_XXL` (page-table writes become pv_ops
 //! calls), `CONFIG_PVM_GUEST` and Xen PV.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::thp;
+use super::{procfs, thp};
 pub use crate::record::Host;
 
 const UNKNOWN: &str = "unknown";
@@ -33,7 +31,7 @@ pub fn capture() -> anyhow::Result<Host> {
         .ok_or_else(|| {
             anyhow::anyhow!("cannot read the kernel release (/proc/sys/kernel/osrelease, uname)")
         })?;
-    let meminfo = meminfo();
+    let meminfo = procfs::meminfo().ok();
     let virt = detect_virt();
     Ok(Host {
         kernel_release,
@@ -44,12 +42,12 @@ pub fn capture() -> anyhow::Result<Host> {
         arch: uts
             .map(|u| u.machine)
             .unwrap_or_else(|| std::env::consts::ARCH.into()),
-        page_size: page_size(),
+        page_size: procfs::page_size(),
         cpu_model: cpu_model(),
-        cores: online_cpus(),
-        mem_total_bytes: meminfo.get("MemTotal").copied().unwrap_or(0),
-        mem_available_bytes: meminfo.get("MemAvailable").copied().unwrap_or(0),
-        is_root: thp::is_root(),
+        cores: procfs::online_cpus(),
+        mem_total_bytes: meminfo.as_ref().map_or(0, |m| m.mem_total),
+        mem_available_bytes: meminfo.and_then(|m| m.mem_available).unwrap_or(0),
+        is_root: procfs::is_root(),
         paravirt: virt.describe(),
         thp_knobs: thp::read_knobs().unwrap_or_default(),
         machine_id: machine_id(),
@@ -69,20 +67,6 @@ pub fn git_revision() -> Option<String> {
 
 fn read_trim(path: impl AsRef<Path>) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
-}
-
-/// Base page size in bytes.
-pub fn page_size() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
-}
-
-/// Online CPUs (not the affinity mask: that is a property of this process).
-pub fn online_cpus() -> usize {
-    // SAFETY: as above.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
 struct Uname {
@@ -113,38 +97,16 @@ fn uname() -> Option<Uname> {
     })
 }
 
-/// /proc/meminfo in bytes (`"MemTotal"` → bytes).
-pub fn meminfo() -> BTreeMap<String, u64> {
-    parse_meminfo(&fs::read_to_string("/proc/meminfo").unwrap_or_default())
-}
-
-/// Parse /proc/meminfo text; values with a `kB` unit become bytes.
-pub fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, rest) = l.split_once(':')?;
-            let mut it = rest.split_whitespace();
-            let n: u64 = it.next()?.parse().ok()?;
-            let mult = if it.next() == Some("kB") { 1024 } else { 1 };
-            Some((k.trim().to_owned(), n * mult))
-        })
-        .collect()
-}
-
 /// MemAvailable in bytes (/proc/meminfo; Linux 3.14 and later).
 pub fn mem_available_bytes() -> anyhow::Result<u64> {
-    let text = fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-    parse_meminfo(&text)
-        .get("MemAvailable")
-        .copied()
-        .ok_or_else(|| {
-            anyhow::anyhow!("/proc/meminfo has no MemAvailable (Linux 3.14 or later needed)")
-        })
+    procfs::meminfo()?.mem_available.ok_or_else(|| {
+        anyhow::anyhow!("/proc/meminfo has no MemAvailable (Linux 3.14 or later needed)")
+    })
 }
 
 /// SwapTotal in bytes (0 when unknown or none).
 pub fn swap_total_bytes() -> u64 {
-    meminfo().get("SwapTotal").copied().unwrap_or(0)
+    procfs::meminfo().map_or(0, |m| m.swap_total)
 }
 
 /// The CPU model from /proc/cpuinfo (`model name` on x86; implementer/part
@@ -266,6 +228,27 @@ impl Virt {
     }
 }
 
+/// The KVM API version `/dev/kvm` reports (`KVM_GET_API_VERSION`, 12 on
+/// every kernel since 2.6.22). `Err` says why there is no usable KVM.
+pub fn kvm_api_version() -> Result<i32, String> {
+    use std::os::unix::io::AsRawFd;
+    const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .map_err(|e| format!("/dev/kvm: {e}"))?;
+    // SAFETY: KVM_GET_API_VERSION takes no argument; `f` is open.
+    let v = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION, 0) };
+    if v < 0 {
+        return Err(format!(
+            "/dev/kvm: KVM_GET_API_VERSION: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(v)
+}
+
 /// Detect virtualization from user space (no dmesg). Costs one read of
 /// /proc/kallsyms (~100k lines, tens of ms).
 pub fn detect_virt() -> Virt {
@@ -380,16 +363,6 @@ fn vendor_name(sig: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn meminfo_in_bytes() {
-        let m = parse_meminfo(
-            "MemTotal:       24586392 kB\nMemAvailable:   20000000 kB\nHugePages_Total:       0\n",
-        );
-        assert_eq!(m["MemTotal"], 24586392 * 1024);
-        assert_eq!(m["MemAvailable"], 20000000 * 1024);
-        assert_eq!(m["HugePages_Total"], 0);
-    }
 
     #[test]
     fn cpu_models() {

@@ -10,33 +10,45 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+
 use std::os::unix::fs::FileExt;
 
+use ::procfs::process::{MemoryPageFlags, PageInfo};
+use ::procfs::{KPageFlags, PhysicalPageFlags};
 use anyhow::Context;
-use procfs::process::{PageInfo, Process};
-use procfs::{KPageFlags, PhysicalPageFlags};
 
+use super::procfs;
 use super::region::PAGE_SIZE;
 use crate::record::Layout;
 use crate::workload::FolioSpec;
 
 /// Whether PFNs in pagemap and /proc/kpageflags are readable. `Err` says why not.
 pub fn verification_available() -> Result<(), String> {
+    pagemap_pfns_visible()?;
+    kpageflags_readable()
+}
+
+/// Whether /proc/self/pagemap shows PFNs of present pages (it hides them
+/// without CAP_SYS_ADMIN). `Err` says why not.
+pub fn pagemap_pfns_visible() -> Result<(), String> {
     let probe = Box::new([1u8; PAGE_SIZE]);
-    let vaddr = std::hint::black_box(probe.as_ptr()) as usize;
-    let mut pm = Process::myself()
-        .and_then(|p| p.pagemap())
-        .map_err(|e| format!("/proc/self/pagemap unreadable: {e}"))?;
-    let info = pm
-        .get_info(vaddr / PAGE_SIZE)
-        .map_err(|e| format!("/proc/self/pagemap unreadable: {e}"))?;
-    match info {
-        PageInfo::MemoryPage(f) if f.get_page_frame_number().0 != 0 => {}
-        _ => return Err("pagemap hides PFNs (needs CAP_SYS_ADMIN: run as root)".into()),
+    let page = std::hint::black_box(probe.as_ptr()) as usize / PAGE_SIZE * PAGE_SIZE;
+    let info = procfs::pagemap(page as *const u8, 1)
+        .map_err(|e| format!("/proc/self/pagemap unreadable: {e:#}"))?;
+    match info[0] {
+        PageInfo::MemoryPage(f) if f.get_page_frame_number().0 != 0 => Ok(()),
+        PageInfo::MemoryPage(f) if f.contains(MemoryPageFlags::PRESENT) => {
+            Err("pagemap hides PFNs (needs CAP_SYS_ADMIN: run as root)".into())
+        }
+        _ => Err("pagemap shows a touched page as not present".into()),
     }
-    KPageFlags::new().map_err(|e| format!("/proc/kpageflags unreadable ({e}): run as root"))?;
-    Ok(())
+}
+
+/// Whether /proc/kpageflags can be opened. `Err` says why not.
+pub fn kpageflags_readable() -> Result<(), String> {
+    KPageFlags::new()
+        .map(drop)
+        .map_err(|e| format!("/proc/kpageflags unreadable ({e}): run as root"))
 }
 
 /// The layout a region of `len` bytes aligned to its folio size should get for
@@ -61,15 +73,11 @@ pub fn expected(spec: FolioSpec, len: u64) -> (BTreeMap<u64, u64>, u64) {
 pub fn observe(addr: *const u8, len: usize, spec: FolioSpec) -> anyhow::Result<Layout> {
     let start = addr as usize;
     let npages = len / PAGE_SIZE;
-    let first = start / PAGE_SIZE;
-    let infos = Process::myself()
-        .and_then(|p| p.pagemap())
-        .and_then(|mut pm| pm.get_range_info(first..first + npages))
-        .context("reading /proc/self/pagemap")?;
+    let infos = procfs::pagemap(addr, npages)?;
     let pfns: Vec<Option<u64>> = infos
         .iter()
         .map(|i| match i {
-            PageInfo::MemoryPage(f) if f.contains(procfs::process::MemoryPageFlags::PRESENT) => {
+            PageInfo::MemoryPage(f) if f.contains(MemoryPageFlags::PRESENT) => {
                 Some(f.get_page_frame_number().0)
             }
             _ => None,
@@ -178,33 +186,10 @@ fn read_flags(kpf: &File, pfns: &[Option<u64>]) -> anyhow::Result<Vec<Option<Phy
 
 /// Sum of `AnonHugePages` over the VMAs overlapping `[start, start+len)`.
 fn pmd_mapped_bytes(start: usize, len: usize) -> anyhow::Result<u64> {
-    let f = std::fs::File::open("/proc/self/smaps").context("reading /proc/self/smaps")?;
-    let end = start + len;
-    let mut inside = false;
-    let mut total = 0;
-    for line in BufReader::new(f).lines() {
-        let line = line?;
-        let first = line.split_whitespace().next().unwrap_or("");
-        if let Some((lo, hi)) = first.split_once('-') {
-            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            {
-                inside = lo < end && hi > start;
-                continue;
-            }
-        }
-        if inside {
-            if let Some(rest) = line.strip_prefix("AnonHugePages:") {
-                let kb: u64 = rest
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .unwrap_or(0);
-                total += kb * 1024;
-            }
-        }
-    }
-    Ok(total)
+    Ok(procfs::vmas_overlapping(start, len, true)?
+        .iter()
+        .filter_map(|m| m.extension.map.get("AnonHugePages"))
+        .sum())
 }
 
 fn describe(h: &BTreeMap<u64, u64>) -> String {

@@ -1,10 +1,14 @@
 //! Everything that touches the running kernel: THP knobs, host facts,
-//! regions with a requested folio layout, layout verification, perf.
+//! regions with a requested folio layout, layout verification, perf, memory
+//! cgroups, swapfiles, and the small /proc readers (`procfs`) the rest share.
+//! `ptelab doctor` checks this machine by calling these same functions.
 
 pub mod cgroup;
 pub mod files;
 pub mod host;
 pub mod layout;
+pub mod mmenv;
+pub mod procfs;
 pub mod region;
 pub mod signals;
 pub mod swap;

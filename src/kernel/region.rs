@@ -22,7 +22,6 @@
 //!
 //! Left out: file-backed and shared regions (a later issue), hugetlbfs.
 
-use std::io::{BufRead, BufReader};
 use std::ptr;
 
 use anyhow::{bail, Context};
@@ -156,8 +155,7 @@ impl Region {
     /// read-write mapping is placed right below it with identical flags so that
     /// the two merge into one VMA.
     pub fn map(size: u64, spec: FolioSpec, neighbor: bool) -> anyhow::Result<Region> {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = super::procfs::page_size() as usize;
         if page != PAGE_SIZE {
             bail!("base page size is {page} bytes; ptelab's layout control assumes 4096");
         }
@@ -301,6 +299,18 @@ impl Region {
         self.spec
     }
 
+    /// `mprotect(2)` of the whole region (seed 001's call).
+    pub fn protect(&self, prot: i32) -> anyhow::Result<()> {
+        // SAFETY: changes the protection of the mapping this region owns;
+        // its memory is only touched (through `touch` and the workloads)
+        // while it is readable and writable.
+        let rc = unsafe { libc::mprotect(self.addr.cast(), self.len, prot) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error()).context("mprotect");
+        }
+        Ok(())
+    }
+
     /// VMAs in /proc/self/maps that overlap the region.
     pub fn vma_count(&self) -> anyhow::Result<u64> {
         vmas_overlapping(self.addr as usize, self.len)
@@ -328,26 +338,7 @@ pub fn touch(addr: *mut u8, len: usize) {
 
 /// Count VMAs in /proc/self/maps that overlap `[start, start+len)`.
 pub fn vmas_overlapping(start: usize, len: usize) -> anyhow::Result<u64> {
-    let f = std::fs::File::open("/proc/self/maps").context("reading /proc/self/maps")?;
-    let end = start + len;
-    let mut n = 0;
-    for line in BufReader::new(f).lines() {
-        let line = line?;
-        let Some(range) = line.split_whitespace().next() else {
-            continue;
-        };
-        let Some((lo, hi)) = range.split_once('-') else {
-            continue;
-        };
-        let (lo, hi) = (
-            usize::from_str_radix(lo, 16)?,
-            usize::from_str_radix(hi, 16)?,
-        );
-        if lo < end && hi > start {
-            n += 1;
-        }
-    }
-    Ok(n)
+    Ok(super::procfs::vmas_overlapping(start, len, false)?.len() as u64)
 }
 
 #[cfg(test)]
@@ -375,11 +366,7 @@ mod tests {
             1
         );
         // mprotect of the region alone splits it off.
-        // SAFETY: our own mapping.
-        assert_eq!(
-            unsafe { libc::mprotect(r.addr().cast(), r.len(), libc::PROT_NONE) },
-            0
-        );
+        r.protect(libc::PROT_NONE).unwrap();
         assert_eq!(
             vmas_overlapping(start, r.len() + NEIGHBOR_PAGES * PAGE_SIZE).unwrap(),
             2

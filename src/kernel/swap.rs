@@ -37,6 +37,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use super::procfs::{self, start_time};
+
 /// Directory of the recovery records (the THP knob lock lives there too).
 pub const RECORD_DIR: &str = "/run/lock";
 /// File name prefix of every swapfile ptelab creates.
@@ -165,17 +167,11 @@ pub struct Record {
 impl Record {
     fn new(path: &Path) -> Record {
         let pid = std::process::id();
-        let cmdline = fs::read("/proc/self/cmdline")
-            .map(|b| {
-                let s = String::from_utf8_lossy(&b).replace('\0', " ");
-                s.trim().chars().take(200).collect::<String>()
-            })
-            .unwrap_or_default();
         Record {
             schema: RECORD_SCHEMA.into(),
             pid,
             start_time: start_time(pid).unwrap_or(0),
-            cmdline,
+            cmdline: procfs::own_cmdline(),
             path: path.to_owned(),
         }
     }
@@ -200,12 +196,6 @@ impl Record {
                 .components()
                 .any(|c| matches!(c, std::path::Component::ParentDir))
     }
-}
-
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn write_record(path: &Path, rec: &Record) -> anyhow::Result<()> {
@@ -233,8 +223,7 @@ fn read_record(path: &Path) -> anyhow::Result<Record> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .with_context(|| format!("opening {}", path.display()))?;
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
+    let euid = procfs::euid();
     let uid = f.metadata()?.uid();
     if uid != euid {
         bail!(
@@ -265,21 +254,7 @@ pub fn active_paths(table: &str) -> Vec<PathBuf> {
         .skip(1)
         .filter_map(|l| l.split_whitespace().next())
         .map(|p| {
-            let mut out = Vec::new();
-            let b = p.as_bytes();
-            let mut i = 0;
-            while i < b.len() {
-                if b[i] == b'\\' && i + 4 <= b.len() {
-                    if let Ok(v) = u8::from_str_radix(p.get(i + 1..i + 4).unwrap_or(""), 8) {
-                        out.push(v);
-                        i += 4;
-                        continue;
-                    }
-                }
-                out.push(b[i]);
-                i += 1;
-            }
-            let s = String::from_utf8_lossy(&out).into_owned();
+            let s = procfs::unescape_octal(p);
             PathBuf::from(s.strip_suffix(" (deleted)").unwrap_or(&s))
         })
         .collect()
@@ -307,8 +282,7 @@ fn swapoff(path: &Path) -> std::io::Result<()> {
 fn remove_swapfile(path: &Path) -> std::io::Result<bool> {
     match fs::symlink_metadata(path) {
         Ok(m) => {
-            // SAFETY: geteuid has no preconditions.
-            let euid = unsafe { libc::geteuid() };
+            let euid = procfs::euid();
             if !m.file_type().is_file() || m.uid() != euid {
                 return Err(std::io::Error::other(format!(
                     "{} is not a regular file owned by uid {euid}",
@@ -426,8 +400,7 @@ impl SwapFile {
         bytes: u64,
         activate: bool,
     ) -> anyhow::Result<SwapFile> {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = procfs::page_size() as usize;
         if page != PAGE {
             bail!("base page size is {page} bytes; the swap header writer assumes {PAGE}");
         }

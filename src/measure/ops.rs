@@ -8,8 +8,6 @@
 
 use std::time::Instant;
 
-use anyhow::Context;
-
 use super::runner::CellPlan;
 use crate::kernel::region::{touch, Region};
 use crate::workload::WorkloadKind;
@@ -78,13 +76,7 @@ pub fn for_plan(plan: &CellPlan, regions: Vec<Region>) -> anyhow::Result<Box<dyn
 }
 
 fn mprotect(r: &Region, prot: i32) -> anyhow::Result<()> {
-    // SAFETY: mprotect of a region we own; nothing references its memory
-    // while it is PROT_NONE (only the runner touches it, and only when RW).
-    let rc = unsafe { libc::mprotect(r.addr().cast(), r.len(), prot) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error()).context("mprotect");
-    }
-    Ok(())
+    r.protect(prot)
 }
 
 const RW: i32 = libc::PROT_READ | libc::PROT_WRITE;

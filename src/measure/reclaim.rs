@@ -81,9 +81,9 @@ use anyhow::{bail, Context};
 use super::ops::{BatchTime, KernelOp};
 use crate::kernel::cgroup::{self, ChildCgroup, Memcg};
 use crate::kernel::files::{fs_name, statfs_magic};
-use crate::kernel::layout;
 use crate::kernel::region::{madvise, Region, PAGE_SIZE};
 use crate::kernel::swap::{SwapFile, SwapoutStats};
+use crate::kernel::{host, layout, procfs};
 use crate::workload::FolioSpec;
 
 /// Share of the populated file pages each call asks to reclaim (the seed's
@@ -224,17 +224,6 @@ pub fn reclaim_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/tmp"))
 }
 
-fn swap_total_kb() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("SwapTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// An unnamed temporary file in `dir` that cannot outlive ptelab.
 fn temp_file(dir: &Path) -> anyhow::Result<File> {
     crate::kernel::files::unlinked_temp_file(dir, "reclaim")
@@ -259,15 +248,9 @@ struct Backing {
 /// Present and swapped pages of `[addr, addr+len)` by /proc/self/pagemap
 /// (bits 63 and 62; readable without root, which only hides PFNs).
 fn pagemap_counts(addr: *mut u8, len: usize) -> anyhow::Result<(u64, u64)> {
-    use std::os::unix::fs::FileExt;
-    let pages = len / PAGE_SIZE;
-    let mut buf = vec![0u8; pages * 8];
-    let f = File::open("/proc/self/pagemap").context("opening /proc/self/pagemap")?;
-    f.read_exact_at(&mut buf, (addr as u64 / PAGE_SIZE as u64) * 8)
-        .context("reading /proc/self/pagemap")?;
     let (mut present, mut swapped) = (0, 0);
-    for e in buf.chunks_exact(8) {
-        let v = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
+    for e in procfs::pagemap(addr, len / PAGE_SIZE)? {
+        let v = procfs::raw_entry(e);
         present += v >> 63;
         swapped += (v >> 62) & 1;
     }
@@ -304,7 +287,10 @@ impl Reclaim {
         let swap_bytes = opts.swapfile;
         let memory = opts.memory;
         let fs = fs_name(statfs_magic(&dir)?);
-        if memory == Memory::File && matches!(fs, "tmpfs" | "ramfs") && swap_total_kb() == 0 {
+        if memory == Memory::File
+            && matches!(fs, "tmpfs" | "ramfs")
+            && host::swap_total_bytes() == 0
+        {
             bail!(
                 "{} is on {fs}, whose pages are swap-backed or unevictable, and this machine \
                  has no swap: nothing there can be reclaimed (MADV_PAGEOUT and memcg reclaim \
@@ -314,8 +300,7 @@ impl Reclaim {
             );
         }
         let forced = opts.forced_method;
-        // SAFETY: geteuid cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = procfs::is_root();
         let memcg = cgroup::detect();
         let method = choose(memcg.as_ref(), root, forced)?;
         let swap = match (memory, swap_bytes) {
