@@ -5,15 +5,16 @@
 
 use std::fmt::Write;
 
-use crate::report::markdown::{
-    ci, counter, cpu_line, flushes, histogram_text, kernel_line, layout_text, ns, opt_ns,
-    params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
+use crate::report::phrase::{
+    ci, cpu_line, flushes, histogram_text, kernel_line, layout_text, params_suffix, phase_suffix,
+    ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::plot::{color, escape, Plotter, SvgPlotter};
 use crate::report::view::{
     ClaimRow, ComparisonInfo, LayoutEvidence, ModelTable, ReportModel, RunInfo, Verdict,
     WorkloadSection,
 };
+use crate::text::format::{counter, ns, opt_ns};
 use crate::workload::size::format_size;
 
 const TEMPLATE: &str = include_str!("template.html");
