@@ -1,8 +1,6 @@
 //! Numbers, sizes and durations as ptelab prints them, one function each,
 //! so `show`, `report`, `compare` and the messages of every layer agree.
 
-use std::time::Duration;
-
 /// Bytes the way the command line accepts them (`4K`, `2M`, or plain bytes
 /// when no binary unit divides them): the one exact form, kept beside the
 /// parser in the workload layer so that it round-trips through `--size`.
@@ -51,11 +49,6 @@ pub fn nanos(ns: f64) -> String {
         }
     }
     format!("{} ns", trim(ns))
-}
-
-/// A [`Duration`] as [`nanos`] prints it.
-pub fn duration(d: Duration) -> String {
-    nanos(d.as_nanos() as f64)
 }
 
 /// A p-value: three decimals, or scientific notation below 0.001.
@@ -125,8 +118,8 @@ mod tests {
         assert_eq!(nanos(0.5), "0.5 ns");
         assert_eq!(nanos(100.0), "100 ns");
         assert_eq!(nanos(2_500_000.0), "2.5 ms");
-        assert_eq!(duration(Duration::from_millis(1500)), "1.5 s");
-        assert_eq!(duration(Duration::from_micros(1)), "1 µs");
+        assert_eq!(nanos(1.5e9), "1.5 s");
+        assert_eq!(nanos(1e3), "1 µs");
     }
 
     #[test]
