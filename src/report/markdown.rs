@@ -187,6 +187,22 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
          from the tlb:tlb_flush tracepoint; layout observed from pagemap and\n\
          kpageflags before the timed phase.\n"
     )?;
+    seed_block(out, w)?;
+    measured_tables(out, w)?;
+    ratio_tables(out, w)?;
+    layout_evidence(out, w)?;
+    if !w.warnings.is_empty() {
+        writeln!(out, "Warnings:\n")?;
+        for x in &w.warnings {
+            bullet(out, &md(x));
+        }
+        out.push('\n');
+    }
+    Ok(())
+}
+
+/// Every series as the seeds print it, `size_kib | nsec_per_call`.
+fn seed_block(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
     out.push_str("```\n");
     for s in &w.series {
         writeln!(out, "folio {}", s.label)?;
@@ -197,6 +213,11 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
     }
     out.push_str("```\n\n");
 
+    Ok(())
+}
+
+/// One table per series: the medians with CI, ns/page, flushes, layout.
+fn measured_tables(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
     // VMAs only when some cell's VMA count is not the plain 1 -> 1.
     let show_vmas = w
         .series
@@ -233,48 +254,59 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
         out.push('\n');
     }
 
-    if !w.comparison.is_empty() {
-        writeln!(out, "### Ratio to the baseline\n")?;
-        let mut reasons = Vec::new();
-        for s in &w.comparison {
-            writeln!(out, "#### folio {}\n", md(&s.label))?;
-            let mut t = Table::new()
-                .right("size_kib")
-                .right("base nsec")
-                .right("run nsec")
-                .right("ratio")
-                .right("95% CI")
-                .left("verdict");
-            for r in &s.rows {
-                let (ratio, ci) = ratio_ci(r, "-");
-                if let Some(why) = &r.reason {
-                    reasons.push(md(&format!(
-                        "{} {} KiB: {why}",
-                        s.label,
-                        r.size_bytes >> 10
-                    )));
-                }
-                t.row([
-                    (r.size_bytes >> 10).to_string(),
-                    opt_ns(r.baseline_ns),
-                    opt_ns(r.run_ns),
-                    ratio,
-                    ci,
-                    r.verdict.text().to_string(),
-                ]);
-            }
-            out.push_str(&t.markdown());
-            out.push('\n');
-        }
-        if !reasons.is_empty() {
-            writeln!(out, "Not comparable:\n")?;
-            for r in reasons {
-                bullet(out, &r);
-            }
-            out.push('\n');
-        }
-    }
+    Ok(())
+}
 
+/// Ratio to the baseline per series, then why cells are not comparable.
+fn ratio_tables(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
+    if w.comparison.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "### Ratio to the baseline\n")?;
+    let mut reasons = Vec::new();
+    for s in &w.comparison {
+        writeln!(out, "#### folio {}\n", md(&s.label))?;
+        let mut t = Table::new()
+            .right("size_kib")
+            .right("base nsec")
+            .right("run nsec")
+            .right("ratio")
+            .right("95% CI")
+            .left("verdict");
+        for r in &s.rows {
+            let (ratio, ci) = ratio_ci(r, "-");
+            if let Some(why) = &r.reason {
+                reasons.push(md(&format!(
+                    "{} {} KiB: {why}",
+                    s.label,
+                    r.size_bytes >> 10
+                )));
+            }
+            t.row([
+                (r.size_bytes >> 10).to_string(),
+                opt_ns(r.baseline_ns),
+                opt_ns(r.run_ns),
+                ratio,
+                ci,
+                r.verdict.text().to_string(),
+            ]);
+        }
+        out.push_str(&t.markdown());
+        out.push('\n');
+    }
+    if !reasons.is_empty() {
+        writeln!(out, "Not comparable:\n")?;
+        for r in reasons {
+            bullet(out, &r);
+        }
+        out.push('\n');
+    }
+    Ok(())
+}
+
+/// The folios seen per cell, with the mismatches and after-phase changes
+/// as notes below.
+fn layout_evidence(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
     writeln!(out, "### Layout evidence\n")?;
     let mut t = Table::new()
         .left("folio")
@@ -318,13 +350,6 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
         bullet(out, n);
     }
     if !notes.is_empty() {
-        out.push('\n');
-    }
-    if !w.warnings.is_empty() {
-        writeln!(out, "Warnings:\n")?;
-        for x in &w.warnings {
-            bullet(out, &md(x));
-        }
         out.push('\n');
     }
     Ok(())
