@@ -521,35 +521,16 @@ fn params_text(p: &serde_json::Value) -> String {
     }
 }
 
+/// The model cells of `r`, one table per (workload, arch, parameters) with
+/// a column per strategy and a cell view per (size, folio), the measured
+/// times of the same cell beside them.
 fn model_tables(r: &StoredRun, measured: &[(i64, &CellResult)]) -> Vec<ModelTable> {
     let cells: Vec<&ModelCellRecord> = r.model_cells().collect();
-    let mut tables: Vec<ModelTable> = Vec::new();
-    for m in &cells {
-        let params = params_text(&m.params);
-        let t = match tables
-            .iter_mut()
-            .find(|t| t.workload == m.workload.name() && t.arch == m.arch && t.params == params)
-        {
-            Some(t) => t,
-            None => {
-                tables.push(ModelTable {
-                    run: r.run.id,
-                    workload: m.workload.name().to_string(),
-                    arch: m.arch.clone(),
-                    params,
-                    strategies: Vec::new(),
-                    cells: Vec::new(),
-                });
-                tables.last_mut().expect("just pushed")
-            }
-        };
-        if !t.strategies.contains(&m.strategy) {
-            t.strategies.push(m.strategy.clone());
-        }
-    }
+    let mut tables = empty_model_tables(r.run.id, &cells);
     for t in &mut tables {
-        let mine: Vec<&&ModelCellRecord> = cells
+        let mine: Vec<&ModelCellRecord> = cells
             .iter()
+            .copied()
             .filter(|m| {
                 m.workload.name() == t.workload
                     && m.arch == t.arch
@@ -565,63 +546,108 @@ fn model_tables(r: &StoredRun, measured: &[(i64, &CellResult)]) -> Vec<ModelTabl
         }
         sizes.sort_by_key(|(s, _)| *s);
         for (size, folio) in sizes {
-            let at: Vec<&&&ModelCellRecord> = mine
+            let at: Vec<&ModelCellRecord> = mine
                 .iter()
+                .copied()
                 .filter(|m| m.size_bytes == size && m.folio.to_string() == folio)
                 .collect();
-            let names: BTreeSet<&str> = at
-                .iter()
-                .flat_map(|m| m.counters.keys().map(String::as_str))
-                .collect();
-            let counters = names
-                .into_iter()
-                .filter_map(|name| {
-                    let values: Vec<Option<f64>> = t
-                        .strategies
-                        .iter()
-                        .map(|s| {
-                            at.iter()
-                                .find(|m| m.strategy == *s)
-                                .and_then(|m| m.counters.get(name).copied())
-                        })
-                        .collect();
-                    if values.iter().all(|v| v.unwrap_or(0.0) == 0.0) {
-                        return None;
-                    }
-                    let present: Vec<f64> = values.iter().flatten().copied().collect();
-                    let differs = present.iter().any(|v| *v != present[0]);
-                    Some(CounterRow {
-                        name: name.to_string(),
-                        values,
-                        differs,
-                    })
-                })
-                .collect();
-            let refs = measured
-                .iter()
-                .filter(|(_, c)| {
-                    c.workload.name() == t.workload
-                        && c.size_bytes == size
-                        && c.folio.to_string() == folio
-                        && c.regions == 1
-                        && !c.neighbor
-                })
-                .map(|(run, c)| MeasuredRef {
-                    run: *run,
-                    phase: c.phase.clone(),
-                    median_ns: c.ns_per_call.median,
-                    ns_per_page: c.ns_per_page,
-                })
-                .collect();
             t.cells.push(ModelCellView {
+                counters: counter_rows(&t.strategies, &at),
+                measured: measured_refs(measured, &t.workload, size, &folio),
                 size_bytes: size,
                 folio,
-                measured: refs,
-                counters,
             });
         }
     }
     tables
+}
+
+/// One table per (workload, arch, parameters) in first-seen order, with
+/// its strategies and no cells yet.
+fn empty_model_tables(run: i64, cells: &[&ModelCellRecord]) -> Vec<ModelTable> {
+    let mut tables: Vec<ModelTable> = Vec::new();
+    for m in cells {
+        let params = params_text(&m.params);
+        let t = match tables
+            .iter_mut()
+            .find(|t| t.workload == m.workload.name() && t.arch == m.arch && t.params == params)
+        {
+            Some(t) => t,
+            None => {
+                tables.push(ModelTable {
+                    run,
+                    workload: m.workload.name().to_string(),
+                    arch: m.arch.clone(),
+                    params,
+                    strategies: Vec::new(),
+                    cells: Vec::new(),
+                });
+                tables.last_mut().expect("just pushed")
+            }
+        };
+        if !t.strategies.contains(&m.strategy) {
+            t.strategies.push(m.strategy.clone());
+        }
+    }
+    tables
+}
+
+/// The counters of one (size, folio) cell, a value per strategy; counters
+/// zero (or absent) for every strategy are left out.
+fn counter_rows(strategies: &[String], at: &[&ModelCellRecord]) -> Vec<CounterRow> {
+    let names: BTreeSet<&str> = at
+        .iter()
+        .flat_map(|m| m.counters.keys().map(String::as_str))
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let values: Vec<Option<f64>> = strategies
+                .iter()
+                .map(|s| {
+                    at.iter()
+                        .find(|m| m.strategy == *s)
+                        .and_then(|m| m.counters.get(name).copied())
+                })
+                .collect();
+            if values.iter().all(|v| v.unwrap_or(0.0) == 0.0) {
+                return None;
+            }
+            let present: Vec<f64> = values.iter().flatten().copied().collect();
+            let differs = present.iter().any(|v| *v != present[0]);
+            Some(CounterRow {
+                name: name.to_string(),
+                values,
+                differs,
+            })
+        })
+        .collect()
+}
+
+/// Measured single-region, unmerged cells of the same workload, size and
+/// folio, to show beside the model's counters.
+fn measured_refs(
+    measured: &[(i64, &CellResult)],
+    workload: &str,
+    size: u64,
+    folio: &str,
+) -> Vec<MeasuredRef> {
+    measured
+        .iter()
+        .filter(|(_, c)| {
+            c.workload.name() == workload
+                && c.size_bytes == size
+                && c.folio.to_string() == folio
+                && c.regions == 1
+                && !c.neighbor
+        })
+        .map(|(run, c)| MeasuredRef {
+            run: *run,
+            phase: c.phase.clone(),
+            median_ns: c.ns_per_call.median,
+            ns_per_page: c.ns_per_page,
+        })
+        .collect()
 }
 
 impl SeriesKey {
