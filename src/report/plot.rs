@@ -356,7 +356,34 @@ impl Plotter for SvgPlotter {
         )
         .unwrap();
 
-        // Grid and ticks.
+        self.grid(&mut s, &xt, &yt, &px, &py);
+        self.axes(&mut s, plot, &py);
+
+        // Series: CI bands or error bars, lines, points.
+        writeln!(s, r#"<g clip-path="url(#{id}-clip)">"#).unwrap();
+        for series in &plot.series {
+            self.series(&mut s, plot, series, &px, &py);
+        }
+        s.push_str("</g>\n");
+        self.legend(&mut s, plot, w - mr + 16.0, mt);
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+impl SvgPlotter {
+    /// Minor and major grid lines with the tick labels.
+    fn grid(
+        &self,
+        s: &mut String,
+        xt: &Ticks,
+        yt: &Ticks,
+        px: &dyn Fn(f64) -> Option<f64>,
+        py: &dyn Fn(f64) -> Option<f64>,
+    ) {
+        let (w, h) = (self.width, self.height);
+        let (ml, mr, mt, mb) = MARGIN;
+        let (pw, ph) = (w - ml - mr, h - mt - mb);
         s.push_str(r#"<g class="grid">"#);
         for v in &xt.minor {
             if let Some(x) = px(*v) {
@@ -405,6 +432,13 @@ impl Plotter for SvgPlotter {
             }
         }
         s.push_str("</g>\n");
+    }
+
+    /// The plot frame, the axis labels and the reference line.
+    fn axes(&self, s: &mut String, plot: &Plot, py: &dyn Fn(f64) -> Option<f64>) {
+        let (w, h) = (self.width, self.height);
+        let (ml, mr, mt, mb) = MARGIN;
+        let (pw, ph) = (w - ml - mr, h - mt - mb);
         writeln!(
             s,
             r##"<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#555"/>"##
@@ -433,20 +467,8 @@ impl Plotter for SvgPlotter {
             )
             .unwrap();
         }
-
-        // Series: CI bands or error bars, lines, points.
-        writeln!(s, r#"<g clip-path="url(#{id}-clip)">"#).unwrap();
-        for series in &plot.series {
-            self.series(&mut s, plot, series, &px, &py);
-        }
-        s.push_str("</g>\n");
-        self.legend(&mut s, plot, w - mr + 16.0, mt);
-        s.push_str("</svg>\n");
-        s
     }
-}
 
-impl SvgPlotter {
     fn series(
         &self,
         s: &mut String,
