@@ -19,6 +19,7 @@ mod record;
 mod report;
 mod reproduce;
 mod store;
+mod text;
 mod workload;
 
 use cli::flags::{Cli, Command};

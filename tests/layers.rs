@@ -9,29 +9,38 @@ use std::path::{Path, PathBuf};
 const RULES: &[(&str, &[&str])] = &[
     ("error", &[]),
     ("workload", &["error"]),
-    ("record", &["workload", "error"]),
-    ("kernel", &["record", "workload", "error"]),
-    ("measure", &["kernel", "record", "workload", "error"]),
-    ("model", &["record", "workload", "error"]),
+    ("text", &["workload"]),
+    ("record", &["workload", "text", "error"]),
+    ("kernel", &["record", "workload", "text", "error"]),
+    (
+        "measure",
+        &["kernel", "record", "workload", "text", "error"],
+    ),
+    ("model", &["record", "workload", "text", "error"]),
     (
         "crosscheck",
-        &["measure", "kernel", "record", "workload", "error"],
+        &["measure", "kernel", "record", "workload", "text", "error"],
     ),
-    ("store", &["record", "workload", "error"]),
-    ("analysis", &["store", "record", "workload", "error"]),
+    ("store", &["record", "workload", "text", "error"]),
+    (
+        "analysis",
+        &["store", "record", "workload", "text", "error"],
+    ),
     (
         "report",
-        &["analysis", "store", "record", "workload", "error"],
+        &["analysis", "store", "record", "workload", "text", "error"],
     ),
     (
         "reproduce",
         &[
-            "report", "analysis", "store", "measure", "record", "workload", "error",
+            "report", "analysis", "store", "measure", "record", "workload", "text", "error",
         ],
     ),
     (
         "cli",
-        &["store", "measure", "kernel", "record", "workload", "error"],
+        &[
+            "store", "measure", "kernel", "record", "workload", "text", "error",
+        ],
     ),
     (
         "cmd",
@@ -47,6 +56,7 @@ const RULES: &[(&str, &[&str])] = &[
             "kernel",
             "record",
             "workload",
+            "text",
             "error",
         ],
     ),

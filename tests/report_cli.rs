@@ -161,6 +161,36 @@ fn markdown_report_has_seed_blocks_and_ratio_tables() {
     assert!(!md.contains("<svg"));
 }
 
+/// A run tagged with markup: both reports print the tag as text, and the
+/// HTML page does not substitute a `{{nav}}` that came from the data.
+#[test]
+fn tags_and_commands_are_text_in_both_reports() {
+    let db = TempDb::new();
+    let evil = "<img src=x onerror=alert(1)>";
+    let mut base = run_doc(1, "6.16.0", vec![cell(4, "4K", 4096, 1713.0)]);
+    let mut run = run_doc(2, "6.17.0", vec![cell(4, "4K", 4096, 1775.0)]);
+    run["run"]["tags"] = json!([evil, "{{nav}}"]);
+    run["run"]["command"] = json!("ptelab bench `x` <script>alert(1)</script> {{body}}");
+    base["run"]["tags"] = json!(["base"]);
+    import_runs(&db, &[base, run]);
+
+    let (_, md) = report(&db, "report.md");
+    assert!(
+        md.contains("- tags:    \\<img src=x onerror=alert(1)>, {{nav}}"),
+        "{md}"
+    );
+    assert!(md.contains("- command: `` ptelab bench `x` <script>alert(1)</script> {{body}} ``"));
+    assert!(!md.contains("\n<img") && !md.contains(" <img"));
+
+    let (_, html) = report(&db, "report.html");
+    for absent in ["<img", "<script"] {
+        assert!(!html.contains(absent), "found {absent}");
+    }
+    assert!(html.contains("{{nav}}") && html.contains("{{body}}"));
+    assert_eq!(html.matches("<nav>").count(), 1);
+    assert_eq!(html.matches("href=\"#env\"").count(), 1);
+}
+
 #[test]
 fn json_prints_the_view_model() {
     let db = seeded_db();

@@ -3,7 +3,6 @@
 //! A run left `running` by a process that is gone (killed, crashed) is listed
 //! as `interrupted`; its finished cells are all there.
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -12,6 +11,7 @@ use serde::Serialize;
 
 use crate::cli::flags::RunsArgs;
 use crate::store::{RunSummary, Store, StoredRun};
+use crate::text::table::Table;
 
 /// `schema` of `ptelab runs --json`.
 pub const SCHEMA: &str = "ptelab/runs/v1";
@@ -64,67 +64,31 @@ pub fn render_text(runs: &[RunSummary]) -> String {
     if runs.is_empty() {
         return "no runs yet: `ptelab bench` and `ptelab sweep` store their results here\n".into();
     }
-    let header = [
-        "id",
-        "kind",
-        "started (UTC)",
-        "status",
-        "cells",
-        "kernel",
-        "tags",
-        "command",
-    ];
-    let rows: Vec<[String; 8]> = runs
-        .iter()
-        .map(|r| {
-            [
-                r.id.to_string(),
-                r.kind.clone(),
-                r.started_at.clone(),
-                r.status.to_string(),
-                r.cells.to_string(),
-                r.kernel_release.clone(),
-                if r.tags.is_empty() {
-                    "-".into()
-                } else {
-                    r.tags.join(",")
-                },
-                r.command.clone(),
-            ]
-        })
-        .collect();
-    let mut width = header.map(str::len);
-    for row in &rows {
-        for (w, c) in width.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
+    // id and cells are numbers: right-aligned; the command is last, unpadded.
+    let mut t = Table::new()
+        .right("id")
+        .left("kind")
+        .left("started (UTC)")
+        .left("status")
+        .right("cells")
+        .left("kernel")
+        .left("tags")
+        .left("command");
+    for r in runs {
+        t.row([
+            r.id.to_string(),
+            r.kind.clone(),
+            r.started_at.clone(),
+            r.status.to_string(),
+            r.cells.to_string(),
+            r.kernel_release.clone(),
+            if r.tags.is_empty() {
+                "-".into()
+            } else {
+                r.tags.join(",")
+            },
+            r.command.clone(),
+        ]);
     }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: [&str; 8]| {
-        // id and cells are numbers: right-aligned; the command is last, unpadded.
-        let s = format!(
-            "{:>w0$} | {:<w1$} | {:<w2$} | {:<w3$} | {:>w4$} | {:<w5$} | {:<w6$} | {}",
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3],
-            cells[4],
-            cells[5],
-            cells[6],
-            cells[7],
-            w0 = width[0],
-            w1 = width[1],
-            w2 = width[2],
-            w3 = width[3],
-            w4 = width[4],
-            w5 = width[5],
-            w6 = width[6],
-        );
-        writeln!(out, "{}", s.trim_end()).unwrap();
-    };
-    line(&mut out, header);
-    for row in &rows {
-        line(&mut out, std::array::from_fn(|i| row[i].as_str()));
-    }
-    out
+    t.text(" | ")
 }

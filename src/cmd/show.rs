@@ -11,6 +11,7 @@ use crate::cli::flags::ShowArgs;
 use crate::record::{CellResult, ModelCellRecord};
 use crate::report::cells::render_table;
 use crate::store::{Store, StoredCell, StoredRun};
+use crate::text::table::Table;
 
 pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open_existing(&args.out.db)?;
@@ -127,34 +128,20 @@ pub fn render_text(run: &StoredRun) -> String {
             "\nmodel: {w}, {arch}, strategy {strategy} (counts per call)"
         )
         .unwrap();
-        let mut header = vec!["size_kib".to_string(), "folio".to_string()];
-        header.extend(names.iter().map(|n| n.to_string()));
-        let rows: Vec<Vec<String>> = cells
-            .iter()
-            .map(|m| {
-                let mut row = vec![(m.size_bytes >> 10).to_string(), m.folio.to_string()];
-                row.extend(
-                    names
-                        .iter()
-                        .map(|n| m.counters.get(*n).map_or("-".into(), |v| v.to_string())),
-                );
-                row
-            })
-            .collect();
-        let mut width: Vec<usize> = header.iter().map(String::len).collect();
-        for row in &rows {
-            for (w, c) in width.iter_mut().zip(row) {
-                *w = (*w).max(c.len());
-            }
+        let mut t = Table::new().right("size_kib").right("folio");
+        for n in &names {
+            t = t.right(*n);
         }
-        for row in std::iter::once(&header).chain(&rows) {
-            let cells: Vec<String> = row
-                .iter()
-                .zip(&width)
-                .map(|(c, w)| format!("{c:>w$}"))
-                .collect();
-            writeln!(out, "{}", cells.join(" | ")).unwrap();
+        for m in &cells {
+            let mut row = vec![(m.size_bytes >> 10).to_string(), m.folio.to_string()];
+            row.extend(
+                names
+                    .iter()
+                    .map(|n| m.counters.get(*n).map_or("-".into(), |v| v.to_string())),
+            );
+            t.row(row);
         }
+        out.push_str(&t.text(" | "));
     }
     out
 }

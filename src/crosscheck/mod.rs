@@ -29,6 +29,7 @@ pub mod run;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::text::{format::size, table::Table};
 use ptelab_model::{FlushOp, FlushSource, Strategy};
 use serde::Serialize;
 
@@ -272,45 +273,34 @@ pub fn flush_row(key: &RowKey, breakdown: &BTreeMap<String, u64>, model: &[Flush
 pub fn render_table(header: &str, rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{header}");
-    let w = |f: &dyn Fn(&Row) -> usize, min: usize| rows.iter().map(f).max().unwrap_or(0).max(min);
-    let ww = w(&|r| r.workload.len(), 8);
-    let wc = w(
-        &|r| {
-            format!(
-                "{} {}",
-                crate::workload::size::format_size(r.size_bytes),
-                r.folio
-            )
-            .len()
-        },
-        4,
-    );
-    let ws = w(&|r| r.scenario.len(), 8);
-    let wo = w(&|r| r.observable.len(), 10);
-    let wk = w(&|r| r.kernel.len(), 6).min(40);
-    let wm = w(&|r| r.model.len(), 5).min(40);
-    let _ = writeln!(
-        out,
-        "{:<ww$}  {:<wc$}  {:<ws$}  {:<wo$}  {:<wk$}  {:<wm$}  verdict",
-        "workload", "cell", "scenario", "observable", "kernel", "model"
-    );
+    // Long kernel and model values overflow their column instead of
+    // widening it for every row.
+    let mut t = Table::new()
+        .left("workload")
+        .left("cell")
+        .left("scenario")
+        .left("observable")
+        .left("kernel")
+        .max_width(40)
+        .left("model")
+        .max_width(40)
+        .left("verdict");
     for r in rows {
-        let cell = format!(
-            "{} {}",
-            crate::workload::size::format_size(r.size_bytes),
-            r.folio
-        );
-        let verdict = if r.matches { "match" } else { "MISMATCH" };
-        let _ = write!(
-            out,
-            "{:<ww$}  {:<wc$}  {:<ws$}  {:<wo$}  {:<wk$}  {:<wm$}  {verdict}",
-            r.workload, cell, r.scenario, r.observable, r.kernel, r.model
-        );
+        let mut verdict = String::from(if r.matches { "match" } else { "MISMATCH" });
         if let Some(n) = &r.note {
-            let _ = write!(out, "  [{n}]");
+            verdict.push_str(&format!("  [{n}]"));
         }
-        out.push('\n');
+        t.row([
+            r.workload.clone(),
+            format!("{} {}", size(r.size_bytes), r.folio),
+            r.scenario.clone(),
+            r.observable.clone(),
+            r.kernel.clone(),
+            r.model.clone(),
+            verdict,
+        ]);
     }
+    out.push_str(&t.text("  "));
     let bad = rows.iter().filter(|r| !r.matches).count();
     let _ = writeln!(
         out,
@@ -324,7 +314,7 @@ pub fn render_table(header: &str, rows: &[Row]) -> String {
             out,
             "FINDING: {} {} {} / {} / {}: kernel {} but model {}{}",
             r.workload,
-            crate::workload::size::format_size(r.size_bytes),
+            size(r.size_bytes),
             r.folio,
             r.scenario,
             r.observable,

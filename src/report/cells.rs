@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use crate::record::CellResult;
+use crate::text::table::Table;
 use crate::workload::FolioSpec;
 
 /// Heading line naming what was measured where.
@@ -32,12 +33,21 @@ pub fn render_table(cells: &[CellResult]) -> String {
             title.push_str(", merged with a neighbour mapping");
         }
         writeln!(out, "{title}").unwrap();
-        writeln!(
-            out,
-            "{:>9} | {:>13} | {:>7} | {:>9} | {:>12} | {:>5} | layout",
-            "size_kib", "nsec_per_call", "95% CI", "ns/page", "flushes/call", "VMAs"
-        )
-        .unwrap();
+        // The seeds' fixed widths, as the floor of each column.
+        let mut t = Table::new()
+            .right("size_kib")
+            .min_width(9)
+            .right("nsec_per_call")
+            .min_width(13)
+            .right("95% CI")
+            .min_width(7)
+            .right("ns/page")
+            .min_width(9)
+            .right("flushes/call")
+            .min_width(12)
+            .right("VMAs")
+            .min_width(5)
+            .left("layout");
         for c in cells
             .iter()
             .filter(|c| c.folio == folio && c.phase == phase && c.neighbor == neighbor)
@@ -71,19 +81,17 @@ pub fn render_table(cells: &[CellResult]) -> String {
             } else {
                 format!("{}->{}", c.vmas_before, c.vmas_after)
             };
-            writeln!(
-                out,
-                "{:>9} | {:>13.0} | {:>7} | {:>9.1} | {:>12} | {:>5} | {}",
-                c.size_bytes / 1024,
-                ns.median,
+            t.row([
+                (c.size_bytes / 1024).to_string(),
+                format!("{:.0}", ns.median),
                 ci,
-                c.ns_per_page,
+                format!("{:.1}", c.ns_per_page),
                 flushes,
                 vmas,
-                lay
-            )
-            .unwrap();
+                lay,
+            ]);
         }
+        out.push_str(&t.text(" | "));
         out.push('\n');
     }
     if let Some(line) = machine_speed(cells) {

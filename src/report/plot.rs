@@ -15,6 +15,9 @@
 use std::fmt::Write;
 
 use crate::report::view::{Plot, Point, Scale, Series, Unit, Verdict};
+use crate::text::format;
+/// Escape text for XML and HTML content and attribute values.
+pub use crate::text::table::html_escape as escape;
 
 /// Draws a plot.
 pub trait Plotter {
@@ -30,22 +33,6 @@ pub const PALETTE: [&str; 8] = [
 /// The colour of palette index `i`.
 pub fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
-}
-
-/// Escape text for XML and HTML content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// One labelled tick.
@@ -81,47 +68,9 @@ impl Ticks {
 /// Tick label for `v` in `unit`; `decimals` applies to [`Unit::Ratio`].
 pub fn tick_label(v: f64, unit: Unit, decimals: usize) -> String {
     match unit {
-        Unit::Bytes => bytes_label(v),
-        Unit::Nanoseconds => time_label(v),
+        Unit::Bytes => format::bytes(v),
+        Unit::Nanoseconds => format::nanos(v),
         Unit::Ratio => format!("{v:.decimals$}"),
-    }
-}
-
-/// `512B`, `4K`, `64K`, `1M`, `4G`, `1.5M`.
-pub fn bytes_label(v: f64) -> String {
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        let u = (1u64 << shift) as f64;
-        if v >= u {
-            return format!("{}{unit}", trim(v / u));
-        }
-    }
-    format!("{}B", trim(v))
-}
-
-/// `100 ns`, `1 µs`, `2.5 ms`, `1 s`, `0.5 ns`.
-pub fn time_label(ns: f64) -> String {
-    for (scale, unit) in [(1e9, "s"), (1e6, "ms"), (1e3, "µs")] {
-        if ns >= scale {
-            return format!("{} {unit}", trim(ns / scale));
-        }
-    }
-    format!("{} ns", trim(ns))
-}
-
-/// At most three significant digits, trailing zeros dropped.
-fn trim(v: f64) -> String {
-    let digits = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    let s = format!("{v:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
     }
 }
 
@@ -359,8 +308,8 @@ fn is_log(s: Scale) -> bool {
 /// Value text for tooltips.
 fn value_text(v: f64, unit: Unit) -> String {
     match unit {
-        Unit::Bytes => bytes_label(v),
-        Unit::Nanoseconds => time_label(v),
+        Unit::Bytes => format::bytes(v),
+        Unit::Nanoseconds => format::nanos(v),
         Unit::Ratio => format!("{v:.3}"),
     }
 }
@@ -407,7 +356,34 @@ impl Plotter for SvgPlotter {
         )
         .unwrap();
 
-        // Grid and ticks.
+        self.grid(&mut s, &xt, &yt, &px, &py);
+        self.axes(&mut s, plot, &py);
+
+        // Series: CI bands or error bars, lines, points.
+        writeln!(s, r#"<g clip-path="url(#{id}-clip)">"#).unwrap();
+        for series in &plot.series {
+            self.series(&mut s, plot, series, &px, &py);
+        }
+        s.push_str("</g>\n");
+        self.legend(&mut s, plot, w - mr + 16.0, mt);
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+impl SvgPlotter {
+    /// Minor and major grid lines with the tick labels.
+    fn grid(
+        &self,
+        s: &mut String,
+        xt: &Ticks,
+        yt: &Ticks,
+        px: &dyn Fn(f64) -> Option<f64>,
+        py: &dyn Fn(f64) -> Option<f64>,
+    ) {
+        let (w, h) = (self.width, self.height);
+        let (ml, mr, mt, mb) = MARGIN;
+        let (pw, ph) = (w - ml - mr, h - mt - mb);
         s.push_str(r#"<g class="grid">"#);
         for v in &xt.minor {
             if let Some(x) = px(*v) {
@@ -456,6 +432,13 @@ impl Plotter for SvgPlotter {
             }
         }
         s.push_str("</g>\n");
+    }
+
+    /// The plot frame, the axis labels and the reference line.
+    fn axes(&self, s: &mut String, plot: &Plot, py: &dyn Fn(f64) -> Option<f64>) {
+        let (w, h) = (self.width, self.height);
+        let (ml, mr, mt, mb) = MARGIN;
+        let (pw, ph) = (w - ml - mr, h - mt - mb);
         writeln!(
             s,
             r##"<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#555"/>"##
@@ -484,20 +467,8 @@ impl Plotter for SvgPlotter {
             )
             .unwrap();
         }
-
-        // Series: CI bands or error bars, lines, points.
-        writeln!(s, r#"<g clip-path="url(#{id}-clip)">"#).unwrap();
-        for series in &plot.series {
-            self.series(&mut s, plot, series, &px, &py);
-        }
-        s.push_str("</g>\n");
-        self.legend(&mut s, plot, w - mr + 16.0, mt);
-        s.push_str("</svg>\n");
-        s
     }
-}
 
-impl SvgPlotter {
     fn series(
         &self,
         s: &mut String,
@@ -791,10 +762,10 @@ mod tests {
 
     #[test]
     fn labels_and_escapes() {
-        assert_eq!(bytes_label(512.0), "512B");
-        assert_eq!(bytes_label(1.5 * 1048576.0), "1.5M");
-        assert_eq!(time_label(2500.0), "2.5 µs");
-        assert_eq!(time_label(169_677_478.0), "170 ms");
+        assert_eq!(format::bytes(512.0), "512B");
+        assert_eq!(format::bytes(1.5 * 1048576.0), "1.5M");
+        assert_eq!(format::nanos(2500.0), "2.5 µs");
+        assert_eq!(format::nanos(169_677_478.0), "170 ms");
         assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
     }
 

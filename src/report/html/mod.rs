@@ -1,23 +1,30 @@
-//! The report as one self-contained HTML file: the page template and style
-//! sheet are compiled in (`include_str!`), plots are inline SVG drawn by a
-//! [`Plotter`], and there is no script, web font or external resource, so
-//! the file opens the same offline, attached to a bug or on a web server.
+//! The report as one self-contained HTML file: the page is an askama
+//! template (`templates/report.html`, compiled in and HTML-escaping every
+//! value it prints), the style sheet is inlined, plots are inline SVG drawn
+//! by a [`Plotter`], and there is no script, web font or external resource,
+//! so the file opens the same offline, attached to a bug or on a web server.
+//!
+//! This module turns the view model into the page's rows of plain text
+//! (numbers formatted, nothing escaped); the template escapes them once.
+//! Only the SVG plots, the histogram bars and the tables built by
+//! [`crate::text::table::Table`] are inserted as markup, and each is
+//! escaped where it is made.
 
-use std::fmt::Write;
+use askama::Template;
 
-use crate::report::markdown::{
-    ci, counter, cpu_line, flushes, histogram_text, kernel_line, layout_text, ns, opt_ns,
-    params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
+use crate::report::phrase::{
+    ci, cpu_line, flushes, histogram_text, kernel_line, layout_text, params_suffix, phase_suffix,
+    ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::plot::{color, escape, Plotter, SvgPlotter};
 use crate::report::view::{
-    ClaimRow, ComparisonInfo, LayoutEvidence, ModelTable, ReportModel, RunInfo, Verdict,
+    ClaimRow, ComparisonInfo, Knob, LayoutEvidence, ModelTable, ReportModel, RunInfo, Verdict,
     WorkloadSection,
 };
-use crate::workload::size::format_size;
+use crate::text::format::{counter, ns, opt_ns, p_value, size};
+use crate::text::table::{Cell, Table};
 
-const TEMPLATE: &str = include_str!("template.html");
-const STYLE: &str = include_str!("style.css");
+const STYLE: &str = include_str!("../../../templates/report.css");
 
 /// Render `model` as HTML with the default SVG plotter.
 pub fn render_html(model: &ReportModel) -> anyhow::Result<Vec<u8>> {
@@ -26,232 +33,333 @@ pub fn render_html(model: &ReportModel) -> anyhow::Result<Vec<u8>> {
 
 /// Render `model` as HTML, drawing plots with `plotter`.
 pub fn render_with(model: &ReportModel, plotter: &dyn Plotter) -> anyhow::Result<Vec<u8>> {
-    let mut nav = String::new();
-    let mut body = String::new();
+    let mut page = Page::new(model, plotter).render()?;
+    page.push('\n');
+    Ok(page.into_bytes())
+}
 
-    writeln!(nav, r##"<a href="#env">Environment</a>"##)?;
-    body.push_str("<section id=\"env\">\n<h2>Environment</h2>\n");
-    for (i, r) in model.runs.iter().enumerate() {
-        let same = model.runs[..i].iter().find(|p| p.env == r.env);
-        environment(&mut body, r, same)?;
-    }
-    body.push_str("</section>\n");
+/// The whole page.
+#[derive(Template)]
+#[template(path = "report.html")]
+struct Page<'a> {
+    title: &'a str,
+    subtitle: String,
+    generator: String,
+    style: &'static str,
+    runs: Vec<RunBlock<'a>>,
+    comparison: Option<ComparisonBlock<'a>>,
+    workloads: Vec<WorkloadBlock<'a>>,
+    models: Vec<ModelBlock<'a>>,
+    /// The claims table (HTML, escaped by [`Table`]).
+    claims: Option<String>,
+}
 
-    if let Some(c) = &model.comparison {
-        writeln!(nav, r##"<a href="#comparison">Comparison</a>"##)?;
-        comparison(&mut body, c)?;
-    }
-    for w in &model.workloads {
-        let id = format!("run{}-{}", w.run, w.workload);
-        writeln!(
-            nav,
-            r##"<a href="#{}">{} (run {})</a>"##,
-            escape(&id),
-            escape(&w.workload),
-            w.run
-        )?;
-        workload(&mut body, &id, w, plotter)?;
-    }
-    if !model.models.is_empty() {
-        writeln!(nav, r##"<a href="#model">Model</a>"##)?;
-        body.push_str("<section id=\"model\">\n<h2>Model counters</h2>\n");
-        body.push_str(
-            "<p>Primitive counts per mm call of the executable kernel model, one column per \
-             strategy; rows where the strategies differ are highlighted. Measured times of the \
-             same workload, size and folio are shown beside them.</p>\n",
-        );
-        for t in &model.models {
-            model_table(&mut body, t)?;
+impl<'a> Page<'a> {
+    fn new(model: &'a ReportModel, plotter: &dyn Plotter) -> Page<'a> {
+        let subtitle = model
+            .runs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}: {}, Linux {} on {}",
+                    run_title(r),
+                    r.kind,
+                    r.env.kernel_release,
+                    r.env.cpu_model.as_deref().unwrap_or("unknown CPU")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let generator = model.runs.first().map_or("ptelab".to_string(), |r| {
+            format!("ptelab {}", tool_line(&r.env))
+        });
+        let runs = model
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RunBlock::new(r, model.runs[..i].iter().find(|p| p.env == r.env)))
+            .collect();
+        Page {
+            title: &model.title,
+            subtitle,
+            generator,
+            style: STYLE.trim_end(),
+            runs,
+            comparison: model.comparison.as_ref().map(ComparisonBlock::new),
+            workloads: model
+                .workloads
+                .iter()
+                .map(|w| WorkloadBlock::new(w, plotter))
+                .collect(),
+            models: model.models.iter().map(ModelBlock::new).collect(),
+            claims: (!model.claims.is_empty()).then(|| claims_table(&model.claims)),
         }
-        body.push_str("</section>\n");
     }
-    if !model.claims.is_empty() {
-        writeln!(nav, r##"<a href="#claims">Claims</a>"##)?;
-        claims(&mut body, &model.claims)?;
-    }
-
-    let subtitle = model
-        .runs
-        .iter()
-        .map(|r| {
-            format!(
-                "{}: {}, Linux {} on {}",
-                run_title(r),
-                r.kind,
-                r.env.kernel_release,
-                r.env.cpu_model.as_deref().unwrap_or("unknown CPU")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    let generator = model.runs.first().map_or("ptelab".to_string(), |r| {
-        format!("ptelab {}", tool_line(&r.env))
-    });
-    let html = TEMPLATE
-        .replace("{{style}}", STYLE.trim_end())
-        .replace("{{title}}", &escape(&model.title))
-        .replace("{{subtitle}}", &escape(&subtitle))
-        .replace("{{generator}}", &escape(&generator))
-        .replace("{{nav}}", nav.trim_end())
-        .replace("{{body}}", body.trim_end());
-    Ok(html.into_bytes())
 }
 
-fn kv(out: &mut String, key: &str, value: &str) -> std::fmt::Result {
-    writeln!(out, "<tr><th>{}</th><td>{value}</td></tr>", escape(key))
+/// One row of a run's key-value table.
+struct Kv {
+    key: &'static str,
+    value: String,
+    /// `Some("")` for `<code>`, `Some("cmdline")` for a wrapping command line.
+    code: Option<&'static str>,
 }
 
-/// A run's environment; `same` is an earlier run recorded on the identical
-/// environment, whose table is not repeated.
-/// A command line, escaped, in `<code class="cmdline">`.
-fn cmdline(text: &str) -> String {
-    format!("<code class=\"cmdline\">{}</code>", escape(text))
+fn kv(key: &'static str, value: impl Into<String>) -> Kv {
+    Kv {
+        key,
+        value: value.into(),
+        code: None,
+    }
 }
 
-fn environment(out: &mut String, r: &RunInfo, same: Option<&RunInfo>) -> anyhow::Result<()> {
-    let e = &r.env;
-    writeln!(out, "<h3>{}</h3>", escape(&run_title(r)))?;
-    out.push_str("<table class=\"kv\">\n");
-    if let Some(p) = same {
-        kv(
-            out,
-            "run",
-            &escape(&format!("{}, {}, {} cells", r.kind, r.status, r.cells)),
-        )?;
-        kv(out, "when (UTC)", &escape(&r.started_at))?;
-        kv(
-            out,
-            "environment",
-            &escape(&format!(
-                "the same as {} (kernel, CPU, THP knobs, ptelab)",
-                run_title(p)
-            )),
-        )?;
-        kv(out, "command", &cmdline(&r.command))?;
-        out.push_str("</table>\n");
-        return Ok(());
+fn kv_code(key: &'static str, value: impl Into<String>, class: &'static str) -> Kv {
+    Kv {
+        key,
+        value: value.into(),
+        code: Some(class),
     }
-    kv(
-        out,
-        "run",
-        &escape(&format!("{}, {}, {} cells", r.kind, r.status, r.cells)),
-    )?;
-    let when = match &r.finished_at {
-        Some(f) => format!("{} to {f}", r.started_at),
-        None => r.started_at.clone(),
-    };
-    kv(out, "when (UTC)", &escape(&when))?;
-    kv(out, "kernel", &escape(&kernel_line(e)))?;
-    kv(out, "CPU", &escape(&cpu_line(e)))?;
-    if let Some(pv) = &e.paravirt {
-        kv(out, "virtualization", &escape(pv))?;
-    }
-    if let Some(c) = &e.kernel_cmdline {
-        kv(out, "kernel cmdline", &cmdline(c))?;
-    }
-    if !e.thp_knobs.is_empty() {
-        kv(out, "THP", &escape(&thp_brief(&e.thp_knobs).join(", ")))?;
-    }
-    kv(out, "ptelab", &escape(&tool_line(e)))?;
-    kv(
-        out,
-        "machine id",
-        &format!("<code>{}</code>", escape(&e.machine_id)),
-    )?;
-    kv(out, "command", &cmdline(&r.command))?;
-    if !r.tags.is_empty() {
-        kv(out, "tags", &escape(&r.tags.join(", ")))?;
-    }
-    out.push_str("</table>\n");
-    if !e.thp_knobs.is_empty() {
-        writeln!(
-            out,
-            "<details><summary>All {} THP/mTHP knobs (/sys/kernel/mm/transparent_hugepage)</summary>\n<table>",
-            e.thp_knobs.len()
-        )?;
-        for k in &e.thp_knobs {
-            writeln!(
-                out,
-                "<tr><td><code>{}</code></td><td><code>{}</code></td></tr>",
-                escape(&k.name),
-                escape(&k.value)
-            )?;
+}
+
+/// A run's environment; an earlier run recorded on the identical
+/// environment is named, not repeated.
+struct RunBlock<'a> {
+    title: String,
+    rows: Vec<Kv>,
+    knobs: &'a [Knob],
+}
+
+impl<'a> RunBlock<'a> {
+    fn new(r: &'a RunInfo, same: Option<&RunInfo>) -> RunBlock<'a> {
+        let e = &r.env;
+        let what = format!("{}, {}, {} cells", r.kind, r.status, r.cells);
+        if let Some(p) = same {
+            return RunBlock {
+                title: run_title(r),
+                rows: vec![
+                    kv("run", what),
+                    kv("when (UTC)", r.started_at.as_str()),
+                    kv(
+                        "environment",
+                        format!(
+                            "the same as {} (kernel, CPU, THP knobs, ptelab)",
+                            run_title(p)
+                        ),
+                    ),
+                    kv_code("command", r.command.as_str(), "cmdline"),
+                ],
+                knobs: &[],
+            };
         }
-        out.push_str("</table></details>\n");
-    }
-    Ok(())
-}
-
-fn comparison(out: &mut String, c: &ComparisonInfo) -> anyhow::Result<()> {
-    out.push_str("<section id=\"comparison\">\n<h2>Comparison</h2>\n");
-    writeln!(
-        out,
-        "<p>Ratio = {} of run {} / baseline run {}, with its {:.0}% bootstrap confidence \
-         interval ({} resamples, seed <code>{}</code>). Verdict: {} with {} correction across \
-         the grid at alpha {}, noise threshold {}%: a regression needs both a significant test \
-         and the whole interval above 1 + noise.</p>",
-        escape(&c.statistic),
-        c.b,
-        c.a,
-        c.confidence * 100.0,
-        c.resamples,
-        escape(&c.seed),
-        escape(&c.test),
-        escape(&c.correction),
-        c.alpha,
-        crate::report::compare::noise_pct(c.noise)
-    )?;
-    for d in c.noise_line.iter().chain(&c.drift) {
-        writeln!(out, "<p>{}</p>", escape(d))?;
-    }
-    writeln!(
-        out,
-        "<p>{} cells: <span class=\"{}\">{} regressions</span>, <span class=\"{}\">{} improvements</span>, {} no change, {} not comparable.</p>",
-        c.cells,
-        if c.regressions > 0 { "bad" } else { "muted" },
-        c.regressions,
-        if c.improvements > 0 { "good" } else { "muted" },
-        c.improvements,
-        c.no_change,
-        c.not_comparable
-    )?;
-    out.push_str("</section>\n");
-    Ok(())
-}
-
-/// A p-value: three decimals, or scientific notation below 0.001.
-fn p_text(p: f64) -> String {
-    if p >= 0.001 {
-        format!("{p:.3}")
-    } else {
-        format!("{p:.1e}")
+        let when = match &r.finished_at {
+            Some(f) => format!("{} to {f}", r.started_at),
+            None => r.started_at.clone(),
+        };
+        let mut rows = vec![
+            kv("run", what),
+            kv("when (UTC)", when),
+            kv("kernel", kernel_line(e)),
+            kv("CPU", cpu_line(e)),
+        ];
+        if let Some(pv) = &e.paravirt {
+            rows.push(kv("virtualization", pv.as_str()));
+        }
+        if let Some(c) = &e.kernel_cmdline {
+            rows.push(kv_code("kernel cmdline", c.as_str(), "cmdline"));
+        }
+        if !e.thp_knobs.is_empty() {
+            rows.push(kv("THP", thp_brief(&e.thp_knobs).join(", ")));
+        }
+        rows.push(kv("ptelab", tool_line(e)));
+        rows.push(kv_code("machine id", e.machine_id.as_str(), ""));
+        rows.push(kv_code("command", r.command.as_str(), "cmdline"));
+        if !r.tags.is_empty() {
+            rows.push(kv("tags", r.tags.join(", ")));
+        }
+        RunBlock {
+            title: run_title(r),
+            rows,
+            knobs: &e.thp_knobs,
+        }
     }
 }
 
-fn verdict_cell(v: Verdict) -> String {
-    let class = match v {
+struct ComparisonBlock<'a> {
+    c: &'a ComparisonInfo,
+    confidence_pct: String,
+    noise_pct: String,
+    /// The noise and drift sentences.
+    notes: Vec<&'a str>,
+    regressions_class: &'static str,
+    improvements_class: &'static str,
+}
+
+impl<'a> ComparisonBlock<'a> {
+    fn new(c: &'a ComparisonInfo) -> ComparisonBlock<'a> {
+        ComparisonBlock {
+            c,
+            confidence_pct: format!("{:.0}", c.confidence * 100.0),
+            noise_pct: crate::report::compare::noise_pct(c.noise),
+            notes: c
+                .noise_line
+                .iter()
+                .chain(&c.drift)
+                .map(String::as_str)
+                .collect(),
+            regressions_class: if c.regressions > 0 { "bad" } else { "muted" },
+            improvements_class: if c.improvements > 0 { "good" } else { "muted" },
+        }
+    }
+}
+
+/// The class of a verdict's cell.
+fn verdict_class(v: Verdict) -> &'static str {
+    match v {
         Verdict::Regression => "bad",
         Verdict::Improvement => "good",
         Verdict::NoChange | Verdict::NotComparable => "muted",
+    }
+}
+
+struct WorkloadBlock<'a> {
+    w: &'a WorkloadSection,
+    id: String,
+    /// Inline SVG, escaped by the plotter.
+    plots: Vec<String>,
+    /// One measured table per series: (label, HTML table).
+    measured: Vec<(&'a str, String)>,
+    ratios: Vec<(&'a str, Vec<RatioLine>)>,
+    layout: Vec<LayoutLine<'a>>,
+}
+
+struct RatioLine {
+    size_kib: u64,
+    baseline: String,
+    run: String,
+    ratio: String,
+    ci: String,
+    p: String,
+    verdict: &'static str,
+    class: &'static str,
+    reason: Option<String>,
+}
+
+struct LayoutLine<'a> {
+    folio: &'a str,
+    size_kib: u64,
+    /// The stacked bar (HTML built by [`histogram_bar`]).
+    bar: String,
+    histogram: String,
+    summary: &'a str,
+    pages: String,
+    pmd: String,
+    misaligned: u64,
+    /// `(class, text)` of the match cell.
+    matches: (&'static str, String),
+    after: Option<String>,
+}
+
+impl<'a> WorkloadBlock<'a> {
+    fn new(w: &'a WorkloadSection, plotter: &dyn Plotter) -> WorkloadBlock<'a> {
+        WorkloadBlock {
+            w,
+            id: format!("run{}-{}", w.run, w.workload),
+            plots: w.plots.iter().map(|p| plotter.plot(p)).collect(),
+            measured: w
+                .series
+                .iter()
+                .map(|s| (s.label.as_str(), measured_table(&s.rows)))
+                .collect(),
+            ratios: w
+                .comparison
+                .iter()
+                .map(|s| (s.label.as_str(), s.rows.iter().map(ratio_line).collect()))
+                .collect(),
+            layout: w
+                .series
+                .iter()
+                .flat_map(|s| s.rows.iter().map(|r| layout_line(&s.label, r)))
+                .collect(),
+        }
+    }
+}
+
+fn measured_table(rows: &[crate::report::view::MeasuredRow]) -> String {
+    let mut t = Table::new()
+        .class("cells")
+        .right("size_kib")
+        .right("nsec_per_call")
+        .right("95% CI")
+        .right("ns/page")
+        .right("flushes/call")
+        .right("VMAs")
+        .right("samples")
+        .left("layout");
+    for r in rows {
+        let lay = layout_text(&r.layout);
+        let lay = if r.layout.matches || !r.layout.verified {
+            Cell::from(lay)
+        } else {
+            Cell::flagged(lay, "bad")
+        };
+        t.row([
+            Cell::from((r.size_bytes >> 10).to_string()),
+            ns(r.median_ns).into(),
+            ci(r).into(),
+            format!("{:.1}", r.ns_per_page).into(),
+            flushes(r).into(),
+            vmas(r).into(),
+            r.samples.to_string().into(),
+            lay,
+        ]);
+    }
+    t.html()
+}
+
+fn ratio_line(r: &crate::report::view::RatioRow) -> RatioLine {
+    let (ratio, ci) = ratio_ci(r, " to ");
+    RatioLine {
+        size_kib: r.size_bytes >> 10,
+        baseline: opt_ns(r.baseline_ns),
+        run: opt_ns(r.run_ns),
+        ratio,
+        ci,
+        p: r.p_holm.map_or("-".into(), p_value),
+        verdict: r.verdict.text(),
+        class: verdict_class(r.verdict),
+        reason: r.reason.clone(),
+    }
+}
+
+fn layout_line<'a>(folio: &'a str, r: &'a crate::report::view::MeasuredRow) -> LayoutLine<'a> {
+    let l = &r.layout;
+    let matches = match (l.verified, l.matches) {
+        (false, _) => ("muted", "unverified".to_string()),
+        (true, true) => ("good", "yes".to_string()),
+        (true, false) => (
+            "bad",
+            format!("no: {}", l.mismatch.as_deref().unwrap_or("")),
+        ),
     };
-    format!("<td class=\"{class}\">{}</td>", v.text())
+    LayoutLine {
+        folio,
+        size_kib: r.size_bytes >> 10,
+        bar: histogram_bar(l),
+        histogram: histogram_text(l),
+        summary: &l.summary,
+        pages: format!("{}/{}", l.pages_present, l.pages_total),
+        pmd: size(l.pmd_mapped_bytes),
+        misaligned: l.misaligned_folios,
+        matches,
+        after: l.after.as_ref().map(|a| format!("after: {a}")),
+    }
 }
 
 /// A stacked bar of the folio sizes seen, largest first.
-/// A table cell (`<td ...>...</td>`) with `note`, escaped and muted, added
-/// at its end after `sep` (HTML, not escaped).
-fn cell_note(cell: &str, sep: &str, note: &str) -> String {
-    cell.replace(
-        "</td>",
-        &format!("{sep}<span class=\"muted\">{}</span></td>", escape(note)),
-    )
-}
-
 fn histogram_bar(l: &LayoutEvidence) -> String {
     let mut s = String::from("<span class=\"hbar\">");
     for (i, b) in l.histogram.iter().enumerate() {
-        write!(
-            s,
+        s.push_str(&format!(
             "<span style=\"width:{:.1}%;background:{}\" title=\"{}\"></span>",
             b.share * 100.0,
             color(i + 2),
@@ -261,218 +369,136 @@ fn histogram_bar(l: &LayoutEvidence) -> String {
                 b.folio,
                 b.share * 100.0
             ))
-        )
-        .unwrap();
+        ));
     }
     s.push_str("</span>");
     s
 }
 
-fn workload(
-    out: &mut String,
-    id: &str,
-    w: &WorkloadSection,
-    plotter: &dyn Plotter,
-) -> anyhow::Result<()> {
-    writeln!(
-        out,
-        "<section id=\"{}\">\n<h2>{} (seed {}), run {}</h2>",
-        escape(id),
-        escape(&w.workload),
-        escape(&w.seed),
-        w.run
-    )?;
-    out.push_str("<div class=\"plots\">\n");
-    for p in &w.plots {
-        out.push_str(&plotter.plot(p));
-    }
-    out.push_str("</div>\n");
-
-    out.push_str(
-        "<h3>Measured</h3>\n<p>Median nsec per call with the 95% confidence interval of the \
-         median; TLB flushes per call counted from the <code>tlb:tlb_flush</code> tracepoint in \
-         a separate pass; layout observed from pagemap and kpageflags.</p>\n<div class=\"series\">\n",
-    );
-    for s in &w.series {
-        writeln!(out, "<div><h4>folio {}</h4>", escape(&s.label))?;
-        out.push_str(
-            "<table class=\"cells\"><tr><th class=\"n\">size_kib</th><th class=\"n\">nsec_per_call</th>\
-             <th class=\"n\">95% CI</th><th class=\"n\">ns/page</th><th class=\"n\">flushes/call</th>\
-             <th class=\"n\">VMAs</th><th class=\"n\">samples</th><th>layout</th></tr>\n",
-        );
-        for r in &s.rows {
-            let lay = escape(&layout_text(&r.layout));
-            let lay = if r.layout.matches || !r.layout.verified {
-                lay
-            } else {
-                format!("<span class=\"bad\">{lay}</span>")
-            };
-            writeln!(
-                out,
-                "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{lay}</td></tr>",
-                r.size_bytes >> 10,
-                ns(r.median_ns),
-                escape(&ci(r)),
-                r.ns_per_page,
-                flushes(r),
-                escape(&vmas(r)),
-                r.samples
-            )?;
-        }
-        out.push_str("</table></div>\n");
-    }
-    out.push_str("</div>\n");
-
-    if !w.comparison.is_empty() {
-        out.push_str("<h3>Ratio to the baseline</h3>\n<div class=\"series\">\n");
-        for s in &w.comparison {
-            writeln!(out, "<div><h4>folio {}</h4>", escape(&s.label))?;
-            out.push_str(
-                "<table><tr><th class=\"n\">size_kib</th><th class=\"n\">baseline nsec</th>\
-                 <th class=\"n\">run nsec</th><th class=\"n\">ratio</th><th class=\"n\">95% CI</th>\
-                 <th class=\"n\">p (Holm)</th><th>verdict</th></tr>\n",
-            );
-            for r in &s.rows {
-                let (ratio, ci) = ratio_ci(r, " to ");
-                let mut verdict = verdict_cell(r.verdict);
-                if let Some(why) = &r.reason {
-                    verdict = cell_note(&verdict, ": ", why);
-                }
-                writeln!(
-                    out,
-                    "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{ci}</td><td class=\"n\">{}</td>{verdict}</tr>",
-                    r.size_bytes >> 10,
-                    opt_ns(r.baseline_ns),
-                    opt_ns(r.run_ns),
-                    ratio,
-                    r.p_holm.map_or("-".into(), p_text),
-                )?;
-            }
-            out.push_str("</table></div>\n");
-        }
-        out.push_str("</div>\n");
-    }
-
-    out.push_str(
-        "<h3>Layout evidence</h3>\n<table><tr><th>folio</th><th class=\"n\">size_kib</th>\
-         <th>folios seen (before the timed phase)</th><th class=\"n\">pages present</th>\
-         <th class=\"n\">PMD-mapped</th><th class=\"n\">misaligned</th><th>matches</th></tr>\n",
-    );
-    for s in &w.series {
-        for r in &s.rows {
-            let l = &r.layout;
-            let mut matches = match (l.verified, l.matches) {
-                (false, _) => "<td class=\"muted\">unverified</td>".to_string(),
-                (true, true) => "<td class=\"good\">yes</td>".to_string(),
-                (true, false) => format!(
-                    "<td class=\"bad\">no: {}</td>",
-                    escape(l.mismatch.as_deref().unwrap_or(""))
-                ),
-            };
-            if let Some(a) = &l.after {
-                matches = cell_note(&matches, "<br>", &format!("after: {a}"));
-            }
-            writeln!(
-                out,
-                "<tr><td>{}</td><td class=\"n\">{}</td><td>{}{} <span class=\"muted\">({})</span></td><td class=\"n\">{}/{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{matches}</tr>",
-                escape(&s.label),
-                r.size_bytes >> 10,
-                histogram_bar(l),
-                escape(&histogram_text(l)),
-                escape(&l.summary),
-                l.pages_present,
-                l.pages_total,
-                format_size(l.pmd_mapped_bytes),
-                l.misaligned_folios
-            )?;
-        }
-    }
-    out.push_str("</table>\n");
-    if !w.warnings.is_empty() {
-        writeln!(
-            out,
-            "<details><summary>{} warnings raised while measuring</summary><ul class=\"warnings\">",
-            w.warnings.len()
-        )?;
-        for x in &w.warnings {
-            writeln!(out, "<li>{}</li>", escape(x))?;
-        }
-        out.push_str("</ul></details>\n");
-    }
-    out.push_str("</section>\n");
-    Ok(())
+struct ModelBlock<'a> {
+    t: &'a ModelTable,
+    params: String,
+    cells: Vec<ModelCellBlock<'a>>,
 }
 
-fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
-    let params = params_suffix(t);
-    writeln!(
-        out,
-        "<h3>{}, {}{}, run {}</h3>",
-        escape(&t.workload),
-        escape(&t.arch),
-        escape(&params),
-        t.run
-    )?;
-    out.push_str("<div class=\"series\">\n");
-    for c in &t.cells {
-        writeln!(
-            out,
-            "<div><h4>{} KiB, folio {}</h4>",
-            c.size_bytes >> 10,
-            escape(&c.folio)
-        )?;
-        for m in &c.measured {
-            let phase = phase_suffix(m);
-            writeln!(
-                out,
-                "<p class=\"muted\">measured{}: {} ns/call, {:.1} ns/page (run {})</p>",
-                escape(&phase),
-                ns(m.median_ns),
-                m.ns_per_page,
-                m.run
-            )?;
-        }
-        out.push_str("<table><tr><th>counter per call</th>");
-        for s in &t.strategies {
-            write!(out, "<th class=\"n\">{}</th>", escape(s))?;
-        }
-        out.push_str("</tr>\n");
-        for r in &c.counters {
-            write!(
-                out,
-                "<tr{}><td><code>{}</code></td>",
-                if r.differs { " class=\"differs\"" } else { "" },
-                escape(&r.name)
-            )?;
-            for v in &r.values {
-                write!(out, "<td class=\"n\">{}</td>", counter(*v))?;
-            }
-            out.push_str("</tr>\n");
-        }
-        out.push_str("</table></div>\n");
-    }
-    out.push_str("</div>\n");
-    Ok(())
+struct ModelCellBlock<'a> {
+    size_kib: u64,
+    folio: &'a str,
+    /// `measured{phase}: ... ns/call, ... ns/page (run N)`.
+    measured: Vec<String>,
+    /// (name, differs, values).
+    counters: Vec<(&'a str, bool, Vec<String>)>,
 }
 
-fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
-    out.push_str(
-        "<section id=\"claims\">\n<h2>Claims</h2>\n<table><tr><th>seed</th><th>claim</th>\
-         <th>published</th><th>measured here</th><th>model</th><th>verdict</th></tr>\n",
-    );
-    let dash = |v: &Option<String>| escape(v.as_deref().unwrap_or("-"));
+impl<'a> ModelBlock<'a> {
+    fn new(t: &'a ModelTable) -> ModelBlock<'a> {
+        ModelBlock {
+            t,
+            params: params_suffix(t),
+            cells: t
+                .cells
+                .iter()
+                .map(|c| ModelCellBlock {
+                    size_kib: c.size_bytes >> 10,
+                    folio: &c.folio,
+                    measured: c
+                        .measured
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "measured{}: {} ns/call, {:.1} ns/page (run {})",
+                                phase_suffix(m),
+                                ns(m.median_ns),
+                                m.ns_per_page,
+                                m.run
+                            )
+                        })
+                        .collect(),
+                    counters: c
+                        .counters
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.name.as_str(),
+                                r.differs,
+                                r.values.iter().map(|v| counter(*v)).collect(),
+                            )
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn claims_table(claims: &[ClaimRow]) -> String {
+    let mut t = Table::new()
+        .left("seed")
+        .left("claim")
+        .left("published")
+        .left("measured here")
+        .left("model")
+        .left("verdict");
+    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     for c in claims {
-        writeln!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&c.seed),
-            escape(&c.claim),
+        t.row([
+            c.seed.clone(),
+            c.claim.clone(),
             dash(&c.published),
             dash(&c.measured),
             dash(&c.model),
-            escape(&c.verdict)
-        )?;
+            c.verdict.clone(),
+        ]);
     }
-    out.push_str("</table>\n</section>\n");
-    Ok(())
+    t.html()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::view::tests::fixture_model;
+
+    fn html(model: &ReportModel) -> String {
+        String::from_utf8(render_html(model).unwrap()).unwrap()
+    }
+
+    /// Text from a stored run is printed once, escaped: a `{{nav}}` in a
+    /// title is not a placeholder, and a tag cannot open an element.
+    #[test]
+    fn user_text_is_escaped_and_not_substituted() {
+        let mut m = fixture_model();
+        m.title = "{{nav}} <script>alert(1)</script>".into();
+        m.runs[0].tags = vec!["{{body}}".into(), "<img src=x onerror=alert(1)>".into()];
+        m.runs[0].name = "{{style}}\"'".into();
+        m.runs[0].command = "ptelab bench </code><script>x</script>".into();
+        m.workloads[0].warnings = vec!["<b>warn</b> & {{title}}".into()];
+        m.claims[0].claim = "<i>claim</i>".into();
+        // askama writes numeric entities (`&#60;`), the table escaper named
+        // ones (`&lt;`): read both the same.
+        let page = html(&m)
+            .replace("&#60;", "&lt;")
+            .replace("&#62;", "&gt;")
+            .replace("&#34;", "&quot;")
+            .replace("&#38;", "&amp;");
+        assert!(!page.contains("<script"), "{page}");
+        assert!(!page.contains("<img"));
+        assert!(!page.contains("<b>warn") && !page.contains("<i>claim"));
+        assert!(page.contains("<title>{{nav}} &lt;script&gt;alert(1)&lt;/script&gt;</title>"));
+        assert!(page.contains("<h1>{{nav}} &lt;script&gt;"));
+        // The nav appears once, in its element, and not inside the title.
+        assert_eq!(page.matches("<a href=\"#env\">").count(), 1);
+        assert!(page.contains("<td>{{body}}, &lt;img src=x onerror=alert(1)&gt;</td>"));
+        assert!(page.contains("<h3>run 2 (&#39;{{style}}&quot;&#39;&#39;)</h3>"));
+        assert!(page.contains("&lt;/code&gt;&lt;script&gt;x&lt;/script&gt;"));
+        assert!(page.contains("<li>&lt;b&gt;warn&lt;/b&gt; &amp; {{title}}</li>"));
+        assert!(page.contains("<td>&lt;i&gt;claim&lt;/i&gt;</td>"));
+    }
+
+    #[test]
+    fn mismatched_layout_and_verdicts_are_flagged() {
+        let page = html(&fixture_model());
+        assert!(page.contains("<td class=\"bad\">no: requested 64K folios: none found</td>"));
+        assert!(page.contains("<td class=\"bad\">REGRESSION</td>"));
+        assert!(page.contains("<table class=\"cells\"><tr><th class=\"n\">size_kib</th>"));
+    }
 }
