@@ -35,6 +35,8 @@ use std::fmt::Write;
 pub use crate::analysis::{CompareRow, CompareView, VerdictKind};
 use crate::analysis::{Drift, Method, RunRef, SideView};
 use crate::report::markdown::{words, wrap_sep};
+use crate::text::format::ns;
+use crate::text::table::{markdown_code, markdown_escape, Table};
 
 /// How the tables group rows: one table per workload and layout group.
 impl CompareRow {
@@ -74,8 +76,8 @@ pub enum Format {
 /// Render `view` in `format`.
 pub fn render(view: &CompareView, format: Format) -> String {
     match format {
-        Format::Text => render_markup(view, &Text),
-        Format::Markdown => render_markup(view, &Markdown),
+        Format::Text => render_markup(view, Markup::Text),
+        Format::Markdown => render_markup(view, Markup::Markdown),
         Format::Json => render_json(view),
     }
 }
@@ -87,83 +89,46 @@ pub fn render_json(view: &CompareView) -> String {
     s
 }
 
-/// Column alignment.
+/// Plain text or Markdown: they differ in headings, code spans, escaping and
+/// table syntax only.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Align {
-    Left,
-    Right,
+enum Markup {
+    Text,
+    Markdown,
 }
 
-/// What differs between plain text and Markdown (hyperfine's
-/// `src/export/markup.rs` idea): headings, emphasis and table syntax.
-trait Markup {
-    fn heading(&self, out: &mut String, text: &str);
-    fn table(&self, out: &mut String, header: &[&str], align: &[Align], rows: &[Vec<String>]);
-    fn code(&self, text: &str) -> String {
-        text.to_string()
-    }
-}
-
-struct Text;
-struct Markdown;
-
-impl Markup for Text {
-    fn heading(&self, out: &mut String, text: &str) {
-        writeln!(out, "{text}").unwrap();
-    }
-
-    fn table(&self, out: &mut String, header: &[&str], align: &[Align], rows: &[Vec<String>]) {
-        let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-        for row in rows {
-            for (w, cell) in width.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
+impl Markup {
+    fn heading(self, out: &mut String, text: &str) {
+        match self {
+            Markup::Text => writeln!(out, "{text}").unwrap(),
+            Markup::Markdown => writeln!(out, "#### {}", markdown_escape(text)).unwrap(),
         }
-        let line = |cells: Vec<&str>| {
-            let last = cells.len() - 1;
-            let mut s = String::new();
-            for (i, c) in cells.into_iter().enumerate() {
-                if i > 0 {
-                    s.push_str(" | ");
-                }
-                match (align[i], i == last) {
-                    (Align::Left, true) => s.push_str(c),
-                    (Align::Left, false) => write!(s, "{c:<w$}", w = width[i]).unwrap(),
-                    (Align::Right, _) => write!(s, "{c:>w$}", w = width[i]).unwrap(),
-                }
-            }
-            s
-        };
-        writeln!(out, "{}", line(header.to_vec())).unwrap();
-        for row in rows {
-            writeln!(out, "{}", line(row.iter().map(String::as_str).collect())).unwrap();
+    }
+
+    fn table(self, table: &Table) -> String {
+        match self {
+            Markup::Text => table.text(" | "),
+            Markup::Markdown => table.markdown(),
+        }
+    }
+
+    fn code(self, text: &str) -> String {
+        match self {
+            Markup::Text => text.to_string(),
+            Markup::Markdown => markdown_code(text),
+        }
+    }
+
+    /// Stored text (tags, run names) made safe for the format.
+    fn user(self, text: &str) -> String {
+        match self {
+            Markup::Text => text.to_string(),
+            Markup::Markdown => markdown_escape(text),
         }
     }
 }
 
-impl Markup for Markdown {
-    fn heading(&self, out: &mut String, text: &str) {
-        writeln!(out, "#### {text}").unwrap();
-    }
-
-    fn table(&self, out: &mut String, header: &[&str], align: &[Align], rows: &[Vec<String>]) {
-        writeln!(out, "| {} |", header.join(" | ")).unwrap();
-        let rule: Vec<&str> = align
-            .iter()
-            .map(|a| if *a == Align::Right { "---:" } else { ":---" })
-            .collect();
-        writeln!(out, "|{}|", rule.join("|")).unwrap();
-        for row in rows {
-            writeln!(out, "| {} |", row.join(" | ")).unwrap();
-        }
-    }
-
-    fn code(&self, text: &str) -> String {
-        format!("`{text}`")
-    }
-}
-
-fn run_line(label: &str, r: &RunRef) -> String {
+fn run_line(label: &str, r: &RunRef, m: Markup) -> String {
     let ids = match r.runs.as_slice() {
         [] => r.id.to_string(),
         runs => runs
@@ -184,21 +149,13 @@ fn run_line(label: &str, r: &RunRef) -> String {
         )
     };
     if !r.tags.is_empty() {
-        write!(s, ", tags {}", r.tags.join(",")).unwrap();
+        write!(s, ", tags {}", m.user(&r.tags.join(","))).unwrap();
     }
     s.push(')');
     if r.name != ids {
-        write!(s, " from '{}'", r.name).unwrap();
+        write!(s, " from '{}'", m.user(&r.name)).unwrap();
     }
     s
-}
-
-fn ns(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
 }
 
 fn pct(v: f64) -> String {
@@ -265,12 +222,12 @@ pub fn noise_line(m: &Method) -> String {
     )
 }
 
-fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
+fn render_markup(view: &CompareView, m: Markup) -> String {
     let mut out = String::new();
-    let md = m.code("x") != "x";
+    let md = m == Markup::Markdown;
     let bullet = if md { "- " } else { "" };
-    writeln!(out, "{bullet}{}", run_line("A", &view.a)).unwrap();
-    writeln!(out, "{bullet}{}", run_line("B", &view.b)).unwrap();
+    writeln!(out, "{bullet}{}", run_line("A", &view.a, m)).unwrap();
+    writeln!(out, "{bullet}{}", run_line("B", &view.b, m)).unwrap();
     let me = &view.method;
     let indent = if md { "  " } else { "" };
     match &me.replicated {
@@ -319,69 +276,69 @@ fn render_markup(view: &CompareView, m: &dyn Markup) -> String {
     // A corrected comparison also shows the raw change, so that the table
     // still reads B nsec / A nsec.
     let raw_column = view.rows.iter().any(|r| r.ratio_raw.is_some());
-    let mut header = vec!["size_kib", "A nsec", "B nsec", "%change ±%"];
-    let mut align = vec![Align::Right; 4];
+    let mut header = Table::new()
+        .right("size_kib")
+        .right("A nsec")
+        .right("B nsec")
+        .right("%change ±%");
     if raw_column {
-        header.push("raw %");
-        align.push(Align::Right);
+        header = header.right("raw %");
     }
     let sd_column = view.rows.iter().any(|r| r.run_sd.is_some());
     if sd_column {
-        header.push("run sd %");
-        align.push(Align::Right);
+        header = header.right("run sd %");
     }
-    header.push("verdict");
-    align.push(Align::Left);
+    header = header.left("verdict");
     let mut reasons: Vec<String> = Vec::new();
     for key in groups {
         let rows: Vec<&CompareRow> = view.rows.iter().filter(|r| r.group_key() == key).collect();
         m.heading(&mut out, &rows[0].group_title());
-        let cells: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                let side =
-                    |s: &Option<SideView>| s.as_ref().map_or("-".to_string(), |s| ns(s.median_ns));
-                let comparable = r.verdict != VerdictKind::NotComparable;
-                let change = match (r.ratio, r.ci_low, r.ci_high) {
-                    (Some(ratio), Some(lo), Some(hi)) if comparable => {
-                        format!("{} ±{:.1}", pct(ratio - 1.0), (hi - lo) / 2.0 * 100.0)
-                    }
-                    _ => "n/a".to_string(),
-                };
-                let verdict = match &r.reason {
-                    Some(why) => {
-                        reasons.push(format!(
-                            "{}, {} KiB: {why}",
-                            r.group_title(),
-                            r.size_bytes >> 10
-                        ));
-                        format!("{} (see below)", r.verdict.text())
-                    }
-                    None => r.verdict.text().to_string(),
-                };
-                let mut cells = vec![
-                    (r.size_bytes >> 10).to_string(),
-                    side(&r.a),
-                    side(&r.b),
-                    change,
-                ];
-                if raw_column {
-                    cells.push(r.ratio_raw.map_or("-".into(), |x| pct(x - 1.0)));
+        let mut table = header.clone();
+        for cells in rows.iter().map(|r| {
+            let side =
+                |s: &Option<SideView>| s.as_ref().map_or("-".to_string(), |s| ns(s.median_ns));
+            let comparable = r.verdict != VerdictKind::NotComparable;
+            let change = match (r.ratio, r.ci_low, r.ci_high) {
+                (Some(ratio), Some(lo), Some(hi)) if comparable => {
+                    format!("{} ±{:.1}", pct(ratio - 1.0), (hi - lo) / 2.0 * 100.0)
                 }
-                if sd_column {
-                    cells.push(r.run_sd.map_or("-".into(), |x| format!("{:.1}", x * 100.0)));
+                _ => "n/a".to_string(),
+            };
+            let verdict = match &r.reason {
+                Some(why) => {
+                    reasons.push(format!(
+                        "{}, {} KiB: {why}",
+                        r.group_title(),
+                        r.size_bytes >> 10
+                    ));
+                    format!("{} (see below)", r.verdict.text())
                 }
-                cells.push(verdict);
-                cells
-            })
-            .collect();
-        m.table(&mut out, &header, &align, &cells);
+                None => r.verdict.text().to_string(),
+            };
+            let mut cells = vec![
+                (r.size_bytes >> 10).to_string(),
+                side(&r.a),
+                side(&r.b),
+                change,
+            ];
+            if raw_column {
+                cells.push(r.ratio_raw.map_or("-".into(), |x| pct(x - 1.0)));
+            }
+            if sd_column {
+                cells.push(r.run_sd.map_or("-".into(), |x| format!("{:.1}", x * 100.0)));
+            }
+            cells.push(verdict);
+            cells
+        }) {
+            table.row(cells);
+        }
+        out.push_str(&m.table(&table));
         out.push('\n');
     }
     if !reasons.is_empty() {
         writeln!(out, "not comparable:").unwrap();
         for r in reasons {
-            writeln!(out, "{}{r}", if md { "- " } else { "  " }).unwrap();
+            writeln!(out, "{}{}", if md { "- " } else { "  " }, m.user(&r)).unwrap();
         }
         out.push('\n');
     }
@@ -598,6 +555,22 @@ pub(crate) mod tests {
     #[test]
     fn markdown() {
         insta::assert_snapshot!(render(&fixture(), Format::Markdown));
+    }
+
+    #[test]
+    fn markdown_escapes_stored_text() {
+        let mut view = fixture();
+        view.a.tags = vec!["<img src=x onerror=alert(1)>".into()];
+        view.b.name = "*bold* [link](x)".into();
+        let md = render(&view, Format::Markdown);
+        assert!(md.contains(r"\<img src=x onerror=alert(1)>"), "{md}");
+        assert!(
+            md.match_indices('<').all(|(i, _)| md[..i].ends_with('\\')),
+            "an unescaped < in {md}"
+        );
+        assert!(md.contains(r"\*bold\* \[link\](x)"), "{md}");
+        // Plain text keeps the words as they are.
+        assert!(render(&view, Format::Text).contains("<img src=x"));
     }
 
     #[test]
