@@ -314,3 +314,55 @@ fn open_existing_refuses_a_missing_file() {
     assert!(crate::error::is_usage(&err));
     assert!(!path.exists());
 }
+
+#[test]
+fn undefined_figures_read_back_as_undefined() {
+    // One sample (an `--iters` run) has no interval; no sample, no median.
+    let (_d, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let run = store
+        .begin_run("bench", "ptelab bench", &host(), &[])
+        .unwrap();
+    let mut one = cell(40, FolioSpec::Base, 1706.0);
+    // As the runner's summary gives them.
+    one.ns_per_call = NsPerCall {
+        median: 1706.0,
+        ci_low: f64::NAN,
+        ci_high: f64::NAN,
+        min: 1706.0,
+        mean: 1706.0,
+        samples: vec![1706.0],
+    };
+    let mut none = cell(80, FolioSpec::Base, 1.0);
+    none.ns_per_call = NsPerCall {
+        median: f64::NAN,
+        ci_low: f64::NAN,
+        ci_high: f64::NAN,
+        min: f64::NAN,
+        mean: f64::NAN,
+        samples: vec![],
+    };
+    none.ns_per_page = f64::NAN;
+    none.probe_ns = vec![120.0, f64::NAN];
+    store.insert_cell(run, &one).unwrap();
+    store.insert_cell(run, &none).unwrap();
+    let loaded = store.load(run).unwrap();
+    let back: Vec<&CellResult> = loaded.kernel_cells().collect();
+    let ns = &back[0].ns_per_call;
+    assert_eq!((ns.median, ns.samples.len()), (1706.0, 1));
+    assert!(ns.ci_low.is_nan() && ns.ci_high.is_nan());
+    let ns = &back[1].ns_per_call;
+    assert!(ns.median.is_nan() && ns.min.is_nan() && ns.mean.is_nan() && ns.samples.is_empty());
+    assert!(back[1].ns_per_page.is_nan() && back[1].probe_ns[1].is_nan());
+    // In the run document (`show --json`) undefined is null, and reads back.
+    let doc = serde_json::to_value(&loaded).unwrap();
+    assert!(doc["cells"][0]["cell"]["ns_per_call"]["ci_low"].is_null());
+    let again: StoredRun = serde_json::from_value(doc).unwrap();
+    assert!(again
+        .kernel_cells()
+        .next()
+        .unwrap()
+        .ns_per_call
+        .ci_high
+        .is_nan());
+}
