@@ -305,6 +305,98 @@ fn refuses_a_newer_schema_and_names_the_path() {
         msg.contains("schema version 99") && msg.contains(&path.display().to_string()),
         "{msg}"
     );
+    assert!(crate::error::is_usage(&err), "{msg}");
+}
+
+/// `Store::open` refuses `path` as bad input naming it, and leaves the file
+/// as it was.
+fn refused(path: &Path, says: &str) {
+    let before = std::fs::read(path).unwrap();
+    let err = Store::open(path).err().unwrap();
+    let msg = format!("{err:#}");
+    assert!(crate::error::is_usage(&err), "{msg}");
+    for part in [
+        &path.display().to_string(),
+        "is not a ptelab results database",
+        says,
+        "--db",
+    ] {
+        assert!(msg.contains(part), "{part:?} not in {msg}");
+    }
+    assert_eq!(std::fs::read(path).unwrap(), before, "the file was changed");
+}
+
+#[test]
+fn refuses_a_file_that_is_not_a_database() {
+    let (_d, path) = temp();
+    std::fs::write(&path, "garbage\n").unwrap();
+    refused(&path, "SQLite cannot read it");
+}
+
+#[test]
+fn refuses_another_applications_database() {
+    let (_d, path) = temp();
+    let other = Connection::open(&path).unwrap();
+    other
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);")
+        .unwrap();
+    drop(other);
+    refused(&path, "another application's tables: notes");
+    // Tables named like ours do not make it ours under another application id.
+    let other = Connection::open(&path).unwrap();
+    other
+        .execute_batch("CREATE TABLE run (id); CREATE TABLE cell (id); PRAGMA application_id = 7;")
+        .unwrap();
+    drop(other);
+    refused(&path, "application id 0x7");
+}
+
+#[test]
+fn a_database_from_before_the_application_id_opens_and_is_stamped() {
+    let (_d, path) = temp();
+    let run = {
+        let store = Store::open(&path).unwrap();
+        let run = store.begin_run("bench", "old", &host(), &[]).unwrap();
+        store.conn.pragma_update(None, "application_id", 0).unwrap();
+        run
+    };
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load(run).unwrap().run.command, "old");
+    let app: i64 = store
+        .conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(app, APPLICATION_ID);
+}
+
+#[test]
+fn identity_reads_header_and_tables() {
+    let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(identity(0, 0, &[]), Identity::Fresh);
+    assert_eq!(
+        identity(APPLICATION_ID, 2, &names(&["run"])),
+        Identity::Ours
+    );
+    assert_eq!(
+        identity(0, 2, &names(&["cell", "flush", "run"])),
+        Identity::Ours
+    );
+    for (app, version, tables) in [
+        (0, 0, names(&["run", "cell"])),
+        (0, 3, names(&["notes"])),
+        (0, 1, names(&[])),
+        (42, 0, names(&[])),
+    ] {
+        assert!(
+            matches!(identity(app, version, &tables), Identity::Foreign(_)),
+            "{app} {version} {tables:?}"
+        );
+    }
+    let many = names(&["a", "b", "c", "d", "e", "f"]);
+    assert_eq!(
+        identity(0, 0, &many),
+        Identity::Foreign("it holds another application's tables: a, b, c, d, e, ...".into())
+    );
 }
 
 #[test]
