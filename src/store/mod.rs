@@ -756,6 +756,8 @@ fn process_is_ptelab(pid: i64) -> bool {
 }
 
 #[cfg(test)]
+pub(crate) mod roundtrip;
+#[cfg(test)]
 pub(crate) mod tests;
 
 /// The database as the sink of a kernel measurement session.
