@@ -16,6 +16,8 @@ mod measure;
 mod record;
 mod report;
 mod reproduce;
+#[cfg(test)]
+mod roundtrip;
 mod store;
 mod workload;
 

@@ -32,6 +32,12 @@ const RULES: &[(&str, &[&str])] = &[
         "cli",
         &["store", "measure", "kernel", "record", "workload", "error"],
     ),
+    // The renderers' round-trip property test (test-only, above every
+    // layer like main.rs).
+    (
+        "roundtrip",
+        &["cmd", "report", "analysis", "store", "error"],
+    ),
     (
         "cmd",
         &[
