@@ -26,7 +26,8 @@ const PHASES: &[&str] = &[
     "rw-to-none",
     "mremap",
     "iteration",
-    "swpout-whole pageout",
+    "madv-pageout tmpfs",
+    "memcg-v2-reclaim anon ext4 swpout-whole",
 ];
 
 /// Text as users and kernels write it, with what tables, CSV, Markdown and
