@@ -54,9 +54,9 @@ impl Layout {
 }
 
 /// Summary of per-call times of one cell. A figure the samples do not define
-/// is NaN: the interval of fewer than 6 samples (an `--iters` run), every
-/// figure of a cell without samples. JSON has no NaN: it is written and read
-/// as `null` ([`undefined`]).
+/// is NaN: the interval of one sample (as `--iters` may leave), every figure
+/// of a cell without samples. JSON has no NaN: it is written and read as
+/// `null` ([`undefined`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NsPerCall {
     #[serde(with = "undefined")]
