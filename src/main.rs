@@ -18,6 +18,8 @@ mod model;
 mod record;
 mod report;
 mod reproduce;
+#[cfg(test)]
+mod roundtrip;
 mod store;
 mod text;
 mod workload;

@@ -53,14 +53,22 @@ impl Layout {
     }
 }
 
-/// Summary of per-call times of one cell.
+/// Summary of per-call times of one cell. A figure the samples do not define
+/// is NaN: the interval of one sample (as `--iters` may leave), every figure
+/// of a cell without samples. JSON has no NaN: it is written and read as
+/// `null` ([`undefined`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NsPerCall {
+    #[serde(with = "undefined")]
     pub median: f64,
     /// 95% confidence interval of the median (distribution-free, order statistics).
+    #[serde(with = "undefined")]
     pub ci_low: f64,
+    #[serde(with = "undefined")]
     pub ci_high: f64,
+    #[serde(with = "undefined")]
     pub min: f64,
+    #[serde(with = "undefined")]
     pub mean: f64,
     /// Every sample: mean ns per call within one batch of calls.
     pub samples: Vec<f64>,
@@ -112,14 +120,23 @@ pub struct CellResult {
     /// the median of the probes taken between the block's timed batches
     /// (see `measure::probe`). `ptelab compare` divides machine drift out
     /// with it. Empty in results stored before the probe existed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "undefined::each"
+    )]
     pub probe_ns: Vec<f64>,
     /// The memory-latency probe of each block, in order: ns per dependent
     /// load through a 64 MiB random cycle, the median of the probes taken
     /// between the block's timed batches. Empty in older results.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "undefined::each"
+    )]
     pub memory_probe_ns: Vec<f64>,
     /// Median ns per call divided by the pages one call covers.
+    #[serde(with = "undefined")]
     pub ns_per_page: f64,
     /// Calls timed in total, and per sample.
     pub calls: u64,
@@ -127,6 +144,7 @@ pub struct CellResult {
     pub pinned_cpu: Option<usize>,
     pub tlb_flushes: TlbFlushes,
     /// Wall time the cell took, including setup.
+    #[serde(with = "undefined")]
     pub elapsed_s: f64,
     /// Warnings raised while measuring (high outlier share, budget spent before
     /// the precision target, ...).
@@ -181,6 +199,38 @@ pub struct Host {
     pub tool_version: String,
     /// Git revision ptelab was built from, when built from a git checkout.
     pub git_revision: Option<String>,
+}
+
+/// Serde for a number that may be undefined (NaN): `null` in JSON, which has
+/// no NaN, and `null` back to NaN, so that a stored cell always reads back.
+pub mod undefined {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    fn defined(v: f64) -> Option<f64> {
+        (!v.is_nan()).then_some(v)
+    }
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        defined(*v).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+
+    /// The same for each number of a list.
+    pub mod each {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(v.iter().map(|v| defined(*v)))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+            let v = Vec::<Option<f64>>::deserialize(d)?;
+            Ok(v.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
+        }
+    }
 }
 
 /// Where finished cells go (the results database), one call per finished cell

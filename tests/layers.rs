@@ -42,6 +42,12 @@ const RULES: &[(&str, &[&str])] = &[
             "store", "measure", "kernel", "record", "workload", "text", "error",
         ],
     ),
+    // The renderers' round-trip property test (test-only, above every
+    // layer like main.rs).
+    (
+        "roundtrip",
+        &["cmd", "report", "analysis", "store", "error"],
+    ),
     (
         "cmd",
         &[

@@ -665,3 +665,126 @@ fn calibrate_interrupted_while_idle_keeps_its_runs() {
     assert!(t.elapsed().as_secs() < 60);
     assert_eq!(listed(), 1);
 }
+
+/// Every reader of a run: `show` (text, JSON, CSV), `report` (HTML,
+/// Markdown, alone and against itself) and `compare`; returns compare's
+/// JSON document.
+fn read_everywhere(db: &TempDb, run: &str) -> Value {
+    let text = stdout(&["show", run], db);
+    let doc: Value = serde_json::from_str(&stdout(&["show", run, "--json"], db)).unwrap();
+    let ns = &doc["cells"][0]["cell"]["ns_per_call"];
+    assert!(ns["median"].as_f64().unwrap() > 0.0, "{ns}");
+    // One sample: no interval, null in JSON, n/a in text. (`--iters` may
+    // also give a few samples, whose interval is [min, max].)
+    if ns["samples"].as_array().unwrap().len() == 1 {
+        assert!(ns["ci_low"].is_null() && ns["ci_high"].is_null(), "{ns}");
+        assert!(text.contains("n/a"), "the undefined CI reads n/a:\n{text}");
+    }
+    stdout(&["show", run, "--csv"], db);
+    for out in ["r.html", "r.md"] {
+        let path = db.dir().join(out);
+        let path = path.to_str().unwrap();
+        stdout(&["report", run, "-o", path], db);
+        stdout(&["report", run, "--vs", run, "-o", path], db);
+        assert!(std::fs::metadata(path).unwrap().len() > 0);
+    }
+    serde_json::from_str(&stdout(&["compare", run, run, "--json"], db)).unwrap()
+}
+
+/// A cell of fewer than 5 samples (one has no confidence interval): compare
+/// and report must not draw a verdict from it.
+fn assert_not_judged(cmp: &Value) {
+    for row in cmp["rows"].as_array().unwrap() {
+        assert_eq!(row["verdict"], "not-comparable", "{row}");
+        assert!(
+            row["reason"].as_str().unwrap().contains("too few samples"),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn a_one_sample_run_reads_back_everywhere() {
+    // As `bench --iters` stores it: one sample, the interval null in JSON.
+    let db = TempDb::new();
+    let mut c = kernel_cell(40, "4K", 4096, 1706.0, vec![1706.0]);
+    merge(
+        &mut c,
+        json!({"cell": {"ns_per_call": {"ci_low": null, "ci_high": null}}}),
+    );
+    import_runs(&db, &[run_doc(1, "6.18.0", 1, "complete", &[], vec![c])]);
+    let text = stdout(&["show", "1"], &db);
+    assert!(text.contains("n/a"), "the undefined CI reads n/a:\n{text}");
+    assert_not_judged(&read_everywhere(&db, "1"));
+}
+
+#[test]
+fn a_bench_iters_run_reads_back_everywhere() {
+    if !crate::common::is_root() {
+        return crate::common::skip("needs root for layout control");
+    }
+    let _knobs = crate::common::knob_watch();
+    let db = TempDb::new();
+    let out = ptelab()
+        .args([
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "40K",
+            "--iters",
+            "2000",
+        ])
+        .args(["--db", db.path()])
+        .output()
+        .unwrap();
+    crate::common::assert_success(&out);
+    assert_not_judged(&read_everywhere(&db, "latest"));
+}
+
+#[test]
+fn a_file_that_is_not_a_ptelab_database_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(&garbage, "garbage\n").unwrap();
+    // Another application's SQLite database.
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);")
+        .unwrap();
+    for (path, why) in [
+        (&garbage, "SQLite cannot read it as a database"),
+        (&other, "it holds another application's tables: notes"),
+    ] {
+        let before = std::fs::read(path).unwrap();
+        let db = path.to_str().unwrap();
+        for args in [
+            &["runs"][..],
+            &["show", "latest"],
+            &["compare", "1", "2"],
+            &["report", "latest", "-o", "x.html"],
+        ] {
+            let out = ptelab().args(args).args(["--db", db]).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            let want = format!("{db} is not a ptelab results database ({why}): pass --db");
+            assert!(err.contains(&want), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        assert_eq!(std::fs::read(path).unwrap(), before, "{db} was changed");
+    }
+    // A ptelab database from a newer schema says so.
+    let db = TempDb::new();
+    import_runs(&db, &[run_doc(1, "6.18.0", 1, "complete", &[], vec![])]);
+    rusqlite::Connection::open(db.path())
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    ptelab()
+        .args(["runs", "--db", db.path()])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "has schema version 99, newer than this ptelab knows",
+        ));
+}

@@ -12,7 +12,10 @@
 //!   SIGKILL) keeps every cell it finished. Its run stays `running` in the
 //!   table; readers report it as [`RunStatus::Interrupted`] once the process
 //!   that owned it is gone.
-//! - Every error names the database path and the operation.
+//! - Every error names the database path and the operation. A file that is
+//!   not a ptelab database (not SQLite, or another application's: its
+//!   `PRAGMA application_id` and tables tell) is refused as bad input before
+//!   anything is written to it.
 //!
 //! Runs are named on the command line by id, `latest`, `latest~N` or a tag
 //! (the newest run carrying it), see [`Store::resolve`].
@@ -43,6 +46,53 @@ const MIGRATIONS: &[&str] = &[
 /// The `schema` value of a run document ([`StoredRun`] as JSON): what
 /// `ptelab show RUN --json` prints and what the store can import back.
 pub const RUN_SCHEMA: &str = "ptelab/run/v1";
+
+/// SQLite's header field naming the application that owns a file
+/// (`PRAGMA application_id`): "ptlb". Databases made before it was set have 0.
+const APPLICATION_ID: i64 = 0x7074_6c62;
+
+/// Tables every ptelab database has had since schema version 1.
+const OWN_TABLES: [&str; 2] = ["run", "cell"];
+
+/// What an opened SQLite file is.
+#[derive(Debug, PartialEq)]
+enum Identity {
+    /// Empty: ours to create.
+    Fresh,
+    Ours,
+    /// Another application's, and why we think so.
+    Foreign(String),
+}
+
+/// Tell a ptelab database from another SQLite file by its header
+/// (application id, schema version) and table names.
+fn identity(app: i64, version: i64, tables: &[String]) -> Identity {
+    let has_ours = OWN_TABLES.iter().all(|t| tables.iter().any(|n| n == t));
+    match app {
+        APPLICATION_ID => Identity::Ours,
+        0 if version == 0 && tables.is_empty() => Identity::Fresh,
+        // Made by a ptelab from before the application id.
+        0 if version > 0 && has_ours => Identity::Ours,
+        0 if tables.is_empty() => Identity::Foreign(format!(
+            "an SQLite file with schema version {version} and no tables"
+        )),
+        0 => {
+            let mut names = tables
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if tables.len() > 5 {
+                names.push_str(", ...");
+            }
+            Identity::Foreign(format!("it holds another application's tables: {names}"))
+        }
+        other => Identity::Foreign(format!(
+            "another application's SQLite file, application id {other:#x}"
+        )),
+    }
+}
 
 /// How long a writer waits for another process's transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -235,6 +285,9 @@ pub struct Store {
 
 impl Store {
     /// Open or create; apply migrations (PRAGMA user_version); WAL; busy timeout.
+    /// A file that is not a ptelab database (not SQLite, or another
+    /// application's) is refused as bad input, before anything is written
+    /// to it.
     pub fn open(path: &Path) -> anyhow::Result<Store> {
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open results database {}", path.display()))?;
@@ -242,6 +295,11 @@ impl Store {
             conn,
             path: path.to_path_buf(),
         };
+        store
+            .conn
+            .busy_timeout(BUSY_TIMEOUT)
+            .with_context(|| store.what("configure"))?;
+        store.identify()?;
         store.configure().with_context(|| store.what("configure"))?;
         store.migrate()?;
         Ok(store)
@@ -269,8 +327,47 @@ impl Store {
         format!("{op} in results database {}", self.path.display())
     }
 
+    /// Refuse a file that is not a ptelab database: exit 2, saying what to do.
+    fn identify(&self) -> anyhow::Result<()> {
+        let read = || -> rusqlite::Result<(i64, i64, Vec<String>)> {
+            // One read transaction: a consistent view while another ptelab
+            // may be creating the database.
+            let tx = self.conn.unchecked_transaction()?;
+            let app = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+            let version = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            let tables = tx
+                .prepare(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' \
+                     AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+                )?
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?;
+            Ok((app, version, tables))
+        };
+        let (app, version, tables) = match read() {
+            Ok(found) => found,
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::NotADatabase =>
+            {
+                return Err(self.not_ours("SQLite cannot read it as a database"));
+            }
+            Err(e) => return Err(e).with_context(|| self.what("read the database header")),
+        };
+        match identity(app, version, &tables) {
+            Identity::Fresh | Identity::Ours => Ok(()),
+            Identity::Foreign(why) => Err(self.not_ours(&why)),
+        }
+    }
+
+    fn not_ours(&self, why: &str) -> anyhow::Error {
+        usage(format!(
+            "{} is not a ptelab results database ({why}): pass --db with a ptelab database or a \
+             new file name, or move this file away",
+            self.path.display()
+        ))
+    }
+
     fn configure(&self) -> rusqlite::Result<()> {
-        self.conn.busy_timeout(BUSY_TIMEOUT)?;
         // journal_mode answers with a row; WAL persists in the file. Switching
         // to WAL needs an exclusive lock and SQLite answers BUSY at once
         // (without the busy handler) while another connection switches it
@@ -314,11 +411,11 @@ impl Store {
             .with_context(|| self.what("read schema version"))?;
         let known = MIGRATIONS.len() as i64;
         if version > known {
-            anyhow::bail!(
+            return Err(usage(format!(
                 "results database {} has schema version {version}, newer than this ptelab knows \
                  ({known}): use a newer ptelab or another --db",
                 self.path.display()
-            );
+            )));
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(sql)
@@ -327,6 +424,15 @@ impl Store {
         if version < known {
             tx.pragma_update(None, "user_version", known)
                 .with_context(|| self.what("set schema version"))?;
+        }
+        // Stamped outside the numbered migrations: a header field, not a
+        // schema change, so older ptelab builds still open the file.
+        let app: i64 = tx
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .with_context(|| self.what("read application id"))?;
+        if app != APPLICATION_ID {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .with_context(|| self.what("set application id"))?;
         }
         tx.commit()
             .with_context(|| self.what("commit schema migration"))
@@ -649,6 +755,8 @@ fn process_is_ptelab(pid: i64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("ptelab"))
 }
 
+#[cfg(test)]
+pub(crate) mod roundtrip;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -281,7 +281,9 @@ pub(super) fn select_cells(conn: &Connection, run: RunId) -> anyhow::Result<Vec<
 }
 
 /// Put back the numbers that have their own REAL column: SQLite keeps an f64
-/// bit for bit, the JSON text only to within one ULP.
+/// bit for bit (serde_json's text is exact only with its `float_roundtrip`
+/// feature). A NULL column is an undefined figure (NaN), which the JSON holds
+/// as null too.
 fn restore_exact(c: &mut CellResult, exact: [Option<f64>; 7]) {
     let [median, ci_low, ci_high, min, mean, per_page, flushes] = exact;
     let ns = &mut c.ns_per_call;

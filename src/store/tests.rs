@@ -305,6 +305,98 @@ fn refuses_a_newer_schema_and_names_the_path() {
         msg.contains("schema version 99") && msg.contains(&path.display().to_string()),
         "{msg}"
     );
+    assert!(crate::error::is_usage(&err), "{msg}");
+}
+
+/// `Store::open` refuses `path` as bad input naming it, and leaves the file
+/// as it was.
+fn refused(path: &Path, says: &str) {
+    let before = std::fs::read(path).unwrap();
+    let err = Store::open(path).err().unwrap();
+    let msg = format!("{err:#}");
+    assert!(crate::error::is_usage(&err), "{msg}");
+    for part in [
+        &path.display().to_string(),
+        "is not a ptelab results database",
+        says,
+        "--db",
+    ] {
+        assert!(msg.contains(part), "{part:?} not in {msg}");
+    }
+    assert_eq!(std::fs::read(path).unwrap(), before, "the file was changed");
+}
+
+#[test]
+fn refuses_a_file_that_is_not_a_database() {
+    let (_d, path) = temp();
+    std::fs::write(&path, "garbage\n").unwrap();
+    refused(&path, "SQLite cannot read it");
+}
+
+#[test]
+fn refuses_another_applications_database() {
+    let (_d, path) = temp();
+    let other = Connection::open(&path).unwrap();
+    other
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);")
+        .unwrap();
+    drop(other);
+    refused(&path, "another application's tables: notes");
+    // Tables named like ours do not make it ours under another application id.
+    let other = Connection::open(&path).unwrap();
+    other
+        .execute_batch("CREATE TABLE run (id); CREATE TABLE cell (id); PRAGMA application_id = 7;")
+        .unwrap();
+    drop(other);
+    refused(&path, "application id 0x7");
+}
+
+#[test]
+fn a_database_from_before_the_application_id_opens_and_is_stamped() {
+    let (_d, path) = temp();
+    let run = {
+        let store = Store::open(&path).unwrap();
+        let run = store.begin_run("bench", "old", &host(), &[]).unwrap();
+        store.conn.pragma_update(None, "application_id", 0).unwrap();
+        run
+    };
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load(run).unwrap().run.command, "old");
+    let app: i64 = store
+        .conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(app, APPLICATION_ID);
+}
+
+#[test]
+fn identity_reads_header_and_tables() {
+    let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(identity(0, 0, &[]), Identity::Fresh);
+    assert_eq!(
+        identity(APPLICATION_ID, 2, &names(&["run"])),
+        Identity::Ours
+    );
+    assert_eq!(
+        identity(0, 2, &names(&["cell", "flush", "run"])),
+        Identity::Ours
+    );
+    for (app, version, tables) in [
+        (0, 0, names(&["run", "cell"])),
+        (0, 3, names(&["notes"])),
+        (0, 1, names(&[])),
+        (42, 0, names(&[])),
+    ] {
+        assert!(
+            matches!(identity(app, version, &tables), Identity::Foreign(_)),
+            "{app} {version} {tables:?}"
+        );
+    }
+    let many = names(&["a", "b", "c", "d", "e", "f"]);
+    assert_eq!(
+        identity(0, 0, &many),
+        Identity::Foreign("it holds another application's tables: a, b, c, d, e, ...".into())
+    );
 }
 
 #[test]
@@ -313,4 +405,56 @@ fn open_existing_refuses_a_missing_file() {
     let err = Store::open_existing(&path).err().unwrap();
     assert!(crate::error::is_usage(&err));
     assert!(!path.exists());
+}
+
+#[test]
+fn undefined_figures_read_back_as_undefined() {
+    // One sample (an `--iters` run) has no interval; no sample, no median.
+    let (_d, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let run = store
+        .begin_run("bench", "ptelab bench", &host(), &[])
+        .unwrap();
+    let mut one = cell(40, FolioSpec::Base, 1706.0);
+    // As the runner's summary gives them.
+    one.ns_per_call = NsPerCall {
+        median: 1706.0,
+        ci_low: f64::NAN,
+        ci_high: f64::NAN,
+        min: 1706.0,
+        mean: 1706.0,
+        samples: vec![1706.0],
+    };
+    let mut none = cell(80, FolioSpec::Base, 1.0);
+    none.ns_per_call = NsPerCall {
+        median: f64::NAN,
+        ci_low: f64::NAN,
+        ci_high: f64::NAN,
+        min: f64::NAN,
+        mean: f64::NAN,
+        samples: vec![],
+    };
+    none.ns_per_page = f64::NAN;
+    none.probe_ns = vec![120.0, f64::NAN];
+    store.insert_cell(run, &one).unwrap();
+    store.insert_cell(run, &none).unwrap();
+    let loaded = store.load(run).unwrap();
+    let back: Vec<&CellResult> = loaded.kernel_cells().collect();
+    let ns = &back[0].ns_per_call;
+    assert_eq!((ns.median, ns.samples.len()), (1706.0, 1));
+    assert!(ns.ci_low.is_nan() && ns.ci_high.is_nan());
+    let ns = &back[1].ns_per_call;
+    assert!(ns.median.is_nan() && ns.min.is_nan() && ns.mean.is_nan() && ns.samples.is_empty());
+    assert!(back[1].ns_per_page.is_nan() && back[1].probe_ns[1].is_nan());
+    // In the run document (`show --json`) undefined is null, and reads back.
+    let doc = serde_json::to_value(&loaded).unwrap();
+    assert!(doc["cells"][0]["cell"]["ns_per_call"]["ci_low"].is_null());
+    let again: StoredRun = serde_json::from_value(doc).unwrap();
+    assert!(again
+        .kernel_cells()
+        .next()
+        .unwrap()
+        .ns_per_call
+        .ci_high
+        .is_nan());
 }
