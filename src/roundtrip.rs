@@ -8,9 +8,9 @@
 use proptest::prelude::*;
 use ptelab_stats::compare::CompareOpts;
 
-use crate::cmd::compare::{compare_replicated, compare_runs, NoiseRule};
-use crate::cmd::report::Format as ReportFormat;
+use crate::analysis::{compare_replicated, compare_runs, NoiseRule};
 use crate::cmd::show::{render_csv, render_text};
+use crate::cmd::ReportFormat;
 use crate::report::compare::{render, CompareView, Format, VerdictKind};
 use crate::report::view::ReportBuilder;
 use crate::store::roundtrip::{check, run_spec, write, RunSpec, CASES};
@@ -44,7 +44,7 @@ fn verdicts_are_earned(view: &CompareView, min_samples: usize) -> Result<(), Tes
             prop_assert!(r.reason.is_some(), "{:?}", r);
             continue;
         }
-        let samples = |s: &Option<crate::report::compare::SideView>| s.as_ref().map(|s| s.samples);
+        let samples = |s: &Option<crate::analysis::SideView>| s.as_ref().map(|s| s.samples);
         let replicated = view.method.replicated.is_some();
         if !replicated {
             prop_assert!(samples(&r.a).unwrap_or(0) >= min_samples, "{:?}", r);
