@@ -73,6 +73,26 @@ pub fn kernel_plan(
             bail_usage!("size {s} bytes is not a multiple of the 4K base page");
         }
     }
+    // A cell is labelled by what it holds: a region smaller than one folio
+    // of the request holds only order-0 pages (and its expected layout,
+    // "all order-0", would pass verification), so it is never measured
+    // under the large-folio label.
+    let (grid, skipped) = fitting_cells(sizes, folios);
+    if grid.is_empty() {
+        if let (&[size], &[folio]) = (sizes, folios) {
+            bail_usage!(
+                "size {} cannot hold one {folio} folio: the smallest size for --folio {folio} is {} \
+                 (or ask for a smaller folio)",
+                fmt(size),
+                fmt(folio.folio_bytes())
+            );
+        }
+        bail_usage!(
+            "no size of the grid can hold one folio of its layout ({}): every cell would hold \
+             only 4K pages",
+            skipped.join("; ")
+        );
+    }
     let budget = match opts.iters {
         Some(0) => bail_usage!("--iters must be at least 1"),
         Some(n) => Budget::Iters(n),
@@ -117,7 +137,9 @@ pub fn kernel_plan(
     }
     if verified {
         for &f in folios {
-            thp::check_offered(f)?;
+            if grid.iter().any(|&(g, _)| g == f) {
+                thp::check_offered(f)?;
+            }
         }
     }
     let ncpu = online_cpus();
@@ -129,30 +151,52 @@ pub fn kernel_plan(
         (false, Some(c)) => Some(c),
         (false, None) => Some(ncpu - 1),
     };
-    let mut cells = Vec::new();
-    for &folio in folios {
-        for &size in sizes {
-            cells.push(CellPlan {
-                workload,
-                size,
-                folio,
-                regions: opts.regions,
-                neighbor: opts.neighbor,
-                budget,
-                allow_mismatch: opts.allow_mismatch,
-                verified,
-                count_flushes: !opts.no_flush_count,
-                blocks: opts.blocks,
-                pinned_cpu: pin,
-                reclaim: reclaim.clone(),
-            });
-        }
-    }
+    let cells = grid
+        .into_iter()
+        .map(|(folio, size)| CellPlan {
+            workload,
+            size,
+            folio,
+            regions: opts.regions,
+            neighbor: opts.neighbor,
+            budget,
+            allow_mismatch: opts.allow_mismatch,
+            verified,
+            count_flushes: !opts.no_flush_count,
+            blocks: opts.blocks,
+            pinned_cpu: pin,
+            reclaim: reclaim.clone(),
+        })
+        .collect();
     Ok(KernelPlan {
         cells,
         verified,
         pin,
+        skipped,
     })
+}
+
+/// The (folio, size) cells of the grid whose region can hold at least one
+/// folio of its layout, in grid order, and a note for each cell that cannot.
+fn fitting_cells(sizes: &[u64], folios: &[FolioSpec]) -> (Vec<(FolioSpec, u64)>, Vec<String>) {
+    let mut grid = Vec::new();
+    let mut skipped = Vec::new();
+    for &folio in folios {
+        for &size in sizes {
+            if size >= folio.folio_bytes() {
+                grid.push((folio, size));
+            } else {
+                skipped.push(format!(
+                    "skipped cell {} {folio}: a {} region cannot hold one {folio} folio (the \
+                     smallest size for {folio} is {})",
+                    fmt(size),
+                    fmt(size),
+                    fmt(folio.folio_bytes())
+                ));
+            }
+        }
+    }
+    (grid, skipped)
 }
 
 /// The reclaim workload's options: `--swapfile` checked against the
@@ -215,6 +259,32 @@ pub fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cells_too_small_for_one_folio_are_skipped_with_a_note() {
+        let k = 1024;
+        let (grid, skipped) = fitting_cells(
+            &[4 * k, 64 * k, 2048 * k],
+            &[FolioSpec::Base, FolioSpec::Mthp(64 * k), FolioSpec::PmdPte],
+        );
+        assert_eq!(
+            grid,
+            vec![
+                (FolioSpec::Base, 4 * k),
+                (FolioSpec::Base, 64 * k),
+                (FolioSpec::Base, 2048 * k),
+                (FolioSpec::Mthp(64 * k), 64 * k),
+                (FolioSpec::Mthp(64 * k), 2048 * k),
+                (FolioSpec::PmdPte, 2048 * k),
+            ]
+        );
+        assert_eq!(skipped.len(), 3);
+        assert!(
+            skipped[0].contains("4K 64K") && skipped[0].contains("smallest size for 64K is 64K"),
+            "{skipped:?}"
+        );
+        assert!(skipped[2].contains("64K 2M-pte"), "{skipped:?}");
+    }
 
     #[test]
     fn durations() {

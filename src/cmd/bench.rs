@@ -79,6 +79,7 @@ pub fn run_kernel(
             "run_id": outcome.run_id,
             "interrupted": outcome.interrupted,
             "failed": outcome.failed.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
+            "skipped": plan.skipped,
         });
         let doc = if kind == "bench" && outcome.cells.len() == 1 {
             let mut doc = serde_json::to_value(&outcome.cells[0])?;

@@ -66,6 +66,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         cells: Vec::new(),
         verified: true,
         pin: None,
+        skipped: Vec::new(),
     };
     for seed in &chosen {
         for k in &seed.kernel {
@@ -74,6 +75,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                     kplan.verified &= p.verified;
                     kplan.pin = p.pin;
                     kplan.cells.extend(p.cells);
+                    kplan.skipped.extend(p.skipped);
                 }
                 Err(e) => ev.unavailable.push((k.workload, format!("{e:#}"))),
             }

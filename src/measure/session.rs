@@ -21,6 +21,9 @@ pub struct KernelPlan {
     /// Layout control and verification available.
     pub verified: bool,
     pub pin: Option<usize>,
+    /// Cells of the requested grid left out, one note each (a region too
+    /// small to hold one folio of its layout).
+    pub skipped: Vec<String>,
 }
 
 /// What a session produced.
@@ -66,6 +69,10 @@ pub fn run(
     let interrupted_flag = thp::interrupted();
     if let Some(cpu) = plan.pin {
         runner::pin_process(cpu)?;
+    }
+    // After the re-exec, so that each note is printed once.
+    for note in &plan.skipped {
+        eprintln!("ptelab: {note}");
     }
     let mut guard = if plan.verified {
         Some(KnobGuard::acquire(&mut |msg: &str| {
