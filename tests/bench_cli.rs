@@ -326,10 +326,14 @@ fn sweep_skips_cells_too_small_for_one_folio() {
 #[test]
 fn bad_tags_are_refused_before_measuring() {
     for (tag, extra, needle) in [
-        ("12", None, "bad tag '12'"),
+        ("12", None, "invalid value '12' for '--tag <TAG>'"),
         ("a,b", None, "no comma"),
         ("latest-ish", None, "'latest'"),
-        ("base", Some("--no-store"), "drop --no-store"),
+        (
+            "base",
+            Some("--no-store"),
+            "cannot be used with '--no-store'",
+        ),
     ] {
         ptelab()
             .args(["bench", "mprotect-toggle", "--tag", tag])

@@ -3,8 +3,6 @@
 //! (unknown sizes and specs, sizes above available memory, no root, folio
 //! sizes the kernel does not offer).
 
-use std::time::Duration;
-
 use crate::bail_usage;
 use crate::cli::flags::MeasureOpts;
 use crate::error::usage;
@@ -25,26 +23,6 @@ pub const KERNEL_WORKLOADS: [WorkloadKind; 5] = [
     WorkloadKind::ProtTransition,
     WorkloadKind::Reclaim,
 ];
-
-/// Parse `2s`, `500ms`, `1m`, `1.5s`.
-pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    let t = text.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * mult)),
-        _ => Err(usage(format!(
-            "invalid duration '{text}': expected e.g. 500ms, 2s, 1.5s, 1m"
-        ))),
-    }
-}
 
 fn online_cpus() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
@@ -96,7 +74,7 @@ pub fn kernel_plan(
     let budget = match opts.iters {
         Some(0) => bail_usage!("--iters must be at least 1"),
         Some(n) => Budget::Iters(n),
-        None => Budget::Time(parse_duration(&opts.time)?),
+        None => Budget::Time(opts.time),
     };
     // Memory first: refuse before anything is mapped.
     let avail = host::mem_available_bytes()?;
@@ -214,10 +192,7 @@ fn reclaim_plan(
             eprintln!("{m}");
         }
     }
-    let bytes = match &opts.swapfile {
-        Some(t) => Some(crate::workload::size::parse_size(t)?),
-        None => None,
-    };
+    let bytes = opts.swapfile;
     if workload != WorkloadKind::Reclaim {
         if bytes.is_some() {
             bail_usage!("--swapfile is only used by the reclaim workload (anonymous reclaim)");
@@ -284,14 +259,5 @@ mod tests {
             "{skipped:?}"
         );
         assert!(skipped[2].contains("64K 2M-pte"), "{skipped:?}");
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(crate::error::is_usage(&parse_duration("fast").unwrap_err()));
-        assert!(parse_duration("0s").is_err());
     }
 }

@@ -5,44 +5,22 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use crate::cli::flags::{BenchArgs, MeasureOpts, OutputOpts};
+use crate::cli::flags::{BenchArgs, MeasureOpts, StoreOpts};
 use crate::cli::plan;
 use crate::measure::session;
 use crate::report::cells;
-use crate::workload::size::parse_size;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
-    let size = match &args.size {
-        Some(s) => parse_size(s)?,
-        None => args.workload.default_size(),
-    };
-    let folio: FolioSpec = args.folio.parse()?;
+    let size = args.size.unwrap_or_else(|| args.workload.default_size());
     run_kernel(
         "bench",
         args.workload,
         &[size],
-        &[folio],
+        &[args.folio],
         &args.measure,
         &args.out,
-        &args.tags,
     )
-}
-
-/// Tags must read as tags wherever runs are named (`store::is_tag_name`).
-fn check_tags(tags: &[String], no_store: bool) -> anyhow::Result<()> {
-    if !tags.is_empty() && no_store {
-        crate::bail_usage!("--tag names a stored run: drop --no-store");
-    }
-    for t in tags {
-        if !crate::store::is_tag_name(t) {
-            crate::bail_usage!(
-                "bad tag '{t}': a tag is a non-empty name that is not a number, does not start \
-                 with 'latest' and has no comma (e.g. base, v6.18-rc1, patched)"
-            );
-        }
-    }
-    Ok(())
 }
 
 /// Plan, run, store and print a grid of kernel cells (bench is a 1x1 grid).
@@ -52,10 +30,9 @@ pub fn run_kernel(
     sizes: &[u64],
     folios: &[FolioSpec],
     measure: &MeasureOpts,
-    out: &OutputOpts,
-    tags: &[String],
+    out: &StoreOpts,
 ) -> anyhow::Result<ExitCode> {
-    check_tags(tags, out.no_store)?;
+    let tags = &out.tags;
     let plan = plan::kernel_plan(workload, sizes, folios, measure)?;
     let store = if out.no_store {
         None

@@ -16,6 +16,7 @@ use ptelab_stats::replicated::{self, RunsEstimate};
 
 use crate::bail_usage;
 use crate::cli::flags::{CompareArgs, Normalize};
+use crate::cli::values::TextFormat;
 use crate::error::usage;
 use crate::record::CellResult;
 use crate::report::compare::{
@@ -28,22 +29,16 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let format = if args.out.json {
         Format::Json
     } else {
-        match args.format.as_str() {
-            "text" => Format::Text,
-            "markdown" | "md" => Format::Markdown,
-            other => bail_usage!(
-                "unknown --format '{other}': accepted formats are text and markdown (or --json)"
-            ),
+        match args.format {
+            TextFormat::Text => Format::Text,
+            TextFormat::Markdown => Format::Markdown,
         }
     };
     let opts = CompareOpts {
         noise: args.noise.unwrap_or(CompareOpts::default().noise),
         alpha: args.alpha,
         resamples: args.resamples,
-        seed: match &args.seed {
-            Some(s) => parse_seed(s)?,
-            None => DEFAULT_SEED,
-        },
+        seed: args.seed.unwrap_or(DEFAULT_SEED),
         ..CompareOpts::default()
     };
     opts.validate()
@@ -105,20 +100,6 @@ fn compare_two(
         noise,
     };
     compare_runs_paired(&args.a, &a, &args.b, &b, opts, &rules)
-}
-
-/// `--seed`: decimal or `0x` hex.
-fn parse_seed(text: &str) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => t.parse(),
-    };
-    parsed.map_err(|_| {
-        usage(format!(
-            "bad --seed '{text}': expected a decimal or 0x-hex 64-bit number"
-        ))
-    })
 }
 
 /// What pairs two cells: everything but the kernel that ran them (and, with
@@ -937,10 +918,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn seeds_parse_in_decimal_and_hex() {
-        assert_eq!(parse_seed("42").unwrap(), 42);
-        assert_eq!(parse_seed("0x2a").unwrap(), 42);
-        assert!(crate::error::is_usage(&parse_seed("x").unwrap_err()));
+    fn the_default_seed_prints_as_hex() {
         assert_eq!(hex(DEFAULT_SEED), "0x7074656c61620001");
     }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 pub use folio::FolioSpec;
 
-/// The catalogue of experiments, one per seed (ARCHITECTURE.md, "Workloads").
+/// The catalogue of experiments, one per seed.
 #[derive(
     Clone,
     Copy,
