@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use ptelab_model::Granule;
+
 use super::values::{self, Arch, TextFormat};
 use crate::workload::{FolioSpec, WorkloadKind};
 
@@ -182,8 +184,8 @@ pub struct ModelArgs {
     #[arg(long, value_enum, ignore_case = true, default_value_t = Arch::X86_64)]
     pub arch: Arch,
     /// Base page size (arm64: 4K, 16K or 64K; x86_64: 4K).
-    #[arg(long, default_value = "4K")]
-    pub granule: String,
+    #[arg(long, default_value = "4K", value_parser = values::granule)]
+    pub granule: Granule,
     /// Kernel strategy name, or `all`.
     #[arg(long, default_value = "all")]
     pub strategy: String,

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use clap::ValueEnum;
+use ptelab_model::Granule;
 
 use crate::workload::size::size_bytes;
 use crate::workload::FolioSpec;
@@ -17,6 +18,11 @@ pub fn size(text: &str) -> Result<u64, String> {
 /// `--folio`, `--folios`: a folio layout spec.
 pub fn folio(text: &str) -> Result<FolioSpec, String> {
     FolioSpec::parse(text).ok_or_else(|| format!("accepted specs are {}", FolioSpec::accepted()))
+}
+
+/// `model --granule`: the base page size modelled.
+pub fn granule(text: &str) -> Result<Granule, String> {
+    Granule::parse(text).ok_or_else(|| "accepted granules are 4K, 16K, 64K (arm64)".to_string())
 }
 
 const DURATIONS: &str = "expected a duration such as 500ms, 2s, 1.5s or 1m";
@@ -134,6 +140,8 @@ mod tests {
         for bad in ["12", "a,b", "latest-ish", ""] {
             assert!(tag(bad).is_err(), "{bad}");
         }
+        assert_eq!(granule("16k").unwrap(), Granule::K16);
+        assert!(granule("8K").unwrap_err().contains("4K, 16K, 64K"));
         assert_eq!(seed("0x2a").unwrap(), 42);
         assert_eq!(seed("42").unwrap(), 42);
         assert!(seed("zz").is_err());

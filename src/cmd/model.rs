@@ -148,7 +148,12 @@ pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
         bail_usage!("a workload is required: accepted workloads are mprotect-toggle, mprotect-ro-rw, prot-transition, mremap-move, reclaim")
     };
     model_workload(workload)?;
-    let arch = parse_arch(args.arch.name(), &args.granule, args.no_contpte, args.bbml2)?;
+    let arch = parse_arch(
+        args.arch.name(),
+        args.granule.name(),
+        args.no_contpte,
+        args.bbml2,
+    )?;
     let strategies = parse_strategies(&args.strategy)?;
     let folio = args.folio;
     let size_bytes = args.size.unwrap_or_else(|| workload.default_size());
