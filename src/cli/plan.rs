@@ -65,10 +65,17 @@ pub fn kernel_plan(
                 fmt(folio.folio_bytes())
             );
         }
+        if skipped.is_empty() {
+            bail_usage!("no cells to measure: give at least one size and one folio spec");
+        }
+        let smallest: Vec<String> = folios
+            .iter()
+            .map(|f| format!("{} for {f}", fmt(f.folio_bytes())))
+            .collect();
         bail_usage!(
-            "no size of the grid can hold one folio of its layout ({}): every cell would hold \
-             only 4K pages",
-            skipped.join("; ")
+            "no size of the grid can hold one folio of its layout, so every cell would hold only \
+             4K pages; the smallest sizes are {}",
+            smallest.join(", ")
         );
     }
     let budget = match opts.iters {
