@@ -226,13 +226,114 @@ fn sweep_prints_the_seed_table_and_stores_cells() {
         .success();
 }
 
+/// A cell is labelled by what it holds: a region smaller than one folio of
+/// the request would hold only 4K pages, so bench refuses it (naming the
+/// smallest size that holds one), before anything is mapped.
+#[test]
+fn a_size_below_one_folio_is_refused_naming_the_smallest_size() {
+    for (args, needle) in [
+        (
+            &["bench", "mremap-move", "--size", "1M", "--folio", "2M-pte"][..],
+            "the smallest size for --folio 2M-pte is 2M",
+        ),
+        (
+            &[
+                "bench",
+                "mprotect-toggle",
+                "--size",
+                "32K",
+                "--folio",
+                "64K",
+            ][..],
+            "the smallest size for --folio 64K is 64K",
+        ),
+        (
+            &[
+                "sweep",
+                "mprotect-toggle",
+                "--sizes",
+                "4K,16K",
+                "--folios",
+                "64K,2M",
+            ][..],
+            "no size of the grid can hold one folio",
+        ),
+    ] {
+        let out = ptelab().args(args).args(["--no-store"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
+
+/// Inside a sweep, a cell whose region cannot hold one folio of its layout
+/// is skipped with a note (stderr, and `skipped` in the JSON); it is never
+/// measured or stored under the large-folio label.
+#[test]
+fn sweep_skips_cells_too_small_for_one_folio() {
+    if !is_root() {
+        return skip("needs root for layout control");
+    }
+    let _knobs = crate::common::knob_watch();
+    let before = knob_snapshot();
+    let db = TempDb::new();
+    let out = ptelab()
+        .args(["sweep", "mprotect-toggle", "--sizes", "16K,64K"])
+        .args(["--folios", "4K,64K", "--time", "150ms", "--blocks", "2"])
+        .args(["--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("skipped cell 16K 64K: a 16K region cannot hold one 64K folio"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["skipped"].as_array().unwrap().len(),
+        1,
+        "{}",
+        v["skipped"]
+    );
+    let cells: Vec<(u64, String)> = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["size_bytes"].as_u64().unwrap(),
+                c["folio"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [(16384, "4K"), (65536, "4K"), (65536, "64K")].map(|(s, f)| (s, f.to_string()))
+    );
+    // Only the measured cells are stored.
+    let shown = ptelab()
+        .args(["show", "latest", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_success(&shown);
+    let run: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(run["cells"].as_array().unwrap().len(), 3, "{run}");
+    assert_eq!(knob_snapshot(), before, "THP knobs changed by sweep");
+}
+
 #[test]
 fn bad_tags_are_refused_before_measuring() {
     for (tag, extra, needle) in [
-        ("12", None, "bad tag '12'"),
+        ("12", None, "invalid value '12' for '--tag <TAG>'"),
         ("a,b", None, "no comma"),
         ("latest-ish", None, "'latest'"),
-        ("base", Some("--no-store"), "drop --no-store"),
+        (
+            "base",
+            Some("--no-store"),
+            "cannot be used with '--no-store'",
+        ),
     ] {
         ptelab()
             .args(["bench", "mprotect-toggle", "--tag", tag])

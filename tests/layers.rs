@@ -39,7 +39,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "cli",
         &[
-            "store", "measure", "kernel", "record", "workload", "text", "error",
+            "analysis", "store", "measure", "kernel", "record", "workload", "text", "error",
         ],
     ),
     // The renderers' round-trip property test (test-only, above every

@@ -392,7 +392,7 @@ fn bad_names_and_options_are_usage_errors() {
         (&["compare", "1", "2", "--noise", "1.5"], "noise"),
         (
             &["compare", "1", "2", "--format", "html"],
-            "text and markdown",
+            "[possible values: text, markdown]",
         ),
         (&["compare", "1", "2", "--seed", "zz"], "--seed"),
     ];
@@ -611,7 +611,9 @@ fn calibrate_refuses_a_grid_too_small_for_a_quantile() {
         .args(["calibrate", "--span", "soon", "--db", db.path()])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("invalid duration 'soon'"));
+        .stderr(predicates::str::contains(
+            "invalid value 'soon' for '--span <DURATION>': expected a duration such as 500ms",
+        ));
 }
 
 /// SIGINT while `calibrate` idles between its spread-out runs: it stops at

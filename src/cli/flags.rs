@@ -1,11 +1,17 @@
-//! The command-line definition, in one place (clap derive). Raw values only:
-//! validation against the machine happens in each command's plan step.
+//! The command-line definition, in one place (clap derive). Every value is
+//! typed at the flag (`cli::values`); validation against the machine
+//! (memory, root, offered folio sizes) happens in each command's plan step.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::workload::WorkloadKind;
+use ptelab_model::Granule;
+
+use super::values::{self, Arch, TextFormat};
+use crate::analysis::Normalize;
+use crate::workload::{FolioSpec, WorkloadKind};
 
 /// ptelab: a lab for Linux large-folio page-table batching.
 ///
@@ -46,17 +52,34 @@ pub enum Command {
     Reproduce(ReproduceArgs),
 }
 
-/// Output and database options shared by most commands.
+/// Output and database options of the commands that read runs.
 #[derive(Debug, Args, Clone)]
 pub struct OutputOpts {
     /// Print one JSON document on stdout instead of tables.
-    #[arg(long, global = false)]
+    #[arg(long)]
     pub json: bool,
     /// Results database (SQLite).
     #[arg(long, default_value = "ptelab.db", value_name = "PATH")]
     pub db: PathBuf,
-    /// Do not store results in the database.
+}
+
+/// Output and store options of every command that stores a run: one group,
+/// so `--db`, `--tag` and `--no-store` mean the same everywhere.
+#[derive(Debug, Args, Clone)]
+pub struct StoreOpts {
+    /// Print one JSON document on stdout instead of tables.
     #[arg(long)]
+    pub json: bool,
+    /// Results database (SQLite).
+    #[arg(long, default_value = "ptelab.db", value_name = "PATH")]
+    pub db: PathBuf,
+    /// Tag the stored run (repeatable): `compare` and `report` accept the
+    /// tag as a run name, and `compare --replicates` takes every run
+    /// carrying it.
+    #[arg(long = "tag", value_name = "TAG", value_parser = values::tag)]
+    pub tags: Vec<String>,
+    /// Do not store results in the database.
+    #[arg(long, conflicts_with = "tags")]
     pub no_store: bool,
 }
 
@@ -84,8 +107,8 @@ pub struct MeasureOpts {
     pub iters: Option<u64>,
     /// Time budget for the samples of one cell (adaptive: stops early once the
     /// 95% CI half-width of the median is under 1%).
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
-    pub time: String,
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = values::duration)]
+    pub time: Duration,
     /// Blocks each cell's time budget is split into. Each block measures a
     /// fresh instance of the cell, and a sweep interleaves the blocks of its
     /// cells, so that host noise bursts and placement luck hit one block, not
@@ -111,8 +134,8 @@ pub struct MeasureOpts {
     /// block, then swapped off and removed; a killed run's swapfile is
     /// removed by the next ptelab). Without it reclaim drops page-cache
     /// folios; PTELAB_RECLAIM_MEMORY=anon|file states the kind explicitly.
-    #[arg(long, value_name = "SIZE")]
-    pub swapfile: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = values::size)]
+    pub swapfile: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -121,20 +144,16 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub workload: WorkloadKind,
     /// Region size (binary suffixes: 4K, 400K, 40M, 1G). Default: the seed's.
-    #[arg(long)]
-    pub size: Option<String>,
+    /// It must hold at least one folio of --folio.
+    #[arg(long, value_parser = values::size)]
+    pub size: Option<u64>,
     /// Folio layout: 4K, 16K..1M (mTHP), 2M (PMD THP), 2M-pte (PMD THP mapped by PTEs).
-    #[arg(long, default_value = "4K")]
-    pub folio: String,
-    /// Tag the stored run (repeatable): `compare` and `report` accept the
-    /// tag as a run name, and `compare --replicates` takes every run
-    /// carrying it.
-    #[arg(long = "tag", value_name = "TAG")]
-    pub tags: Vec<String>,
+    #[arg(long, default_value = "4K", value_parser = values::folio)]
+    pub folio: FolioSpec,
     #[command(flatten)]
     pub measure: MeasureOpts,
     #[command(flatten)]
-    pub out: OutputOpts,
+    pub out: StoreOpts,
 }
 
 #[derive(Debug, Args)]
@@ -142,21 +161,19 @@ pub struct SweepArgs {
     /// Workload to run.
     #[arg(value_enum)]
     pub workload: WorkloadKind,
-    /// Comma-separated region sizes.
-    #[arg(long, default_value = "4K,40K,400K,4M,40M")]
-    pub sizes: String,
+    /// Comma-separated region sizes. A size that cannot hold one folio of
+    /// a layout is skipped for that layout, with a note.
+    #[arg(long, value_name = "SIZES", value_delimiter = ',',
+          default_value = "4K,40K,400K,4M,40M", value_parser = values::size)]
+    pub sizes: Vec<u64>,
     /// Comma-separated folio layouts.
-    #[arg(long, default_value = "4K")]
-    pub folios: String,
-    /// Tag the stored run (repeatable): `compare` and `report` accept the
-    /// tag as a run name, and `compare --replicates` takes every run
-    /// carrying it.
-    #[arg(long = "tag", value_name = "TAG")]
-    pub tags: Vec<String>,
+    #[arg(long, value_name = "FOLIOS", value_delimiter = ',', default_value = "4K",
+          value_parser = values::folio)]
+    pub folios: Vec<FolioSpec>,
     #[command(flatten)]
     pub measure: MeasureOpts,
     #[command(flatten)]
-    pub out: OutputOpts,
+    pub out: StoreOpts,
 }
 
 #[derive(Debug, Args)]
@@ -164,21 +181,21 @@ pub struct ModelArgs {
     /// Workload to model.
     #[arg(value_enum, required_unless_present = "list_strategies")]
     pub workload: Option<WorkloadKind>,
-    /// Architecture: x86_64 or arm64.
-    #[arg(long, default_value = "x86_64")]
-    pub arch: String,
+    /// Architecture.
+    #[arg(long, value_enum, ignore_case = true, default_value_t = Arch::X86_64)]
+    pub arch: Arch,
     /// Base page size (arm64: 4K, 16K or 64K; x86_64: 4K).
-    #[arg(long, default_value = "4K")]
-    pub granule: String,
+    #[arg(long, default_value = "4K", value_parser = values::granule)]
+    pub granule: Granule,
     /// Kernel strategy name, or `all`.
     #[arg(long, default_value = "all")]
     pub strategy: String,
     /// Region size.
-    #[arg(long)]
-    pub size: Option<String>,
+    #[arg(long, value_parser = values::size)]
+    pub size: Option<u64>,
     /// Folio layout.
-    #[arg(long, default_value = "4K")]
-    pub folio: String,
+    #[arg(long, default_value = "4K", value_parser = values::folio)]
+    pub folio: FolioSpec,
     /// Start the region this many base pages into its first folio.
     #[arg(long, default_value_t = 0)]
     pub offset: u64,
@@ -192,7 +209,7 @@ pub struct ModelArgs {
     #[arg(long)]
     pub list_strategies: bool,
     #[command(flatten)]
-    pub out: OutputOpts,
+    pub out: StoreOpts,
 }
 
 #[derive(Debug, Args)]
@@ -201,11 +218,13 @@ pub struct CrosscheckArgs {
     #[arg(value_enum)]
     pub workloads: Vec<WorkloadKind>,
     /// Comma-separated region sizes.
-    #[arg(long, default_value = "4K,64K,2M,64M")]
-    pub sizes: String,
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "4K,64K,2M,64M",
+          value_parser = values::size)]
+    pub sizes: Vec<u64>,
     /// Comma-separated folio layouts.
-    #[arg(long, default_value = "4K,64K,2M-pte")]
-    pub folios: String,
+    #[arg(long, value_name = "FOLIOS", value_delimiter = ',', default_value = "4K,64K,2M-pte",
+          value_parser = values::folio)]
+    pub folios: Vec<FolioSpec>,
     /// CPU to pin to (the process re-executes itself there first, so its mm
     /// has only ever run on that CPU and flushes are local).
     #[arg(long, default_value_t = 0)]
@@ -214,7 +233,7 @@ pub struct CrosscheckArgs {
     #[arg(long)]
     pub no_scenarios: bool,
     #[command(flatten)]
-    pub out: OutputOpts,
+    pub out: StoreOpts,
 }
 
 #[derive(Debug, Args)]
@@ -236,18 +255,6 @@ pub struct ShowArgs {
     pub csv: bool,
     #[command(flatten)]
     pub out: OutputOpts,
-}
-
-/// `compare --normalize`: when to divide machine drift out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Normalize {
-    /// When both runs ran the same kernel release on the same machine (on
-    /// different kernels the probe's own syscall path may have changed).
-    Auto,
-    /// Always, when both runs recorded the probe.
-    Probe,
-    /// Never: compare raw times.
-    None,
 }
 
 #[derive(Debug, Args)]
@@ -273,14 +280,14 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
     /// Bootstrap seed (decimal or 0x-hex); printed with the result.
-    #[arg(long)]
-    pub seed: Option<String>,
+    #[arg(long, value_parser = values::seed)]
+    pub seed: Option<u64>,
     /// Bootstrap resamples per cell.
     #[arg(long, default_value_t = 10_000)]
     pub resamples: usize,
-    /// Output format: text, markdown.
-    #[arg(long, default_value = "text")]
-    pub format: String,
+    /// Output format (or --json).
+    #[arg(long, value_enum, ignore_case = true, default_value_t = TextFormat::Text)]
+    pub format: TextFormat,
     /// Pair cells that differ only in their folio layout (e.g. a `--folio 4K`
     /// run against a `--folio 64K` run); each side must still match its own
     /// requested layout.
@@ -308,17 +315,19 @@ pub struct CalibrateArgs {
     /// Wall time the runs are spread over (evenly spaced starts, idle in
     /// between), so that the calibration sees more than one minute of the
     /// host's noise; `0` runs them back to back.
-    #[arg(long, value_name = "DURATION", default_value = "3m")]
-    pub span: String,
+    #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = values::span)]
+    pub span: Duration,
     /// Region sizes of the mprotect-toggle grid.
-    #[arg(long, default_value = "400K,4M,40M")]
-    pub sizes: String,
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "400K,4M,40M",
+          value_parser = values::size)]
+    pub sizes: Vec<u64>,
     /// Folio layouts of the grid.
-    #[arg(long, default_value = "4K,64K")]
-    pub folios: String,
+    #[arg(long, value_name = "FOLIOS", value_delimiter = ',', default_value = "4K,64K",
+          value_parser = values::folio)]
+    pub folios: Vec<FolioSpec>,
     /// Time budget per cell and run.
-    #[arg(long, value_name = "DURATION", default_value = "1s")]
-    pub time: String,
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = values::duration)]
+    pub time: Duration,
     /// Blocks per cell (see `ptelab bench --help`).
     #[arg(long, default_value_t = crate::measure::runner::DEFAULT_BLOCKS,
           value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -327,7 +336,7 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "CPU")]
     pub pin: Option<usize>,
     #[command(flatten)]
-    pub out: OutputOpts,
+    pub out: StoreOpts,
 }
 
 #[derive(Debug, Args)]
@@ -359,7 +368,7 @@ pub struct ReproduceArgs {
     #[arg(short, long, default_value = "ptelab-report.html")]
     pub output: PathBuf,
     #[command(flatten)]
-    pub out: OutputOpts,
+    pub out: StoreOpts,
 }
 
 #[cfg(test)]
@@ -392,9 +401,72 @@ mod tests {
         let Command::Bench(b) = cli.command else {
             panic!()
         };
-        assert_eq!(b.size.as_deref(), Some("400K"));
+        assert_eq!(b.size, Some(400 << 10));
+        assert_eq!(b.folio, FolioSpec::Mthp(64 << 10));
+        assert_eq!(b.measure.time, Duration::from_secs(2));
         assert_eq!(b.measure.iters, Some(100));
         assert!(b.out.json);
+    }
+
+    #[test]
+    fn lists_are_typed_at_the_flag_defaults_included() {
+        let cli = Cli::try_parse_from(["ptelab", "sweep", "mprotect-toggle"]).unwrap();
+        let Command::Sweep(s) = cli.command else {
+            panic!()
+        };
+        assert_eq!(s.sizes, [4 << 10, 40 << 10, 400 << 10, 4 << 20, 40 << 20]);
+        assert_eq!(s.folios, [FolioSpec::Base]);
+        let cli = Cli::try_parse_from([
+            "ptelab",
+            "calibrate",
+            "--sizes",
+            "4K,1M",
+            "--folios",
+            "2m-pte,64k",
+            "--span",
+            "0",
+            "--tag",
+            "a",
+        ])
+        .unwrap();
+        let Command::Calibrate(c) = cli.command else {
+            panic!()
+        };
+        assert_eq!(c.sizes, [4096, 1 << 20]);
+        assert_eq!(c.folios, [FolioSpec::PmdPte, FolioSpec::Mthp(64 << 10)]);
+        assert_eq!(c.span, Duration::ZERO);
+        assert_eq!(c.out.tags, ["a"]);
+    }
+
+    #[test]
+    fn bad_values_are_refused_at_the_flag_saying_what_is_accepted() {
+        for (args, needle) in [
+            (
+                &["bench", "mprotect-toggle", "--size", "12Q"][..],
+                "K, M, G",
+            ),
+            (&["bench", "mprotect-toggle", "--folio", "8K"], "2M-pte"),
+            (&["sweep", "reclaim", "--sizes", "4K,x"], "e.g. 4K"),
+            (&["bench", "reclaim", "--time", "0s"], "500ms"),
+            (&["model", "reclaim", "--arch", "sparc"], "x86_64, arm64"),
+            (&["compare", "1", "2", "--format", "html"], "text, markdown"),
+            (&["compare", "1", "2", "--seed", "q"], "0x-hex"),
+            (&["bench", "reclaim", "--tag", "latest"], "no comma"),
+            (
+                &["bench", "reclaim", "--tag", "a", "--no-store"],
+                "--no-store",
+            ),
+        ] {
+            let err = Cli::try_parse_from(std::iter::once("ptelab").chain(args.iter().copied()))
+                .unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            assert!(err.to_string().contains(needle), "{args:?}: {err}");
+        }
+        let cli = Cli::try_parse_from(["ptelab", "model", "reclaim", "--arch", "AArch64"]).unwrap();
+        let Command::Model(m) = cli.command else {
+            panic!()
+        };
+        assert_eq!(m.arch, Arch::Arm64);
     }
 
     #[test]

@@ -3,8 +3,6 @@
 //! (unknown sizes and specs, sizes above available memory, no root, folio
 //! sizes the kernel does not offer).
 
-use std::time::Duration;
-
 use crate::bail_usage;
 use crate::cli::flags::MeasureOpts;
 use crate::error::usage;
@@ -26,26 +24,6 @@ pub const KERNEL_WORKLOADS: [WorkloadKind; 5] = [
     WorkloadKind::ProtTransition,
     WorkloadKind::Reclaim,
 ];
-
-/// Parse `2s`, `500ms`, `1m`, `1.5s`.
-pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    let t = text.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * mult)),
-        _ => Err(usage(format!(
-            "invalid duration '{text}': expected e.g. 500ms, 2s, 1.5s, 1m"
-        ))),
-    }
-}
 
 /// Validate flags for a grid of `sizes` x `folios` of `workload`.
 pub fn kernel_plan(
@@ -69,10 +47,37 @@ pub fn kernel_plan(
             bail_usage!("size {s} bytes is not a multiple of the 4K base page");
         }
     }
+    // A cell is labelled by what it holds: a region smaller than one folio
+    // of the request holds only order-0 pages (and its expected layout,
+    // "all order-0", would pass verification), so it is never measured
+    // under the large-folio label.
+    let (grid, skipped) = fitting_cells(sizes, folios);
+    if grid.is_empty() {
+        if let (&[size], &[folio]) = (sizes, folios) {
+            bail_usage!(
+                "size {} cannot hold one {folio} folio: the smallest size for --folio {folio} is {} \
+                 (or ask for a smaller folio)",
+                fmt(size),
+                fmt(folio.folio_bytes())
+            );
+        }
+        if skipped.is_empty() {
+            bail_usage!("no cells to measure: give at least one size and one folio spec");
+        }
+        let smallest: Vec<String> = folios
+            .iter()
+            .map(|f| format!("{} for {f}", fmt(f.folio_bytes())))
+            .collect();
+        bail_usage!(
+            "no size of the grid can hold one folio of its layout, so every cell would hold only \
+             4K pages; the smallest sizes are {}",
+            smallest.join(", ")
+        );
+    }
     let budget = match opts.iters {
         Some(0) => bail_usage!("--iters must be at least 1"),
         Some(n) => Budget::Iters(n),
-        None => Budget::Time(parse_duration(&opts.time)?),
+        None => Budget::Time(opts.time),
     };
     // Memory first: refuse before anything is mapped.
     let avail = host::mem_available_bytes()?;
@@ -113,7 +118,9 @@ pub fn kernel_plan(
     }
     if verified {
         for &f in folios {
-            thp::check_offered(f)?;
+            if grid.iter().any(|&(g, _)| g == f) {
+                thp::check_offered(f)?;
+            }
         }
     }
     let ncpu = online_cpus();
@@ -125,30 +132,52 @@ pub fn kernel_plan(
         (false, Some(c)) => Some(c),
         (false, None) => Some(ncpu - 1),
     };
-    let mut cells = Vec::new();
-    for &folio in folios {
-        for &size in sizes {
-            cells.push(CellPlan {
-                workload,
-                size,
-                folio,
-                regions: opts.regions,
-                neighbor: opts.neighbor,
-                budget,
-                allow_mismatch: opts.allow_mismatch,
-                verified,
-                count_flushes: !opts.no_flush_count,
-                blocks: opts.blocks,
-                pinned_cpu: pin,
-                reclaim: reclaim.clone(),
-            });
-        }
-    }
+    let cells = grid
+        .into_iter()
+        .map(|(folio, size)| CellPlan {
+            workload,
+            size,
+            folio,
+            regions: opts.regions,
+            neighbor: opts.neighbor,
+            budget,
+            allow_mismatch: opts.allow_mismatch,
+            verified,
+            count_flushes: !opts.no_flush_count,
+            blocks: opts.blocks,
+            pinned_cpu: pin,
+            reclaim: reclaim.clone(),
+        })
+        .collect();
     Ok(KernelPlan {
         cells,
         verified,
         pin,
+        skipped,
     })
+}
+
+/// The (folio, size) cells of the grid whose region can hold at least one
+/// folio of its layout, in grid order, and a note for each cell that cannot.
+fn fitting_cells(sizes: &[u64], folios: &[FolioSpec]) -> (Vec<(FolioSpec, u64)>, Vec<String>) {
+    let mut grid = Vec::new();
+    let mut skipped = Vec::new();
+    for &folio in folios {
+        for &size in sizes {
+            if size >= folio.folio_bytes() {
+                grid.push((folio, size));
+            } else {
+                skipped.push(format!(
+                    "skipped cell {} {folio}: a {} region cannot hold one {folio} folio (the \
+                     smallest size for {folio} is {})",
+                    fmt(size),
+                    fmt(size),
+                    fmt(folio.folio_bytes())
+                ));
+            }
+        }
+    }
+    (grid, skipped)
 }
 
 /// The reclaim workload's options: `--swapfile` checked against the
@@ -166,10 +195,7 @@ fn reclaim_plan(
             eprintln!("{m}");
         }
     }
-    let bytes = match &opts.swapfile {
-        Some(t) => Some(crate::workload::size::parse_size(t)?),
-        None => None,
-    };
+    let bytes = opts.swapfile;
     if workload != WorkloadKind::Reclaim {
         if bytes.is_some() {
             bail_usage!("--swapfile is only used by the reclaim workload (anonymous reclaim)");
@@ -207,11 +233,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(crate::error::is_usage(&parse_duration("fast").unwrap_err()));
-        assert!(parse_duration("0s").is_err());
+    fn cells_too_small_for_one_folio_are_skipped_with_a_note() {
+        let k = 1024;
+        let (grid, skipped) = fitting_cells(
+            &[4 * k, 64 * k, 2048 * k],
+            &[FolioSpec::Base, FolioSpec::Mthp(64 * k), FolioSpec::PmdPte],
+        );
+        assert_eq!(
+            grid,
+            vec![
+                (FolioSpec::Base, 4 * k),
+                (FolioSpec::Base, 64 * k),
+                (FolioSpec::Base, 2048 * k),
+                (FolioSpec::Mthp(64 * k), 64 * k),
+                (FolioSpec::Mthp(64 * k), 2048 * k),
+                (FolioSpec::PmdPte, 2048 * k),
+            ]
+        );
+        assert_eq!(skipped.len(), 3);
+        assert!(
+            skipped[0].contains("4K 64K") && skipped[0].contains("smallest size for 64K is 64K"),
+            "{skipped:?}"
+        );
+        assert!(skipped[2].contains("64K 2M-pte"), "{skipped:?}");
     }
 }

@@ -5,22 +5,15 @@
 use std::process::ExitCode;
 
 use crate::cli::flags::BenchArgs;
-use crate::workload::size::parse_size;
-use crate::workload::FolioSpec;
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
-    let size = match &args.size {
-        Some(s) => parse_size(s)?,
-        None => args.workload.default_size(),
-    };
-    let folio: FolioSpec = args.folio.parse()?;
+    let size = args.size.unwrap_or_else(|| args.workload.default_size());
     super::run_kernel(
         "bench",
         args.workload,
         &[size],
-        &[folio],
+        &[args.folio],
         &args.measure,
         &args.out,
-        &args.tags,
     )
 }

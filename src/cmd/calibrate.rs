@@ -22,7 +22,7 @@
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ptelab_stats::compare::CompareOpts;
 use ptelab_stats::repeatability::{repeatability, COVERAGE, MIN_DIFFERENCES};
@@ -38,8 +38,7 @@ use crate::kernel::signals;
 use crate::measure::session;
 use crate::report::compare::noise_pct;
 use crate::store::{Calibration, CellCoefficient, Differences, Store, StoredRun};
-use crate::workload::folio::parse_folio_list;
-use crate::workload::size::{format_size, parse_size_list};
+use crate::workload::size::format_size;
 use crate::workload::WorkloadKind;
 
 /// The workload calibrated: the seeds' region-size sweep, whose cells span
@@ -50,8 +49,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     if args.out.no_store {
         bail_usage!("calibrate stores its runs and its result in the database: drop --no-store");
     }
-    let sizes = parse_size_list(&args.sizes)?;
-    let folios = parse_folio_list(&args.folios)?;
+    let (sizes, folios) = (args.sizes.clone(), args.folios.clone());
     let cells = sizes.len() * folios.len();
     let pairs = args.runs as usize * (args.runs as usize - 1) / 2;
     if cells * pairs < MIN_DIFFERENCES {
@@ -68,7 +66,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         pin: args.pin,
         no_pin: false,
         iters: None,
-        time: args.time.clone(),
+        time: args.time,
         blocks: args.blocks,
         allow_mismatch: false,
         allow_unverified: false,
@@ -76,13 +74,12 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         no_flush_count: true,
         swapfile: None,
     };
-    let span = match args.span.trim() {
-        "0" => Duration::ZERO,
-        text => plan::parse_duration(text)?,
-    };
+    let span = args.span;
     let plan = plan::kernel_plan(WORKLOAD, &sizes, &folios, &measure)?;
     let store = Store::open(&args.out.db)?;
-    let tags = ["calibrate".to_string()];
+    let tags: Vec<String> = std::iter::once("calibrate".to_string())
+        .chain(args.out.tags.iter().cloned())
+        .collect();
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut runs = Vec::new();
@@ -101,7 +98,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         let start_at = started + interval * i;
         if tty && start_at > Instant::now() {
             eprintln!(
-                "ptelab: idle for {:.0} s: the runs are spread over --span {}",
+                "ptelab: idle for {:.0} s: the runs are spread over --span {:?}",
                 (start_at - Instant::now()).as_secs_f64(),
                 args.span
             );

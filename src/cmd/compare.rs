@@ -7,11 +7,10 @@ use std::process::ExitCode;
 
 use ptelab_stats::compare::{CompareOpts, DEFAULT_SEED};
 
-use crate::analysis::{
-    compare_replicated, compare_runs_paired, CompareView, NoiseRule, Normalize, Rules,
-};
+use crate::analysis::{compare_replicated, compare_runs_paired, CompareView, NoiseRule, Rules};
 use crate::bail_usage;
-use crate::cli::flags::{self, CompareArgs};
+use crate::cli::flags::CompareArgs;
+use crate::cli::values::TextFormat;
 use crate::error::usage;
 use crate::report::compare::{render, Format};
 use crate::store::{Store, StoredRun};
@@ -20,22 +19,16 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let format = if args.out.json {
         Format::Json
     } else {
-        match args.format.as_str() {
-            "text" => Format::Text,
-            "markdown" | "md" => Format::Markdown,
-            other => bail_usage!(
-                "unknown --format '{other}': accepted formats are text and markdown (or --json)"
-            ),
+        match args.format {
+            TextFormat::Text => Format::Text,
+            TextFormat::Markdown => Format::Markdown,
         }
     };
     let opts = CompareOpts {
         noise: args.noise.unwrap_or(CompareOpts::default().noise),
         alpha: args.alpha,
         resamples: args.resamples,
-        seed: match &args.seed {
-            Some(s) => parse_seed(s)?,
-            None => DEFAULT_SEED,
-        },
+        seed: args.seed.unwrap_or(DEFAULT_SEED),
         ..CompareOpts::default()
     };
     opts.validate()
@@ -93,38 +86,8 @@ fn compare_two(
     };
     let rules = Rules {
         across_folios: args.across_folios,
-        normalize: match args.normalize {
-            flags::Normalize::Auto => Normalize::Auto,
-            flags::Normalize::Probe => Normalize::Probe,
-            flags::Normalize::None => Normalize::None,
-        },
+        normalize: args.normalize,
         noise,
     };
     compare_runs_paired(&args.a, &a, &args.b, &b, opts, &rules)
-}
-
-/// `--seed`: decimal or `0x` hex.
-fn parse_seed(text: &str) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => t.parse(),
-    };
-    parsed.map_err(|_| {
-        usage(format!(
-            "bad --seed '{text}': expected a decimal or 0x-hex 64-bit number"
-        ))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn seeds_parse_in_decimal_and_hex() {
-        assert_eq!(parse_seed("42").unwrap(), 42);
-        assert_eq!(parse_seed("0x2a").unwrap(), 42);
-        assert!(crate::error::is_usage(&parse_seed("x").unwrap_err()));
-    }
 }

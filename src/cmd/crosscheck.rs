@@ -18,8 +18,6 @@ use crate::kernel::host;
 use crate::kernel::thp::KnobGuard;
 use crate::measure::runner;
 use crate::store::{RunStatus, Store};
-use crate::workload::folio::parse_folio_list;
-use crate::workload::size::parse_size_list;
 use crate::workload::WorkloadKind;
 
 /// Workloads checked when none is named.
@@ -31,8 +29,7 @@ const DEFAULT: [WorkloadKind; 4] = [
 ];
 
 pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
-    let sizes = parse_size_list(&args.sizes)?;
-    let folios = parse_folio_list(&args.folios)?;
+    let (sizes, folios) = (args.sizes.clone(), args.folios.clone());
     let mut workloads = if args.workloads.is_empty() {
         DEFAULT.to_vec()
     } else {
@@ -94,7 +91,7 @@ pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     if !args.out.no_store {
         let store = Store::open(&args.out.db)?;
         let command = std::env::args().collect::<Vec<_>>().join(" ");
-        let id = store.begin_run("crosscheck", &command, &host, &[])?;
+        let id = store.begin_run("crosscheck", &command, &host, &args.out.tags)?;
         for c in &outcome.model_cells {
             store.insert_model_cell(id, c)?;
         }

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::bail_usage;
-use crate::cli::flags::{MeasureOpts, OutputOpts};
+use crate::cli::flags::{MeasureOpts, StoreOpts};
 use crate::cli::plan;
 use crate::measure::session;
 use crate::report::cells;
@@ -46,22 +46,6 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Tags must read as tags wherever runs are named (`store::is_tag_name`).
-fn check_tags(tags: &[String], no_store: bool) -> anyhow::Result<()> {
-    if !tags.is_empty() && no_store {
-        bail_usage!("--tag names a stored run: drop --no-store");
-    }
-    for t in tags {
-        if !crate::store::is_tag_name(t) {
-            bail_usage!(
-                "bad tag '{t}': a tag is a non-empty name that is not a number, does not start \
-                 with 'latest' and has no comma (e.g. base, v6.18-rc1, patched)"
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Plan, run, store and print a grid of kernel cells (bench is a 1x1 grid).
 pub fn run_kernel(
     kind: &str,
@@ -69,10 +53,9 @@ pub fn run_kernel(
     sizes: &[u64],
     folios: &[FolioSpec],
     measure: &MeasureOpts,
-    out: &OutputOpts,
-    tags: &[String],
+    out: &StoreOpts,
 ) -> anyhow::Result<ExitCode> {
-    check_tags(tags, out.no_store)?;
+    let tags = &out.tags;
     let plan = plan::kernel_plan(workload, sizes, folios, measure)?;
     let store = if out.no_store {
         None
@@ -96,6 +79,7 @@ pub fn run_kernel(
             "run_id": outcome.run_id,
             "interrupted": outcome.interrupted,
             "failed": outcome.failed.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
+            "skipped": plan.skipped,
         });
         let doc = if kind == "bench" && outcome.cells.len() == 1 {
             let mut doc = serde_json::to_value(&outcome.cells[0])?;

@@ -35,8 +35,7 @@ use crate::cli::flags::ModelArgs;
 use crate::model::{
     model_cells, model_workload, parse_arch, parse_strategies, validate, ModelPlan,
 };
-use crate::workload::size::{format_size, parse_size};
-use crate::workload::FolioSpec;
+use crate::workload::size::format_size;
 
 /// Schema tag of the JSON document.
 pub const SCHEMA: &str = "ptelab/model/v1";
@@ -47,13 +46,15 @@ pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
         bail_usage!("a workload is required: accepted workloads are mprotect-toggle, mprotect-ro-rw, prot-transition, mremap-move, reclaim")
     };
     model_workload(workload)?;
-    let arch = parse_arch(&args.arch, &args.granule, args.no_contpte, args.bbml2)?;
+    let arch = parse_arch(
+        args.arch.name(),
+        args.granule.name(),
+        args.no_contpte,
+        args.bbml2,
+    )?;
     let strategies = parse_strategies(&args.strategy)?;
-    let folio: FolioSpec = args.folio.parse()?;
-    let size_bytes = match &args.size {
-        Some(s) => parse_size(s)?,
-        None => workload.default_size(),
-    };
+    let folio = args.folio;
+    let size_bytes = args.size.unwrap_or_else(|| workload.default_size());
     let plan = ModelPlan {
         workload,
         arch,
@@ -103,7 +104,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
         let store = crate::store::Store::open(&args.out.db)?;
         let host = crate::kernel::host::capture()?;
         let command = std::env::args().collect::<Vec<_>>().join(" ");
-        let run = store.begin_run("model", &command, &host, &[])?;
+        let run = store.begin_run("model", &command, &host, &args.out.tags)?;
         for (_, rec) in &cells {
             store.insert_model_cell(run, rec)?;
         }

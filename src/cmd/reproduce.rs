@@ -29,7 +29,7 @@ fn measure_opts(quick: bool) -> MeasureOpts {
         pin: None,
         no_pin: false,
         iters: None,
-        time: if quick { "1s".into() } else { "3s".into() },
+        time: std::time::Duration::from_secs(if quick { 1 } else { 3 }),
         allow_mismatch: false,
         allow_unverified: false,
         neighbor: false,
@@ -66,6 +66,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         cells: Vec::new(),
         verified: true,
         pin: None,
+        skipped: Vec::new(),
     };
     for seed in &chosen {
         for k in &seed.kernel {
@@ -74,6 +75,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                     kplan.verified &= p.verified;
                     kplan.pin = p.pin;
                     kplan.cells.extend(p.cells);
+                    kplan.skipped.extend(p.skipped);
                 }
                 Err(e) => ev.unavailable.push((k.workload, format!("{e:#}"))),
             }
@@ -86,6 +88,9 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     };
     let sink: Option<&dyn CellSink> = store.as_ref().map(|s| s as &dyn CellSink);
     let outcome = session::run(&kplan, "reproduce", sink)?;
+    if let (Some(s), Some(id), false) = (&store, outcome.run_id, args.out.tags.is_empty()) {
+        s.add_tags(id, &args.out.tags)?;
+    }
     if outcome.interrupted {
         return Ok(ExitCode::from(130));
     }

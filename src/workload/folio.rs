@@ -74,6 +74,21 @@ impl FolioSpec {
         self.folio_bytes()
     }
 
+    /// The spec `text` spells (case-insensitive), if any.
+    pub fn parse(text: &str) -> Option<FolioSpec> {
+        let norm = text.trim().to_ascii_uppercase();
+        match norm.as_str() {
+            "4K" => Some(FolioSpec::Base),
+            "2M" => Some(FolioSpec::Pmd),
+            "2M-PTE" => Some(FolioSpec::PmdPte),
+            _ => MTHP_SIZES
+                .iter()
+                .copied()
+                .map(FolioSpec::Mthp)
+                .find(|m| m.to_string() == norm),
+        }
+    }
+
     /// The accepted spellings, for error messages.
     pub fn accepted() -> String {
         FolioSpec::all()
@@ -100,18 +115,7 @@ impl FromStr for FolioSpec {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
-        let norm = s.trim().to_ascii_uppercase();
-        let spec = match norm.as_str() {
-            "4K" => Some(FolioSpec::Base),
-            "2M" => Some(FolioSpec::Pmd),
-            "2M-PTE" => Some(FolioSpec::PmdPte),
-            _ => MTHP_SIZES
-                .iter()
-                .copied()
-                .map(FolioSpec::Mthp)
-                .find(|m| m.to_string() == norm),
-        };
-        spec.ok_or_else(|| {
+        FolioSpec::parse(s).ok_or_else(|| {
             usage(format!(
                 "unknown folio spec '{s}': accepted specs are {}",
                 FolioSpec::accepted()
@@ -131,14 +135,6 @@ impl TryFrom<String> for FolioSpec {
     fn try_from(s: String) -> anyhow::Result<Self> {
         s.parse()
     }
-}
-
-/// Parse a comma-separated list of folio specs.
-pub fn parse_folio_list(text: &str) -> anyhow::Result<Vec<FolioSpec>> {
-    text.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(str::parse)
-        .collect()
 }
 
 #[cfg(test)]

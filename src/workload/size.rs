@@ -1,10 +1,9 @@
 //! Region sizes as typed on the command line: `400K`, `4M`, `1G` (binary units).
 
-use crate::error::usage;
-
 /// Parse a size with an optional binary suffix (K, M, G, T; `KiB`/`KB` also
-/// accepted). A bare number is bytes. Zero is refused.
-pub fn parse_size(text: &str) -> anyhow::Result<u64> {
+/// accepted). A bare number is bytes. Zero is refused. The error is the
+/// reason alone, with what is accepted (clap names the flag and the value).
+pub fn size_bytes(text: &str) -> Result<u64, String> {
     let accepted = "expected a positive number with an optional binary suffix K, M, G or T \
                     (1K = 1024 bytes), e.g. 4K, 400K, 40M, 1G";
     let t = text.trim();
@@ -16,26 +15,14 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
         "M" | "MB" | "MIB" => 20,
         "G" | "GB" | "GIB" => 30,
         "T" | "TB" | "TIB" => 40,
-        _ => return Err(usage(format!("invalid size '{text}': {accepted}"))),
+        _ => return Err(accepted.to_string()),
     };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| usage(format!("invalid size '{text}': {accepted}")))?;
+    let n: u64 = num.parse().map_err(|_| accepted.to_string())?;
     if n == 0 {
-        return Err(usage(format!(
-            "invalid size '{text}': the size must be above zero; {accepted}"
-        )));
+        return Err(format!("the size must be above zero; {accepted}"));
     }
     n.checked_mul(1u64 << shift)
-        .ok_or_else(|| usage(format!("invalid size '{text}': too large")))
-}
-
-/// Parse a comma-separated list of sizes (`4K,40K,400K`).
-pub fn parse_size_list(text: &str) -> anyhow::Result<Vec<u64>> {
-    text.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(parse_size)
-        .collect()
+        .ok_or_else(|| format!("too large for 64 bits; {accepted}"))
 }
 
 /// Format bytes the way the CLI accepts them (largest exact binary unit).
@@ -54,31 +41,27 @@ mod tests {
 
     #[test]
     fn parses_binary_suffixes() {
-        assert_eq!(parse_size("4K").unwrap(), 4096);
-        assert_eq!(parse_size("400k").unwrap(), 409_600);
-        assert_eq!(parse_size("40M").unwrap(), 40 << 20);
-        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
-        assert_eq!(parse_size("64KiB").unwrap(), 65536);
-        assert_eq!(parse_size("8192").unwrap(), 8192);
+        assert_eq!(size_bytes("4K").unwrap(), 4096);
+        assert_eq!(size_bytes("400k").unwrap(), 409_600);
+        assert_eq!(size_bytes("40M").unwrap(), 40 << 20);
+        assert_eq!(size_bytes("1G").unwrap(), 1 << 30);
+        assert_eq!(size_bytes("64KiB").unwrap(), 65536);
+        assert_eq!(size_bytes("8192").unwrap(), 8192);
     }
 
     #[test]
-    fn refuses_bad_sizes_as_usage_errors() {
+    fn refuses_bad_sizes_saying_what_is_accepted() {
         for bad in ["12Q", "0", "", "K", "-4K", "4.5M", "99999999999T"] {
-            let err = parse_size(bad).unwrap_err();
-            assert!(crate::error::is_usage(&err), "{bad}");
+            let err = size_bytes(bad).unwrap_err();
+            assert!(err.contains("K, M, G"), "{bad}: {err}");
         }
-        assert!(parse_size("12Q")
-            .unwrap_err()
-            .to_string()
-            .contains("K, M, G"));
+        assert!(size_bytes("0").unwrap_err().contains("above zero"));
     }
 
     #[test]
     fn formats_round_trip() {
         for s in ["4K", "400K", "4M", "1G", "40M"] {
-            assert_eq!(format_size(parse_size(s).unwrap()), s);
+            assert_eq!(format_size(size_bytes(s).unwrap()), s);
         }
-        assert_eq!(parse_size_list("4K,40K").unwrap(), vec![4096, 40960]);
     }
 }

@@ -37,7 +37,6 @@ pub mod drift;
 pub mod holm;
 pub mod mann_whitney;
 pub mod median_ci;
-pub mod normal;
 pub mod outliers;
 pub mod percentiles;
 pub mod repeatability;

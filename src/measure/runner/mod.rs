@@ -15,19 +15,28 @@
 //!    perturbs timing);
 //! 6. verify the layout again, count VMAs, tear down.
 //!
-//! The runner emits [`RunEvent`]s and never prints.
+//! The runner emits [`RunEvent`]s and never prints. Everything it needs from
+//! the machine (a fresh instance per block, layout observation, flush
+//! counts, the probes, the clock, the stop signal) comes through a
+//! [`Backend`]: [`KernelBackend`] is the running kernel, and the unit tests
+//! drive the same code with a fake op and a fake clock (hyperfine's
+//! Executor/MockExecutor split).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 
-use super::ops::{self, KernelOp};
-use super::probe;
-use crate::kernel::region::Region;
-use crate::kernel::thp::KnobGuard;
-use crate::kernel::{layout, tlbtrace};
+use super::ops::KernelOp;
 use crate::record::{CellResult, Layout, NsPerCall, TlbFlushes};
 use crate::workload::{FolioSpec, WorkloadKind};
+
+mod kernel;
+pub use kernel::KernelBackend;
+
+#[cfg(test)]
+pub(crate) mod fake;
+#[cfg(test)]
+mod tests;
 
 /// Time spent warming up before calibration.
 const WARMUP: Duration = Duration::from_millis(50);
@@ -39,8 +48,6 @@ const PRECISION: f64 = 0.01;
 const MIN_SAMPLES: usize = 10;
 /// Hard cap on samples per cell.
 const MAX_SAMPLES: usize = 5000;
-/// mm calls in the TLB-flush counting pass (at most).
-const FLUSH_PASS_CALLS: u64 = 64;
 
 /// How long to sample.
 #[derive(Clone, Copy, Debug)]
@@ -71,11 +78,32 @@ pub struct CellPlan {
     pub reclaim: Option<super::reclaim::ReclaimOptions>,
 }
 
+impl CellPlan {
+    /// Blocks the cell is measured in (one for a fixed `--iters` budget).
+    pub fn blocks_planned(&self) -> u32 {
+        match self.budget {
+            Budget::Iters(_) => 1,
+            Budget::Time(_) => self.blocks.max(1),
+        }
+    }
+}
+
 /// What the runner reports while it works.
 #[derive(Debug)]
 pub enum RunEvent<'a> {
+    /// A block of this cell begins.
+    Block(&'a str),
+    /// A phase of the block begins (prepare, warm-up, calibrate, ...).
     Phase(&'a str),
+    /// A sample was taken: samples pooled so far, their median's CI.
     Sample { done: usize, rel_ci: f64 },
+    /// This many blocks are done (or given up, for a failed cell).
+    BlocksDone(u64),
+    /// A cell is finished: one result per phase, as stored.
+    Finished {
+        cell: &'a str,
+        result: &'a CellResult,
+    },
 }
 
 /// Receives [`RunEvent`]s; the default ignores them.
@@ -88,8 +116,38 @@ pub trait Reporter {
 #[error("interrupted")]
 pub struct Interrupted;
 
-fn interrupted() -> bool {
-    crate::kernel::thp::interrupted().load(std::sync::atomic::Ordering::Relaxed)
+/// Where the blocks of a cell run, and how they are observed and timed.
+pub trait Backend {
+    /// A fresh instance of `plan`: regions mapped and populated (THP knobs
+    /// set for its folio spec first), not yet bound to the workload's op.
+    fn prepare(&mut self, plan: &CellPlan) -> anyhow::Result<Box<dyn Instance>>;
+    /// The layout and VMA count of the op's regions, after sampling.
+    fn observe(&mut self, plan: &CellPlan, op: &dyn KernelOp) -> anyhow::Result<(Layout, u64)>;
+    /// Flush counts per phase, in a pass outside the timed samples.
+    fn count_flushes(
+        &mut self,
+        op: &mut dyn KernelOp,
+        phases: usize,
+    ) -> anyhow::Result<Vec<TlbFlushes>>;
+    /// The kernel-speed and memory-latency probes (ns per getppid, ns per
+    /// load), taken between batches.
+    fn probes(&mut self) -> (f64, f64);
+    /// Monotonic time since an arbitrary start.
+    fn now(&self) -> Duration;
+    /// SIGINT or SIGTERM asked the run to stop.
+    fn interrupted(&self) -> bool;
+}
+
+/// One prepared instance of a cell, before the runner decides to measure it
+/// (a layout mismatch stops the block before the op is built: building a
+/// reclaim op makes a swapfile).
+pub trait Instance {
+    /// The layout observed after population.
+    fn layout(&self) -> anyhow::Result<Layout>;
+    /// VMAs the instance's regions span.
+    fn vmas(&self) -> anyhow::Result<u64>;
+    /// Bind the workload's op to the instance.
+    fn bind(self: Box<Self>) -> anyhow::Result<Box<dyn KernelOp>>;
 }
 
 /// Pin the calling thread to `cpu`.
@@ -167,6 +225,17 @@ struct Block {
     memory_probe_ns: f64,
 }
 
+/// What one block's sampling took.
+struct Sampled {
+    /// Samples (batches) taken.
+    n: usize,
+    /// mm calls made in the timed batches.
+    calls: u64,
+    /// (kernel-speed, memory-latency) probes, before the first batch and
+    /// after each.
+    probes: Vec<(f64, f64)>,
+}
+
 /// A cell being measured block by block.
 pub struct CellRun {
     plan: CellPlan,
@@ -201,10 +270,7 @@ impl CellRun {
 
     /// Blocks this cell is measured in (one for a fixed `--iters` budget).
     pub fn blocks_planned(&self) -> u32 {
-        match self.plan.budget {
-            Budget::Iters(_) => 1,
-            Budget::Time(_) => self.plan.blocks.max(1),
-        }
+        self.plan.blocks_planned()
     }
 
     /// Blocks measured so far.
@@ -219,25 +285,19 @@ impl CellRun {
 
     /// Measure the next block: prepare a fresh instance, warm up, (calibrate),
     /// sample its share of the budget, count flushes (first block), verify.
+    /// Interrupted, the block leaves nothing behind: the cell keeps its
+    /// finished blocks only.
     pub fn run_block(
         &mut self,
-        knobs: Option<&mut KnobGuard>,
+        backend: &mut dyn Backend,
         reporter: &mut dyn Reporter,
     ) -> anyhow::Result<()> {
-        let block_started = Instant::now();
+        let block_started = backend.now();
         let plan = self.plan.clone();
         let first = self.blocks.is_empty();
         reporter.event(RunEvent::Phase("prepare"));
-        if let Some(k) = knobs {
-            k.configure_for(plan.folio)?;
-        }
-        let mut regions = Vec::with_capacity(plan.regions as usize);
-        for _ in 0..plan.regions {
-            let mut r = Region::map(plan.size, plan.folio, plan.neighbor)?;
-            r.populate()?;
-            regions.push(r);
-        }
-        let layout = observe_all(&regions, &plan)?;
+        let instance = backend.prepare(&plan)?;
+        let layout = instance.layout()?;
         if plan.verified && !layout.matches && !plan.allow_mismatch {
             anyhow::bail!(
                 "{}\nThe cell was not measured; pass --allow-mismatch to measure it anyway.",
@@ -247,14 +307,14 @@ impl CellRun {
         if let (true, true, Some(m)) = (first, plan.verified, &layout.mismatch) {
             self.warnings.push(format!("layout mismatch accepted: {m}"));
         }
-        let vmas_before = vma_total(&regions)?;
-        let mut op = ops::for_plan(&plan, regions)?;
+        let vmas_before = instance.vmas()?;
+        let mut op = instance.bind()?;
         self.phases = op.phases();
         let multiple = op.iteration_multiple();
 
         reporter.event(RunEvent::Phase("warm-up"));
-        let t = Instant::now();
-        while t.elapsed() < WARMUP {
+        let t = backend.now();
+        while backend.now() - t < WARMUP {
             op.run(multiple)?;
         }
 
@@ -262,44 +322,86 @@ impl CellRun {
             Some(b) => b,
             None => {
                 reporter.event(RunEvent::Phase("calibrate"));
-                let mut batch = multiple;
-                loop {
-                    let t = Instant::now();
-                    op.run(batch)?;
-                    let el = t.elapsed();
-                    if el >= SAMPLE_TARGET / 4 || batch >= 1 << 30 {
-                        let scale = SAMPLE_TARGET.as_secs_f64() / el.as_secs_f64().max(1e-9);
-                        batch = ((batch as f64 * scale) as u64).max(multiple);
-                        batch = batch.div_ceil(multiple) * multiple;
-                        break;
-                    }
-                    batch *= 2;
-                }
-                if let Budget::Iters(n) = plan.budget {
-                    batch = batch.min(n.max(multiple));
-                }
-                self.batch = Some(batch);
-                batch
+                let b = calibrate(op.as_mut(), &*backend, plan.budget)?;
+                self.batch = Some(b);
+                b
             }
         };
 
         reporter.event(RunEvent::Phase("sample"));
+        let pooled_before: Vec<usize> = self.pooled.iter().map(Vec::len).collect();
+        let sampled = self.sample(op.as_mut(), backend, reporter, batch);
+        let Sampled { n, calls, probes } = match sampled {
+            Ok(s) => s,
+            Err(e) => {
+                // An unfinished block's samples are not the cell's.
+                for (s, &len) in self.pooled.iter_mut().zip(&pooled_before) {
+                    s.truncate(len);
+                }
+                self.pooled.truncate(pooled_before.len());
+                return Err(e);
+            }
+        };
         let nphases = self.phases.len();
-        self.pooled.resize(nphases, Vec::new());
+        let flushes = if first && plan.count_flushes {
+            reporter.event(RunEvent::Phase("count TLB flushes"));
+            Some(backend.count_flushes(op.as_mut(), nphases)?)
+        } else {
+            None
+        };
+
+        reporter.event(RunEvent::Phase("verify"));
+        let (layout_after, vmas_after) = backend.observe(&plan, op.as_ref())?;
+        if plan.verified && layout_after.histogram != layout.histogram {
+            self.warnings.push(format!(
+                "layout changed during block {}: before {}, after {}",
+                self.blocks.len() + 1,
+                layout.summary(),
+                layout_after.summary()
+            ));
+        }
+        self.pages = op.pages_per_call();
+        drop(op);
+        let (mut kernel, mut memory): (Vec<f64>, Vec<f64>) = probes.into_iter().unzip();
+        self.blocks.push(Block {
+            samples: n as u64,
+            elapsed: backend.now() - block_started,
+            calls,
+            layout,
+            layout_after,
+            vmas_before,
+            vmas_after,
+            flushes,
+            probe_ns: ptelab_stats::sample::median_in_place(&mut kernel),
+            memory_probe_ns: ptelab_stats::sample::median_in_place(&mut memory),
+        });
+        Ok(())
+    }
+
+    /// Take the block's samples: batches of `batch` calls until the stop
+    /// rule says the block is done (or `--iters` are spent).
+    fn sample(
+        &mut self,
+        op: &mut dyn KernelOp,
+        backend: &mut dyn Backend,
+        reporter: &mut dyn Reporter,
+        batch: u64,
+    ) -> anyhow::Result<Sampled> {
+        let multiple = op.iteration_multiple();
+        self.pooled.resize(self.phases.len(), Vec::new());
         let mut n = 0usize;
         let mut rel = f64::INFINITY;
         let mut calls = 0u64;
         let mut iters_done = 0u64;
         // The probes run before the first batch and after every batch, so
         // they see the machine in the state the batches saw.
-        let mut probes = vec![probe::probe_ns()];
-        let mut memory_probes = vec![probe::memory_probe_ns()];
-        let t = Instant::now();
+        let mut probes = vec![backend.probes()];
+        let t = backend.now();
         loop {
-            if interrupted() {
+            if backend.interrupted() {
                 return Err(Interrupted.into());
             }
-            let this = match plan.budget {
+            let this = match self.plan.budget {
                 Budget::Iters(n) => {
                     let left = n.saturating_sub(iters_done);
                     if left == 0 {
@@ -310,8 +412,7 @@ impl CellRun {
                 Budget::Time(_) => batch,
             };
             let times = op.run(this)?;
-            probes.push(probe::probe_ns());
-            memory_probes.push(probe::memory_probe_ns());
+            probes.push(backend.probes());
             iters_done += this;
             for (s, bt) in self.pooled.iter_mut().zip(&times) {
                 s.push(bt.ns as f64 / bt.calls.max(1) as f64);
@@ -332,53 +433,14 @@ impl CellRun {
                 done: pooled_n,
                 rel_ci: rel,
             });
-            if let Budget::Time(budget) = plan.budget {
+            if let Budget::Time(budget) = self.plan.budget {
                 let share = budget / self.blocks_planned();
-                if n >= MIN_BLOCK_SAMPLES
-                    && ((pooled_n >= MIN_SAMPLES && rel < PRECISION) || pooled_n >= MAX_SAMPLES)
-                {
-                    break;
-                }
-                // Slow cells (one call of several ms) still get a minimum.
-                if t.elapsed() >= share && (n >= MIN_BLOCK_SAMPLES || t.elapsed() >= share * 5) {
+                if block_done(n, pooled_n, rel, backend.now() - t, share) {
                     break;
                 }
             }
         }
-
-        let flushes = if first && plan.count_flushes {
-            reporter.event(RunEvent::Phase("count TLB flushes"));
-            Some(count_flushes(op.as_mut(), nphases)?)
-        } else {
-            None
-        };
-
-        reporter.event(RunEvent::Phase("verify"));
-        let layout_after = observe_all(op.regions(), &plan)?;
-        if plan.verified && layout_after.histogram != layout.histogram {
-            self.warnings.push(format!(
-                "layout changed during block {}: before {}, after {}",
-                self.blocks.len() + 1,
-                layout.summary(),
-                layout_after.summary()
-            ));
-        }
-        let vmas_after = vma_total(op.regions())?;
-        self.pages = op.pages_per_call();
-        drop(op);
-        self.blocks.push(Block {
-            samples: n as u64,
-            elapsed: block_started.elapsed(),
-            calls,
-            layout,
-            layout_after,
-            vmas_before,
-            vmas_after,
-            flushes,
-            probe_ns: ptelab_stats::sample::median_in_place(&mut probes),
-            memory_probe_ns: ptelab_stats::sample::median_in_place(&mut memory_probes),
-        });
-        Ok(())
+        Ok(Sampled { n, calls, probes })
     }
 
     /// The cell's results (one per phase) from every block measured.
@@ -463,6 +525,43 @@ impl CellRun {
     }
 }
 
+/// Calls per sample: double the batch until one batch takes a quarter of
+/// [`SAMPLE_TARGET`], then scale it to the target (a whole number of
+/// iteration multiples; never more than a fixed `--iters` budget).
+fn calibrate(op: &mut dyn KernelOp, clock: &dyn Backend, budget: Budget) -> anyhow::Result<u64> {
+    let multiple = op.iteration_multiple();
+    let mut batch = multiple;
+    loop {
+        let t = clock.now();
+        op.run(batch)?;
+        let el = clock.now() - t;
+        if el >= SAMPLE_TARGET / 4 || batch >= 1 << 30 {
+            let scale = SAMPLE_TARGET.as_secs_f64() / el.as_secs_f64().max(1e-9);
+            batch = ((batch as f64 * scale) as u64).max(multiple);
+            batch = batch.div_ceil(multiple) * multiple;
+            break;
+        }
+        batch *= 2;
+    }
+    if let Budget::Iters(n) = budget {
+        batch = batch.min(n.max(multiple));
+    }
+    Ok(batch)
+}
+
+/// The stop rule of a block under a time budget: `n` samples in this block,
+/// `pooled_n` in the cell, the CI half-width `rel` of the pooled median,
+/// `elapsed` sampling time of the block and its `share` of the budget.
+fn block_done(n: usize, pooled_n: usize, rel: f64, elapsed: Duration, share: Duration) -> bool {
+    if n >= MIN_BLOCK_SAMPLES
+        && ((pooled_n >= MIN_SAMPLES && rel < PRECISION) || pooled_n >= MAX_SAMPLES)
+    {
+        return true;
+    }
+    // Slow cells (one call of several ms) still get a minimum.
+    elapsed >= share && (n >= MIN_BLOCK_SAMPLES || elapsed >= share * 5)
+}
+
 /// Kernel-speed probes of a cell's blocks further apart than this mean the
 /// machine changed speed state during the cell (the two states of the VM
 /// ptelab was built on are ~37% apart; within a state blocks agree to ~4%).
@@ -485,71 +584,6 @@ fn speed_change_warning(probes: impl Iterator<Item = f64>) -> Option<String> {
 
 fn op_calls_per_iteration(plan: &CellPlan) -> u64 {
     plan.workload.calls_per_iteration() * plan.regions as u64
-}
-
-fn vma_total(regions: &[Region]) -> anyhow::Result<u64> {
-    regions.iter().map(Region::vma_count).sum()
-}
-
-/// Observe every region and merge into one layout (histograms added).
-fn observe_all(regions: &[Region], plan: &CellPlan) -> anyhow::Result<Layout> {
-    if !plan.verified {
-        return Ok(Layout {
-            mismatch: Some("layout not verified (no root)".into()),
-            ..Layout::default()
-        });
-    }
-    let mut total = Layout {
-        matches: true,
-        ..Layout::default()
-    };
-    for r in regions {
-        let l = layout::observe(r.addr(), r.len(), plan.folio)?;
-        for (b, n) in &l.histogram {
-            *total.histogram.entry(*b).or_insert(0) += n;
-        }
-        total.pages_present += l.pages_present;
-        total.pages_total += l.pages_total;
-        total.pmd_mapped_bytes += l.pmd_mapped_bytes;
-        total.misaligned_folios += l.misaligned_folios;
-        if !l.matches && total.matches {
-            total.matches = false;
-            total.mismatch = l.mismatch;
-        }
-    }
-    Ok(total)
-}
-
-/// Count tracepoint events per call, per phase, outside the timed samples.
-fn count_flushes(op: &mut dyn KernelOp, nphases: usize) -> anyhow::Result<Vec<TlbFlushes>> {
-    let mut out = Vec::with_capacity(nphases);
-    for phase in 0..nphases {
-        // Calls per invocation are fixed by the workload; learn them once.
-        op.phase_setup(phase)?;
-        let per = op.phase_call(phase)?.max(1);
-        let invocations = (FLUSH_PASS_CALLS / per).max(1);
-        // Both closures drive the same op; a RefCell lets them take turns.
-        let state = std::cell::RefCell::new((&mut *op, None::<anyhow::Error>));
-        let step = |setup: bool| {
-            let (op, err) = &mut *state.borrow_mut();
-            let r = if setup {
-                op.phase_setup(phase)
-            } else {
-                op.phase_call(phase).map(drop)
-            };
-            if let Err(e) = r {
-                err.get_or_insert(e);
-            }
-        };
-        let t = tlbtrace::count_flushes_with(invocations, per, || step(true), || step(false));
-        if let Some(e) = state.into_inner().1 {
-            return Err(e);
-        }
-        out.push(t);
-    }
-    // Leave the regions read-write, as populated.
-    op.phase_setup(nphases.saturating_sub(1))?;
-    Ok(out)
 }
 
 /// Relative half-width of the 95% CI of the median (infinite below 6 samples).
@@ -585,21 +619,5 @@ pub fn summarize(samples: Vec<f64>) -> NsPerCall {
             sorted.iter().sum::<f64>() / n as f64
         },
         samples,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_speed_state_change_between_blocks_is_a_warning() {
-        assert_eq!(
-            speed_change_warning([186.0, 190.0, 188.0].into_iter()),
-            None
-        );
-        let w = speed_change_warning([186.0, 255.0, 188.0].into_iter()).unwrap();
-        assert!(w.contains("probe 186-255 ns"), "{w}");
-        assert_eq!(speed_change_warning(std::iter::empty()), None);
     }
 }
