@@ -17,6 +17,7 @@ const RULES: &[(&str, &[&str])] = &[
         &["measure", "kernel", "record", "workload", "error"],
     ),
     ("store", &["record", "workload", "error"]),
+    ("guest", &["record", "workload", "error"]),
     ("analysis", &["store", "record", "workload", "error"]),
     (
         "report",
@@ -43,6 +44,7 @@ const RULES: &[(&str, &[&str])] = &[
             "crosscheck",
             "measure",
             "kernel",
+            "guest",
             "record",
             "workload",
             "error",

@@ -2,3 +2,4 @@
 
 pub mod flags;
 pub mod plan;
+pub mod kernel;
