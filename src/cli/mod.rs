@@ -1,5 +1,5 @@
 //! Command-line definition (`flags`) and the dispatch to each command.
 
 pub mod flags;
-pub mod plan;
 pub mod kernel;
+pub mod plan;

@@ -147,7 +147,15 @@ struct Row {
 
 /// The cache as a table (one row per kernel; a changed image is marked).
 fn render_cached(rows: &[Row]) -> String {
-    let header = ["version", "arch", "flavour", "package", "package version", "sha256", "path"];
+    let header = [
+        "version",
+        "arch",
+        "flavour",
+        "package",
+        "package version",
+        "sha256",
+        "path",
+    ];
     let cells: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
@@ -296,7 +304,11 @@ mod tests {
         .iter()
         .filter_map(|r| Offer::from_release(r))
         .collect();
-        insta::assert_snapshot!(render_available(&offers, Arch::X86_64, "http://deb.debian.org/debian"));
+        insta::assert_snapshot!(render_available(
+            &offers,
+            Arch::X86_64,
+            "http://deb.debian.org/debian"
+        ));
         let j = available_json(&offers, Arch::Arm64, "m");
         assert_eq!(j["flavours"][Flavour::Cloud.name()], json!(["6.17.13"]));
     }

@@ -99,7 +99,10 @@ impl Cache {
             .filter(|p| p.is_absolute());
         let base = match xdg {
             Some(p) => p,
-            None => match std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
+            None => match std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+            {
                 Some(h) => h.join(".cache"),
                 None => crate::bail_usage!(
                     "no cache directory: set XDG_CACHE_HOME or HOME to an absolute path"
@@ -132,26 +135,44 @@ impl Cache {
         let mut out = Vec::new();
         for e in rd {
             let path = e?.path();
-            if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+            if path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            {
                 continue;
             }
             let Ok(text) = std::fs::read_to_string(path.join(MANIFEST)) else {
                 continue;
             };
             match serde_json::from_str::<Manifest>(&text) {
-                Ok(manifest) => out.push(Cached { dir: path, manifest }),
+                Ok(manifest) => out.push(Cached {
+                    dir: path,
+                    manifest,
+                }),
                 Err(e) => eprintln!(
                     "ptelab: warning: ignoring {} ({e}); `kernel fetch` replaces it",
                     path.join(MANIFEST).display()
                 ),
             }
         }
-        out.sort_by_key(|c| (c.manifest.arch, c.manifest.flavour, c.version(), c.manifest.release.clone()));
+        out.sort_by_key(|c| {
+            (
+                c.manifest.arch,
+                c.manifest.flavour,
+                c.version(),
+                c.manifest.release.clone(),
+            )
+        });
         Ok(out)
     }
 
     /// The newest entry matching a version request.
-    pub fn find(&self, want: &Version, flavour: Flavour, arch: Arch) -> anyhow::Result<Option<Cached>> {
+    pub fn find(
+        &self,
+        want: &Version,
+        flavour: Flavour,
+        arch: Arch,
+    ) -> anyhow::Result<Option<Cached>> {
         Ok(self
             .entries()?
             .into_iter()
@@ -165,7 +186,10 @@ impl Cache {
 
     /// The entry of one release.
     pub fn get(&self, release: &str) -> anyhow::Result<Option<Cached>> {
-        Ok(self.entries()?.into_iter().find(|c| c.manifest.release == release))
+        Ok(self
+            .entries()?
+            .into_iter()
+            .find(|c| c.manifest.release == release))
     }
 
     /// Hold the cache's lock (one fetch at a time per cache; another
@@ -177,7 +201,10 @@ impl Cache {
         let f = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         // SAFETY: flock on an fd we own.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            eprintln!("ptelab: waiting for another ptelab fetching into {}", dir.display());
+            eprintln!(
+                "ptelab: waiting for another ptelab fetching into {}",
+                dir.display()
+            );
             // SAFETY: as above.
             if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
                 return Err(std::io::Error::last_os_error()).context("locking the kernel cache");
@@ -189,10 +216,14 @@ impl Cache {
     /// Remove what interrupted fetches left (`.partial-PID-*` of processes
     /// that are gone). Call with the lock held.
     pub fn sweep_partials(&self) {
-        let Ok(rd) = std::fs::read_dir(self.kernels()) else { return };
+        let Ok(rd) = std::fs::read_dir(self.kernels()) else {
+            return;
+        };
         for e in rd.filter_map(|e| e.ok()) {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(rest) = name.strip_prefix(PARTIAL) else { continue };
+            let Some(rest) = name.strip_prefix(PARTIAL) else {
+                continue;
+            };
             let pid = rest.split('-').next().unwrap_or("");
             let alive = pid.parse::<u32>().is_ok_and(|p| {
                 p == std::process::id() || Path::new("/proc").join(p.to_string()).exists()
@@ -233,7 +264,8 @@ impl Staging {
     pub fn commit(self, cache: &Cache, manifest: &Manifest) -> anyhow::Result<Cached> {
         let entry = self.entry();
         let mpath = entry.join(MANIFEST);
-        let mut f = File::create(&mpath).with_context(|| format!("creating {}", mpath.display()))?;
+        let mut f =
+            File::create(&mpath).with_context(|| format!("creating {}", mpath.display()))?;
         serde_json::to_writer_pretty(&mut f, manifest)?;
         std::io::Write::write_all(&mut f, b"\n")?;
         f.sync_all()?;
@@ -348,9 +380,15 @@ mod tests {
             .collect();
         assert!(names.is_empty(), "staging left behind: {names:?}");
         let want = Version::parse("6.17").unwrap();
-        let got = cache.find(&want, Flavour::Cloud, Arch::X86_64).unwrap().unwrap();
+        let got = cache
+            .find(&want, Flavour::Cloud, Arch::X86_64)
+            .unwrap()
+            .unwrap();
         assert_eq!(got.manifest.release, "6.17.13+deb13-cloud-amd64");
-        assert!(cache.find(&want, Flavour::Generic, Arch::X86_64).unwrap().is_none());
+        assert!(cache
+            .find(&want, Flavour::Generic, Arch::X86_64)
+            .unwrap()
+            .is_none());
         assert_eq!(cache.entries().unwrap().len(), 3);
 
         // A changed image no longer matches; a new commit replaces the entry.

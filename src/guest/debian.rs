@@ -77,7 +77,13 @@ pub fn select<'a>(
 
 /// Up to `n` offered versions nearest to `want` (same minor first, then the
 /// nearest minors), in ascending order.
-pub fn nearest(offers: &[Offer], want: &Version, flavour: Flavour, arch: Arch, n: usize) -> Vec<Version> {
+pub fn nearest(
+    offers: &[Offer],
+    want: &Version,
+    flavour: Flavour,
+    arch: Arch,
+    n: usize,
+) -> Vec<Version> {
     let versions: BTreeSet<Version> = offers
         .iter()
         .filter(|o| o.flavour == flavour && o.arch == arch)
@@ -91,7 +97,12 @@ pub fn nearest(offers: &[Offer], want: &Version, flavour: Flavour, arch: Arch, n
                 (Some(a), Some(b)) => (i64::from(a) - i64::from(b)).abs(),
                 _ => 0,
             };
-            ((line(&v) - line(want)).abs(), patch, std::cmp::Reverse(v), v)
+            (
+                (line(&v) - line(want)).abs(),
+                patch,
+                std::cmp::Reverse(v),
+                v,
+            )
         })
         .collect();
     scored.sort();
@@ -106,7 +117,9 @@ pub fn by_flavour(offers: &[Offer], arch: Arch) -> BTreeMap<Flavour, Vec<Version
     for o in offers.iter().filter(|o| o.arch == arch) {
         m.entry(o.flavour).or_default().insert(o.version);
     }
-    m.into_iter().map(|(f, v)| (f, v.into_iter().collect())).collect()
+    m.into_iter()
+        .map(|(f, v)| (f, v.into_iter().collect()))
+        .collect()
 }
 
 /// One package stanza as `apt-cache show` prints it.
@@ -221,7 +234,10 @@ impl Apt {
                 .with_context(|| format!("creating {}", self.dir.join(sub).display()))?;
         }
         std::fs::write(self.dir.join("sources.list"), "")?;
-        std::fs::write(self.dir.join("sources.list.d/debian.sources"), self.source_text())?;
+        std::fs::write(
+            self.dir.join("sources.list.d/debian.sources"),
+            self.source_text(),
+        )?;
         let status = self.dir.join("status");
         if !status.exists() {
             std::fs::write(&status, "")?;
@@ -237,9 +253,15 @@ impl Apt {
             format!("Dir::Etc::SourceParts={d}/sources.list.d"),
             format!("Dir::State::Lists={d}/lists"),
             format!("Dir::Cache={d}/cache"),
+            // Kept (some images, Docker's among them, turn it off): without
+            // it every apt-cache call parses the whole index again (~3 s).
+            "Dir::Cache::pkgcache=pkgcache.bin".to_string(),
+            "Dir::Cache::srcpkgcache=".to_string(),
             format!("Dir::State::Status={d}/status"),
             format!("APT::Architectures::={}", self.arch.debian()),
             "Acquire::Languages=none".to_string(),
+            // One retry: an unreachable archive should fail in seconds.
+            "Acquire::Retries=1".to_string(),
         ];
         // As root apt would hand downloads to the _apt user, who cannot
         // write into root's private cache directory.
@@ -302,10 +324,13 @@ impl Apt {
     /// when several suites carry it).
     pub fn show(&self, package: &str) -> anyhow::Result<Stanza> {
         let mut c = self.command("apt-cache");
-        c.arg("show").arg(format!("{package}:{}", self.arch.debian()));
+        c.arg("show")
+            .arg(format!("{package}:{}", self.arch.debian()));
         let out = run_captured(c, "apt-cache show")?;
         let mut all = Stanza::parse_all(&out);
-        let mut best = all.pop().with_context(|| format!("apt-cache show {package}: no stanza"))?;
+        let mut best = all
+            .pop()
+            .with_context(|| format!("apt-cache show {package}: no stanza"))?;
         for s in all {
             if let (Some(a), Some(b)) = (s.get("Version"), best.get("Version")) {
                 if version_gt(a, b)? {
@@ -348,18 +373,41 @@ fn spawn_error(e: std::io::Error, what: &str) -> anyhow::Error {
     }
 }
 
-/// Run an apt tool whose stdout is progress for the user (sent to our
-/// stderr); its stderr is kept for the error message.
+/// Run an apt tool whose stdout is progress for the user: its `Get:`,
+/// `Hit:` and `Fetched` lines go to our stderr as they come; the rest
+/// (`Ign:`/`Err:` retries) is left to the one-line error.
 fn run_streaming(mut c: Command, what: &str) -> anyhow::Result<()> {
-    c.stdout(Stdio::from(std::io::stderr())).stderr(Stdio::piped());
-    let out = c.output().map_err(|e| spawn_error(e, what))?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.success() {
+    use std::io::{BufRead, BufReader, Read};
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().map_err(|e| spawn_error(e, what))?;
+    let mut err_pipe = child.stderr.take().expect("piped stderr");
+    // Read apart from stdout, so that neither pipe can fill and block apt.
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err_pipe.read_to_string(&mut s);
+        s
+    });
+    for line in BufReader::new(child.stdout.take().expect("piped stdout"))
+        .lines()
+        .map_while(Result::ok)
+    {
+        if ["Get:", "Hit:", "Fetched "]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
+            eprintln!("  {line}");
+        }
+    }
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {what}"))?;
+    let err = err_reader.join().unwrap_or_default();
+    if status.success() {
         // Warnings are worth seeing; nothing else is printed there.
         eprint!("{err}");
         return Ok(());
     }
-    bail!("{what} failed ({}): {}", out.status, apt_errors(&err));
+    bail!("{what} failed ({status}): {}", apt_errors(&err));
 }
 
 fn run_captured(mut c: Command, what: &str) -> anyhow::Result<String> {
@@ -374,16 +422,18 @@ fn run_captured(mut c: Command, what: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The `E:` lines of apt's stderr on one line (all of it when there are none).
+/// apt's first `E:` line, with how many more there were (all of stderr on
+/// one line when there is none).
 pub fn apt_errors(stderr: &str) -> String {
-    let e: Vec<&str> = stderr
+    let e: Vec<String> = stderr
         .lines()
         .filter_map(|l| l.strip_prefix("E: "))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
-    if e.is_empty() {
-        stderr.trim().replace('\n', "; ")
-    } else {
-        e.join("; ")
+    match e.as_slice() {
+        [] => stderr.trim().replace('\n', "; "),
+        [one] => one.clone(),
+        [first, rest @ ..] => format!("{first} (and {} more errors)", rest.len()),
     }
 }
 
@@ -392,7 +442,10 @@ mod tests {
     use super::*;
 
     fn offers(names: &[&str]) -> Vec<Offer> {
-        names.iter().filter_map(|n| Offer::from_package(n)).collect()
+        names
+            .iter()
+            .filter_map(|n| Offer::from_package(n))
+            .collect()
     }
 
     fn v(s: &str) -> Version {
@@ -498,18 +551,29 @@ Version: 1
         let s = Stanza::parse_all(text);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].get("version"), Some("7.2.6-1~bpo13+1"));
-        assert_eq!(s[0].get("Description"), Some("Linux 7.2 for cloud\nmore text"));
+        assert_eq!(
+            s[0].get("Description"),
+            Some("Linux 7.2 for cloud\nmore text")
+        );
         let deps = s[0].release_dependencies("7.2.6+deb13-cloud-arm64");
         let pin = Some("7.2.6-1~bpo13+1".to_string());
         assert_eq!(
             deps,
             [
-                ("linux-base-7.2.6+deb13-cloud-arm64".to_string(), pin.clone()),
-                ("linux-binary-7.2.6+deb13-cloud-arm64".to_string(), pin.clone()),
+                (
+                    "linux-base-7.2.6+deb13-cloud-arm64".to_string(),
+                    pin.clone()
+                ),
+                (
+                    "linux-binary-7.2.6+deb13-cloud-arm64".to_string(),
+                    pin.clone()
+                ),
                 ("linux-modules-7.2.6+deb13-cloud-arm64".to_string(), pin),
             ]
         );
-        assert!(s[1].release_dependencies("7.2.6+deb13-cloud-arm64").is_empty());
+        assert!(s[1]
+            .release_dependencies("7.2.6+deb13-cloud-arm64")
+            .is_empty());
     }
 
     #[test]
@@ -522,14 +586,24 @@ Version: 1
         assert!(!o.contains("/etc/apt") && !o.contains("/var/lib"), "{o}");
         let src = apt.source_text();
         assert!(src.contains("URIs: http://m.example/debian\n"), "{src}");
-        assert!(src.contains("Suites: trixie trixie-backports sid\n"), "{src}");
+        assert!(
+            src.contains("Suites: trixie trixie-backports sid\n"),
+            "{src}"
+        );
         assert!(src.contains("Architectures: arm64\n"), "{src}");
     }
 
     #[test]
     fn apt_errors_are_one_line() {
         let e = "W: GPG error: x\nE: The repository 'a' is not signed.\nE: Failed to fetch b\n";
-        assert_eq!(apt_errors(e), "The repository 'a' is not signed.; Failed to fetch b");
+        assert_eq!(
+            apt_errors(e),
+            "The repository 'a' is not signed. (and 1 more errors)"
+        );
+        assert_eq!(
+            apt_errors("E: Failed to fetch http://x/InRelease  Could not resolve 'x'\n"),
+            "Failed to fetch http://x/InRelease Could not resolve 'x'"
+        );
         assert_eq!(apt_errors("oops\nmore"), "oops; more");
     }
 }

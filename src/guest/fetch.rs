@@ -43,7 +43,9 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
         version, flavour, ..
     } = spec
     else {
-        let KernelSpec::Image(path) = spec else { unreachable!() };
+        let KernelSpec::Image(path) = spec else {
+            unreachable!()
+        };
         return Ok(Resolved::Image(image::inspect(path, opts.arch)?));
     };
     let arch = spec.debian_arch(opts.arch)?;
@@ -100,7 +102,11 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
 
 /// What Debian offers for `arch` now (the index is updated first; when
 /// that fails, an older index is used with a warning).
-pub fn available(cache: &Cache, arch: Arch, mirror_flag: Option<&str>) -> anyhow::Result<(Vec<Offer>, String)> {
+pub fn available(
+    cache: &Cache,
+    arch: Arch,
+    mirror_flag: Option<&str>,
+) -> anyhow::Result<(Vec<Offer>, String)> {
     let mirror = mirror(mirror_flag)?;
     let apt = Apt::new(&cache.apt(), &mirror, arch);
     let _lock = cache.lock()?;
@@ -187,7 +193,12 @@ fn offline(
 }
 
 /// The usage error for a version Debian does not offer, with the nearest.
-pub fn not_offered(offers: &[Offer], version: Version, flavour: Flavour, arch: Arch) -> anyhow::Error {
+pub fn not_offered(
+    offers: &[Offer],
+    version: Version,
+    flavour: Flavour,
+    arch: Arch,
+) -> anyhow::Error {
     let near = debian::nearest(offers, &version, flavour, arch, 5);
     if near.is_empty() {
         let flavours: Vec<String> = debian::by_flavour(offers, arch)
@@ -196,7 +207,11 @@ pub fn not_offered(offers: &[Offer], version: Version, flavour: Flavour, arch: A
             .collect();
         return usage(format!(
             "Debian offers no {flavour} kernel for {arch}; flavours offered for {arch}: {}",
-            if flavours.is_empty() { "none".into() } else { flavours.join(", ") }
+            if flavours.is_empty() {
+                "none".into()
+            } else {
+                flavours.join(", ")
+            }
         ));
     }
     let near: Vec<String> = near.iter().map(|v| v.to_string()).collect();
@@ -249,7 +264,10 @@ fn install(
     );
     let debs = staging.dir.join("debs");
     std::fs::create_dir_all(&debs)?;
-    let want: Vec<(String, String)> = parts.iter().map(|(n, v, _)| (n.clone(), v.clone())).collect();
+    let want: Vec<(String, String)> = parts
+        .iter()
+        .map(|(n, v, _)| (n.clone(), v.clone()))
+        .collect();
     apt.download(&want, &debs)?;
     stop()?;
 
@@ -308,7 +326,10 @@ fn install(
         }
     }
     let mut modules = None;
-    for m in [root.join(format!("usr/lib/modules/{r}")), root.join(format!("lib/modules/{r}"))] {
+    for m in [
+        root.join(format!("usr/lib/modules/{r}")),
+        root.join(format!("lib/modules/{r}")),
+    ] {
         if m.is_dir() {
             std::fs::rename(&m, entry.join("modules"))?;
             modules = Some("modules".to_string());
@@ -390,7 +411,10 @@ mod tests {
 
     #[test]
     fn mirror_flag_is_checked() {
-        assert_eq!(mirror(Some("http://m.example/debian/")).unwrap(), "http://m.example/debian");
+        assert_eq!(
+            mirror(Some("http://m.example/debian/")).unwrap(),
+            "http://m.example/debian"
+        );
         let e = mirror(Some("m.example/debian")).unwrap_err();
         assert!(crate::error::is_usage(&e));
         assert!(e.to_string().contains("accepted:"), "{e}");
@@ -434,6 +458,9 @@ mod tests {
         let boot = d.path().join("boot");
         std::fs::create_dir_all(&boot).unwrap();
         std::fs::write(boot.join(format!("vmlinuz-{r}")), b"x").unwrap();
-        assert_eq!(find_image(d.path(), r), Some(boot.join(format!("vmlinuz-{r}"))));
+        assert_eq!(
+            find_image(d.path(), r),
+            Some(boot.join(format!("vmlinuz-{r}")))
+        );
     }
 }

@@ -39,7 +39,10 @@ pub fn detect_arch(head: &[u8]) -> Option<Arch> {
 pub fn arch_of(path: &Path) -> anyhow::Result<Arch> {
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) => bail_usage!("cannot read kernel image {}: {e}; {ACCEPTED}", path.display()),
+        Err(e) => bail_usage!(
+            "cannot read kernel image {}: {e}; {ACCEPTED}",
+            path.display()
+        ),
     };
     let mut head = Vec::with_capacity(HEADER_LEN);
     f.by_ref()
@@ -57,8 +60,7 @@ pub fn arch_of(path: &Path) -> anyhow::Result<Arch> {
 
 /// Hex sha256 of a file.
 pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut h = Sha256::new();
     std::io::copy(&mut f, &mut h).with_context(|| format!("reading {}", path.display()))?;
     Ok(format!("{:x}", h.finalize()))
@@ -128,7 +130,10 @@ mod tests {
     #[test]
     fn headers_name_the_arch() {
         assert_eq!(detect_arch(&with_magic(0x202, b"HdrS")), Some(Arch::X86_64));
-        assert_eq!(detect_arch(&with_magic(0x38, b"ARM\x64")), Some(Arch::Arm64));
+        assert_eq!(
+            detect_arch(&with_magic(0x38, b"ARM\x64")),
+            Some(Arch::Arm64)
+        );
         // An arm64 Image as Debian ships it: a PE/EFI stub "MZ" first.
         let mut efi = with_magic(0x38, b"ARM\x64");
         efi[..2].copy_from_slice(b"MZ");
@@ -157,14 +162,21 @@ mod tests {
 
         let wrong = inspect(&img, Some(Arch::Arm64)).unwrap_err();
         assert!(crate::error::is_usage(&wrong));
-        assert!(wrong.to_string().contains("is an x86_64 kernel image, not arm64"), "{wrong}");
+        assert!(
+            wrong
+                .to_string()
+                .contains("is an x86_64 kernel image, not arm64"),
+            "{wrong}"
+        );
 
         let text = tree.path().join("notes.txt");
         std::fs::write(&text, "hello").unwrap();
         let err = inspect(&text, None).unwrap_err();
         assert!(crate::error::is_usage(&err));
         assert!(err.to_string().contains("is not a kernel image"), "{err}");
-        assert!(crate::error::is_usage(&inspect(&tree.path().join("nope"), None).unwrap_err()));
+        assert!(crate::error::is_usage(
+            &inspect(&tree.path().join("nope"), None).unwrap_err()
+        ));
     }
 
     #[test]

@@ -33,8 +33,8 @@ impl Entry {
     /// True for Debian's main archive (not its security archive, not a
     /// third-party repository).
     pub fn is_debian_archive(&self) -> bool {
-        let security =
-            self.uri.trim_end_matches('/').ends_with("-security") || self.suites.iter().any(|s| s.ends_with("-security"));
+        let security = self.uri.trim_end_matches('/').ends_with("-security")
+            || self.suites.iter().any(|s| s.ends_with("-security"));
         !security
             && self.suites.iter().any(|s| {
                 let base = s.split('-').next().unwrap_or(s);
@@ -48,7 +48,10 @@ pub fn parse_one_line(text: &str) -> Vec<Entry> {
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("").trim();
-        let Some(rest) = line.strip_prefix("deb ").or_else(|| line.strip_prefix("deb\t")) else {
+        let Some(rest) = line
+            .strip_prefix("deb ")
+            .or_else(|| line.strip_prefix("deb\t"))
+        else {
             continue;
         };
         let mut rest = rest.trim_start();
@@ -88,7 +91,12 @@ pub fn parse_deb822(text: &str) -> Vec<Entry> {
                 fields.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
             }
         }
-        let get = |k: &str| fields.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| {
+            fields
+                .iter()
+                .find(|(fk, _)| fk == k)
+                .map(|(_, v)| v.as_str())
+        };
         let words = |k: &str| -> Vec<String> {
             get(k)
                 .unwrap_or("")
@@ -125,7 +133,9 @@ pub fn system_entries(etc_apt: &Path) -> Vec<Entry> {
         .unwrap_or_default();
     files.sort();
     for f in files {
-        let Ok(t) = std::fs::read_to_string(&f) else { continue };
+        let Ok(t) = std::fs::read_to_string(&f) else {
+            continue;
+        };
         match f.extension().and_then(|e| e.to_str()) {
             Some("list") => out.extend(parse_one_line(&t)),
             Some("sources") => out.extend(parse_deb822(&t)),
@@ -161,7 +171,10 @@ deb\thttps://packages.cloud.google.com/apt cloud-sdk-bookworm main # trailing
         assert_eq!(e[0].uri, "http://mirror.example/debian/");
         assert_eq!(e[0].suites, ["bookworm"]);
         assert_eq!(e[2].uri, "https://packages.cloud.google.com/apt");
-        assert_eq!(debian_mirror(&e).as_deref(), Some("http://mirror.example/debian"));
+        assert_eq!(
+            debian_mirror(&e).as_deref(),
+            Some("http://mirror.example/debian")
+        );
     }
 
     #[test]
@@ -191,7 +204,10 @@ Suites: trixie
         assert_eq!(e[1].uri, "http://ftp.example.org/debian");
         assert_eq!(e[2].uri, "http://second.example.org/debian");
         assert_eq!(e[1].suites, ["bookworm", "bookworm-updates"]);
-        assert_eq!(debian_mirror(&e).as_deref(), Some("http://ftp.example.org/debian"));
+        assert_eq!(
+            debian_mirror(&e).as_deref(),
+            Some("http://ftp.example.org/debian")
+        );
     }
 
     #[test]
@@ -225,6 +241,9 @@ Suites: trixie
         .unwrap();
         let e = system_entries(d.path());
         assert_eq!(e.len(), 2);
-        assert_eq!(debian_mirror(&e).as_deref(), Some("http://a.example/debian"));
+        assert_eq!(
+            debian_mirror(&e).as_deref(),
+            Some("http://a.example/debian")
+        );
     }
 }

@@ -319,7 +319,10 @@ mod tests {
 
     #[test]
     fn debian_specs() {
-        assert_eq!(deb("debian:6.17.13"), ("6.17.13".into(), Flavour::Cloud, None));
+        assert_eq!(
+            deb("debian:6.17.13"),
+            ("6.17.13".into(), Flavour::Cloud, None)
+        );
         assert_eq!(deb("debian:6.17"), ("6.17".into(), Flavour::Cloud, None));
         assert_eq!(
             deb("debian:6.17.13-generic"),
@@ -371,7 +374,10 @@ mod tests {
         ] {
             let err = KernelSpec::parse(bad).unwrap_err();
             assert!(crate::error::is_usage(&err), "{bad}");
-            assert!(err.to_string().contains("accepted: debian:"), "{bad}: {err}");
+            assert!(
+                err.to_string().contains("accepted: debian:"),
+                "{bad}: {err}"
+            );
         }
     }
 
@@ -380,7 +386,9 @@ mod tests {
         let s = KernelSpec::parse("debian:6.17.13-arm64").unwrap();
         assert_eq!(s.debian_arch(None).unwrap(), Arch::Arm64);
         assert_eq!(s.debian_arch(Some(Arch::Arm64)).unwrap(), Arch::Arm64);
-        assert!(crate::error::is_usage(&s.debian_arch(Some(Arch::X86_64)).unwrap_err()));
+        assert!(crate::error::is_usage(
+            &s.debian_arch(Some(Arch::X86_64)).unwrap_err()
+        ));
         let s = KernelSpec::parse("debian:6.17.13").unwrap();
         assert_eq!(s.debian_arch(Some(Arch::X86_64)).unwrap(), Arch::X86_64);
         assert_eq!(s.debian_arch(None).unwrap(), Arch::host().unwrap());
@@ -399,12 +407,19 @@ mod tests {
         }
         assert_eq!(Flavour::release_tail(Flavour::K16, Arch::X86_64), None);
         assert_eq!(Arch::parse("amd64"), Some(Arch::X86_64));
-        assert!(crate::error::is_usage(&Arch::parse_flag("riscv64").unwrap_err()));
+        assert!(crate::error::is_usage(
+            &Arch::parse_flag("riscv64").unwrap_err()
+        ));
     }
 
     #[test]
     fn display_round_trips() {
-        for s in ["debian:6.17.13", "debian:6.17-generic", "debian:6.17.13-arm64", "debian:6.17-16k"] {
+        for s in [
+            "debian:6.17.13",
+            "debian:6.17-generic",
+            "debian:6.17.13-arm64",
+            "debian:6.17-16k",
+        ] {
             assert_eq!(KernelSpec::parse(s).unwrap().to_string(), s);
         }
     }
