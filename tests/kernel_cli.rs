@@ -188,10 +188,94 @@ fn fetch_arm64(cache: &Path, spec: &str) -> Option<(Value, String)> {
     Some((doc[0].clone(), err))
 }
 
+/// Entries and leftovers in the kernel cache (the lock file aside).
+fn cache_names(c: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(c.join("ptelab/kernels"))
+        .map(|rd| {
+            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != ".lock")
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Ctrl-C (SIGINT to the process group, apt included) once the download
+/// has started: exit 130 and nothing in the cache. Returns false when the
+/// fetch finished before the signal landed.
+fn interrupt_a_fetch(c: &Path, spec: &str) -> bool {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let mut child = crate::common::ptelab_std()
+        .env("XDG_CACHE_HOME", c)
+        .args(["kernel", "fetch", "--arch", "arm64", spec])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("ptelab: downloading") {
+            // SAFETY: signals the group of a child we started.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+            break;
+        }
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    seen.push_str(&rest.join("\n"));
+    if status.success() {
+        return false;
+    }
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert!(
+        seen.contains("interrupted: nothing was added to the kernel cache"),
+        "{seen}"
+    );
+    assert!(
+        cache_names(c).is_empty(),
+        "left in the cache: {:?}",
+        cache_names(c)
+    );
+    true
+}
+
 #[test]
 fn a_real_debian_kernel_is_fetched_verified_and_then_served_from_the_cache() {
     let cache = tempfile::tempdir().unwrap();
     let c = cache.path();
+    // The index first (and the reachability check); then an interrupted
+    // download, then the real one.
+    let out = kernel(c)
+        .args(["list", "--available", "--arch", "arm64", "--json"])
+        .output()
+        .unwrap();
+    if out.status.code() == Some(2) && stderr(&out).contains("cannot reach the Debian archive") {
+        eprintln!(
+            "SKIPPED: the Debian archive is unreachable from here: {}",
+            stderr(&out)
+        );
+        return;
+    }
+    assert_success(&out);
+    let offered: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        offered["flavours"]["cloud"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("6.17.13")),
+        "{offered}"
+    );
+    if !interrupt_a_fetch(c, "debian:6.17.13") {
+        eprintln!("note: the fetch finished before SIGINT landed");
+        std::fs::remove_dir_all(c.join("ptelab/kernels")).unwrap();
+    }
     let Some((doc, err)) = fetch_arm64(c, "debian:6.17.13") else {
         return;
     };
@@ -222,12 +306,7 @@ fn a_real_debian_kernel_is_fetched_verified_and_then_served_from_the_cache() {
     let modules = Path::new(doc["modules"].as_str().unwrap());
     assert!(modules.join("modules.order").is_file());
     // Nothing else in the cache: no staging left.
-    let names: Vec<String> = std::fs::read_dir(c.join("ptelab/kernels"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != ".lock")
-        .collect();
-    assert_eq!(names, ["6.17.13+deb13-cloud-arm64"]);
+    assert_eq!(cache_names(c), ["6.17.13+deb13-cloud-arm64"]);
 
     // `kernel list` shows it.
     let out = kernel(c).arg("list").output().unwrap();

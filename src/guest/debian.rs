@@ -316,7 +316,7 @@ impl Apt {
             .filter_map(|l| Offer::from_package(l.trim()))
             .filter(|o| o.arch == self.arch)
             .collect();
-        offers.sort_by(|a, b| (a.version, a.abi, a.flavour).cmp(&(b.version, b.abi, b.flavour)));
+        offers.sort_by_key(|o| (o.version, o.abi, o.flavour));
         Ok(offers)
     }
 

@@ -30,7 +30,7 @@ pub struct Options<'a> {
 #[derive(Debug)]
 pub enum Resolved {
     Debian {
-        entry: Cached,
+        entry: Box<Cached>,
         /// Downloaded now (false: served from the cache).
         fetched: bool,
     },
@@ -56,7 +56,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
         if let Some(c) = cache.find(version, *flavour, arch)? {
             if c.intact() {
                 return Ok(Resolved::Debian {
-                    entry: c,
+                    entry: Box::new(c),
                     fetched: false,
                 });
             }
@@ -69,6 +69,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     let mut updated = false;
     if apt.index_age().is_none_or(|a| a > INDEX_MAX_AGE) {
         if let Err(e) = apt.update() {
+            check_interrupt(opts.interrupted)?;
             return offline(cache, spec, *version, *flavour, arch, &mirror, &e);
         }
         updated = true;
@@ -77,6 +78,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     if debian::select(&offers, version, *flavour, arch).is_none() && !updated {
         // The index may predate the version asked for.
         if let Err(e) = apt.update() {
+            check_interrupt(opts.interrupted)?;
             return offline(cache, spec, *version, *flavour, arch, &mirror, &e);
         }
         offers = apt.offers()?;
@@ -87,7 +89,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     if let Some(c) = cache.get(&offer.release)? {
         if c.intact() {
             return Ok(Resolved::Debian {
-                entry: c,
+                entry: Box::new(c),
                 fetched: false,
             });
         }
@@ -95,7 +97,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     }
     let entry = install(cache, &apt, &offer, spec, opts.interrupted)?;
     Ok(Resolved::Debian {
-        entry,
+        entry: Box::new(entry),
         fetched: true,
     })
 }
@@ -180,7 +182,7 @@ fn offline(
                 c.manifest.release
             );
             return Ok(Resolved::Debian {
-                entry: c,
+                entry: Box::new(c),
                 fetched: false,
             });
         }
@@ -230,12 +232,7 @@ fn install(
     spec: &KernelSpec,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<Cached> {
-    let stop = || -> anyhow::Result<()> {
-        if interrupted.load(Ordering::SeqCst) {
-            bail!("interrupted: nothing was added to the kernel cache");
-        }
-        Ok(())
-    };
+    let stop = || check_interrupt(interrupted);
     let staging = cache.stage(&offer.release)?;
     let image_stanza = apt.show(&offer.package())?;
     let mut parts: Vec<(String, String, Stanza)> = vec![(
@@ -268,7 +265,10 @@ fn install(
         .iter()
         .map(|(n, v, _)| (n.clone(), v.clone()))
         .collect();
-    apt.download(&want, &debs)?;
+    if let Err(e) = apt.download(&want, &debs) {
+        stop()?;
+        return Err(e);
+    }
     stop()?;
 
     eprintln!("ptelab: extracting {}", offer.release);
@@ -364,6 +364,13 @@ fn install(
     let cached = staging.commit(cache, &manifest)?;
     eprintln!("ptelab: cached {}", cached.dir.display());
     Ok(cached)
+}
+
+fn check_interrupt(interrupted: &AtomicBool) -> anyhow::Result<()> {
+    if interrupted.load(Ordering::SeqCst) {
+        bail!("interrupted: nothing was added to the kernel cache");
+    }
+    Ok(())
 }
 
 fn field(s: &Stanza, key: &str) -> anyhow::Result<String> {
