@@ -12,9 +12,13 @@ pub struct KernelArgs {
 #[derive(Debug, Subcommand)]
 pub enum KernelCommand {
     /// Download kernels into the cache (verified by apt), or check an image
-    /// of your own build. SPEC: debian:6.17.13 (flavour cloud), debian:6.17
-    /// (newest 6.17.x), debian:6.17.13-generic, debian:6.17.13-arm64, or a
-    /// path such as arch/x86/boot/bzImage.
+    /// of your own build.
+    ///
+    /// SPEC: debian:6.17.13 (flavour cloud), debian:6.17 (the newest 6.17.x
+    /// offered), debian:6.17.13-generic (flavours cloud, generic, rt, 16k),
+    /// debian:6.17.13-arm64, or the path of an image of your own build
+    /// (arch/x86/boot/bzImage, arch/arm64/boot/Image). A cached kernel is
+    /// used without network; see docs/guests.md.
     Fetch(KernelFetchArgs),
     /// Cached kernels, or with --available what Debian offers now.
     List(KernelListArgs),
