@@ -281,12 +281,17 @@ impl Apt {
         c
     }
 
-    /// Age of the index (its newest InRelease); None when there is none.
+    /// Age of the index of this mirror (its newest InRelease); None when
+    /// there is none.
     pub fn index_age(&self) -> Option<Duration> {
+        let prefix = list_prefix(&self.mirror);
         std::fs::read_dir(self.dir.join("lists"))
             .ok()?
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with("_InRelease"))
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with(&prefix) && n.ends_with("_InRelease")
+            })
             .filter_map(|e| e.metadata().ok()?.modified().ok())
             .max()
             .map(|t| t.elapsed().unwrap_or_default())
@@ -351,6 +356,13 @@ impl Apt {
         }
         run_streaming(c, "apt-get download")
     }
+}
+
+/// How apt names the list files of a mirror: the URI without its scheme,
+/// `/` as `_` (`deb.debian.org_debian_dists_…`).
+fn list_prefix(mirror: &str) -> String {
+    let rest = mirror.split_once("://").map_or(mirror, |(_, r)| r);
+    format!("{}_dists_", rest.trim_end_matches('/').replace('/', "_"))
 }
 
 /// dpkg's version order (`a` newer than `b`).
@@ -591,6 +603,18 @@ Version: 1
             "{src}"
         );
         assert!(src.contains("Architectures: arm64\n"), "{src}");
+    }
+
+    #[test]
+    fn list_files_are_named_after_the_mirror() {
+        assert_eq!(
+            list_prefix("http://deb.debian.org/debian"),
+            "deb.debian.org_debian_dists_"
+        );
+        assert_eq!(
+            list_prefix("https://m.example:8080/pub/debian/"),
+            "m.example:8080_pub_debian_dists_"
+        );
     }
 
     #[test]
