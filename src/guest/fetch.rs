@@ -52,6 +52,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     let _lock = cache.lock()?;
     cache.sweep_partials();
     // An exact version in the cache needs no network at all.
+    let mut warned = false;
     if version.patch.is_some() {
         if let Some(c) = cache.find(version, *flavour, arch)? {
             if c.intact() {
@@ -61,6 +62,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
                 });
             }
             warn_changed(&c);
+            warned = true;
         }
     }
     let mirror = mirror(opts.mirror.as_deref())?;
@@ -93,7 +95,9 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
                 fetched: false,
             });
         }
-        warn_changed(&c);
+        if !warned {
+            warn_changed(&c);
+        }
     }
     let entry = install(cache, &apt, &offer, spec, opts.interrupted)?;
     Ok(Resolved::Debian {
