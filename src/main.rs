@@ -12,6 +12,7 @@ mod cli;
 mod cmd;
 mod crosscheck;
 mod error;
+mod guest;
 mod kernel;
 mod measure;
 mod model;
@@ -61,5 +62,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Calibrate(args) => cmd::calibrate::run(&args),
         Command::Report(args) => cmd::report::run(&args),
         Command::Reproduce(args) => cmd::reproduce::run(&args),
+        Command::Kernel(args) => cmd::kernel::run(&args),
     }
 }

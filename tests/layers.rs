@@ -26,6 +26,7 @@ const RULES: &[(&str, &[&str])] = &[
         "analysis",
         &["store", "record", "workload", "text", "error"],
     ),
+    ("guest", &["record", "workload", "text", "error"]),
     (
         "report",
         &["analysis", "store", "record", "workload", "text", "error"],
@@ -60,6 +61,7 @@ const RULES: &[(&str, &[&str])] = &[
             "measure",
             "model",
             "kernel",
+            "guest",
             "record",
             "workload",
             "text",

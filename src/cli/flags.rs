@@ -50,6 +50,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Every seed experiment: published figure, measured here, modelled, verdicts.
     Reproduce(ReproduceArgs),
+    /// Guest kernels: fetch Debian's into the cache, list cached or offered ones.
+    Kernel(super::kernel::KernelArgs),
 }
 
 /// Output and database options of the commands that read runs.

@@ -1,5 +1,6 @@
 //! Command-line definition (`flags`) and the dispatch to each command.
 
 pub mod flags;
+pub mod kernel;
 pub mod plan;
 pub mod values;

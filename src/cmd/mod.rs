@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod crosscheck;
 pub mod doctor;
+pub mod kernel;
 pub mod model;
 pub mod report;
 pub mod reproduce;

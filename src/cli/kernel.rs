@@ -1,0 +1,57 @@
+//! `ptelab kernel …`: guest kernels (Debian's prebuilt ones, cached, or an
+//! image of the user's own build). Raw values; the command validates them.
+
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Args)]
+pub struct KernelArgs {
+    #[command(subcommand)]
+    pub command: KernelCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KernelCommand {
+    /// Download kernels into the cache (verified by apt), or check an image
+    /// of your own build.
+    ///
+    /// SPEC: debian:6.17.13 (flavour cloud), debian:6.17 (the newest 6.17.x
+    /// offered), debian:6.17.13-generic (flavours cloud, generic, rt, 16k),
+    /// debian:6.17.13-arm64, or the path of an image of your own build
+    /// (arch/x86/boot/bzImage, arch/arm64/boot/Image). A cached kernel is
+    /// used without network; see docs/guests.md.
+    Fetch(KernelFetchArgs),
+    /// Cached kernels, or with --available what Debian offers now.
+    List(KernelListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KernelFetchArgs {
+    /// Kernel specs.
+    #[arg(required = true, value_name = "SPEC")]
+    pub specs: Vec<String>,
+    /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Debian mirror URL (default: the Debian archive of apt's sources).
+    #[arg(long, value_name = "URL")]
+    pub mirror: Option<String>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KernelListArgs {
+    /// What Debian offers now (versions per flavour) instead of the cache.
+    #[arg(long)]
+    pub available: bool,
+    /// Only this arch: x86_64 or arm64 (with --available default: this host's).
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Debian mirror URL for --available (default: the Debian archive of apt's sources).
+    #[arg(long, value_name = "URL", requires = "available")]
+    pub mirror: Option<String>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,16 @@
+//! Guest kernels: which kernel a guest boots (specs), where Debian's prebuilt
+//! kernels come from (the archive, through apt with a private state), and the
+//! local cache they are kept in. See docs/guests.md.
+//!
+//! This layer runs external tools (`apt-get`, `apt-cache`, `dpkg-deb`) and
+//! writes only below the user's cache directory; it never touches the
+//! system's apt configuration or state.
+
+pub mod cache;
+pub mod debian;
+pub mod fetch;
+pub mod image;
+pub mod sources;
+pub mod spec;
+
+pub use spec::{Arch, KernelSpec};

@@ -1,0 +1,426 @@
+//! Kernel specs as users type them: `debian:6.17.13`, `debian:6.17`,
+//! `debian:6.17.13-generic`, `debian:6.17-cloud-arm64`, or the path of a
+//! kernel image of the user's own build.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bail_usage;
+
+/// What a kernel spec accepts, for every message about a bad one.
+pub const ACCEPTED: &str = "accepted: debian:VERSION[-FLAVOUR][-ARCH] \
+(e.g. debian:6.17.13, debian:6.17, debian:6.17.13-generic, debian:6.16.12-arm64; \
+flavours cloud (default), generic, rt, 16k) or the path of a kernel image \
+(arch/x86/boot/bzImage, arch/arm64/boot/Image)";
+
+/// A guest architecture (the names ptelab prints; Debian's differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Arch {
+    #[serde(rename = "x86_64")]
+    X86_64,
+    #[serde(rename = "arm64")]
+    Arm64,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 2] = [Arch::X86_64, Arch::Arm64];
+
+    /// `x86_64` (or Debian's `amd64`) and `arm64` (or `aarch64`).
+    pub fn parse(s: &str) -> Option<Arch> {
+        match s {
+            "x86_64" | "x86-64" | "amd64" => Some(Arch::X86_64),
+            "arm64" | "aarch64" => Some(Arch::Arm64),
+            _ => None,
+        }
+    }
+
+    /// As `--arch` takes it: a usage error names what is accepted.
+    pub fn parse_flag(s: &str) -> anyhow::Result<Arch> {
+        match Arch::parse(s) {
+            Some(a) => Ok(a),
+            None => bail_usage!("unknown --arch '{s}': accepted: x86_64 (amd64), arm64 (aarch64)"),
+        }
+    }
+
+    /// Debian's architecture name.
+    pub fn debian(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "amd64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+
+    /// The machine ptelab runs on, when it is one of the two.
+    pub fn host() -> Option<Arch> {
+        Arch::parse(std::env::consts::ARCH)
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A Debian kernel flavour (the part of the package name between the ABI and
+/// the arch: `6.17.13+deb13-cloud-amd64`; generic has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavour {
+    Cloud,
+    Generic,
+    Rt,
+    /// arm64 with 16K pages (`arm64-16k`).
+    #[serde(rename = "16k")]
+    K16,
+}
+
+impl Flavour {
+    pub const ALL: [Flavour; 4] = [Flavour::Cloud, Flavour::Generic, Flavour::Rt, Flavour::K16];
+
+    pub fn parse(s: &str) -> Option<Flavour> {
+        match s {
+            "cloud" => Some(Flavour::Cloud),
+            "generic" => Some(Flavour::Generic),
+            "rt" => Some(Flavour::Rt),
+            "16k" => Some(Flavour::K16),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Cloud => "cloud",
+            Flavour::Generic => "generic",
+            Flavour::Rt => "rt",
+            Flavour::K16 => "16k",
+        }
+    }
+
+    /// The tail of Debian's kernel release for this flavour on `arch`
+    /// (`cloud-amd64`, `amd64`, `rt-arm64`, `arm64-16k`); None where Debian
+    /// has no such flavour.
+    pub fn release_tail(self, arch: Arch) -> Option<String> {
+        let a = arch.debian();
+        match self {
+            Flavour::Cloud => Some(format!("cloud-{a}")),
+            Flavour::Generic => Some(a.to_string()),
+            Flavour::Rt => Some(format!("rt-{a}")),
+            Flavour::K16 => (arch == Arch::Arm64).then(|| format!("{a}-16k")),
+        }
+    }
+
+    /// The flavour and arch of a release tail (inverse of [`Self::release_tail`]).
+    pub fn from_release_tail(tail: &str) -> Option<(Flavour, Arch)> {
+        for arch in Arch::ALL {
+            for fl in Flavour::ALL {
+                if fl.release_tail(arch).as_deref() == Some(tail) {
+                    return Some((fl, arch));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl fmt::Display for Flavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An upstream kernel version `major.minor[.patch]`; a spec without a patch
+/// level asks for the newest offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: Option<u32>,
+}
+
+impl Version {
+    pub fn parse(s: &str) -> Option<Version> {
+        let mut it = s.split('.');
+        let num = |p: Option<&str>| -> Option<u32> {
+            let p = p?;
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 6 {
+                return None;
+            }
+            p.parse().ok()
+        };
+        let major = num(it.next())?;
+        let minor = num(it.next())?;
+        let patch = match it.next() {
+            None => None,
+            Some(p) => Some(num(Some(p))?),
+        };
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Version {
+            major,
+            minor,
+            patch,
+        })
+    }
+
+    /// True when `full` (a version with a patch level) is what `self` asks for.
+    pub fn matches(&self, full: &Version) -> bool {
+        self.major == full.major
+            && self.minor == full.minor
+            && (self.patch.is_none() || self.patch == full.patch)
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.patch {
+            Some(p) => write!(f, "{}.{}.{}", self.major, self.minor, p),
+            None => write!(f, "{}.{}", self.major, self.minor),
+        }
+    }
+}
+
+/// A parsed kernel spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelSpec {
+    /// A prebuilt kernel from Debian's archive.
+    Debian {
+        version: Version,
+        flavour: Flavour,
+        /// Arch named in the spec itself (`debian:6.17.13-arm64`).
+        arch: Option<Arch>,
+    },
+    /// An image of the user's own build.
+    Image(PathBuf),
+}
+
+impl KernelSpec {
+    /// Parse a spec. Anything not starting with `debian:` is a path; whether
+    /// the file is a kernel is checked when it is read (see `image`).
+    pub fn parse(s: &str) -> anyhow::Result<KernelSpec> {
+        let s = s.trim();
+        if s.is_empty() {
+            bail_usage!("empty kernel spec: {ACCEPTED}");
+        }
+        let Some(rest) = s.strip_prefix("debian:") else {
+            if s.contains(':') && !s.contains('/') {
+                bail_usage!("unknown kernel source in '{s}': {ACCEPTED}");
+            }
+            return Ok(KernelSpec::Image(PathBuf::from(s)));
+        };
+        let mut parts = rest.split('-');
+        let v = parts.next().unwrap_or_default();
+        let Some(version) = Version::parse(v) else {
+            bail_usage!("bad kernel version '{v}' in '{s}': {ACCEPTED}");
+        };
+        let tokens: Vec<&str> = parts.collect();
+        let (mut flavour, mut arch) = (None, None);
+        let mut i = 0;
+        while i < tokens.len() {
+            let t = tokens[i];
+            // Debian's own spelling of the 16K flavour: `arm64-16k`.
+            if t == "arm64" && tokens.get(i + 1) == Some(&"16k") && flavour.is_none() {
+                flavour = Some(Flavour::K16);
+                arch = Some(Arch::Arm64);
+                i += 2;
+                continue;
+            }
+            if let (Some(f), None) = (Flavour::parse(t), flavour) {
+                flavour = Some(f);
+            } else if let (Some(a), None) = (Arch::parse(t), arch) {
+                arch = Some(a);
+            } else {
+                bail_usage!("bad flavour or arch '{t}' in '{s}': {ACCEPTED}");
+            }
+            i += 1;
+        }
+        let flavour = flavour.unwrap_or(Flavour::Cloud);
+        if flavour == Flavour::K16 && arch == Some(Arch::X86_64) {
+            bail_usage!("the 16k flavour is arm64 only ('{s}'): {ACCEPTED}");
+        }
+        Ok(KernelSpec::Debian {
+            version,
+            flavour,
+            arch,
+        })
+    }
+
+    /// The arch a Debian spec asks for: its own, else `--arch`, else the
+    /// 16k flavour's, else the host's. Conflicts are usage errors.
+    pub fn debian_arch(&self, flag: Option<Arch>) -> anyhow::Result<Arch> {
+        let KernelSpec::Debian { flavour, arch, .. } = self else {
+            unreachable!("debian_arch on an image spec")
+        };
+        let implied = arch.or((*flavour == Flavour::K16).then_some(Arch::Arm64));
+        match (implied, flag) {
+            (Some(a), Some(f)) if a != f => {
+                bail_usage!("kernel spec {self} is for {a} but --arch is {f}: drop one of them")
+            }
+            (Some(a), _) | (None, Some(a)) => Ok(a),
+            (None, None) => match Arch::host() {
+                Some(a) => Ok(a),
+                None => bail_usage!(
+                    "this host ({}) is neither x86_64 nor arm64: pass --arch x86_64|arm64",
+                    std::env::consts::ARCH
+                ),
+            },
+        }
+    }
+}
+
+impl fmt::Display for KernelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelSpec::Debian {
+                version,
+                flavour,
+                arch,
+            } => {
+                write!(f, "debian:{version}")?;
+                if *flavour != Flavour::Cloud {
+                    write!(f, "-{flavour}")?;
+                }
+                if let Some(a) = arch {
+                    if *flavour != Flavour::K16 {
+                        write!(f, "-{a}")?;
+                    }
+                }
+                Ok(())
+            }
+            KernelSpec::Image(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deb(s: &str) -> (String, Flavour, Option<Arch>) {
+        match KernelSpec::parse(s).unwrap() {
+            KernelSpec::Debian {
+                version,
+                flavour,
+                arch,
+            } => (version.to_string(), flavour, arch),
+            other => panic!("{s} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn debian_specs() {
+        assert_eq!(
+            deb("debian:6.17.13"),
+            ("6.17.13".into(), Flavour::Cloud, None)
+        );
+        assert_eq!(deb("debian:6.17"), ("6.17".into(), Flavour::Cloud, None));
+        assert_eq!(
+            deb("debian:6.17.13-generic"),
+            ("6.17.13".into(), Flavour::Generic, None)
+        );
+        assert_eq!(
+            deb("debian:6.16.12-arm64"),
+            ("6.16.12".into(), Flavour::Cloud, Some(Arch::Arm64))
+        );
+        assert_eq!(
+            deb("debian:6.16-rt-amd64"),
+            ("6.16".into(), Flavour::Rt, Some(Arch::X86_64))
+        );
+        assert_eq!(
+            deb("debian:6.17.13-arm64-16k"),
+            ("6.17.13".into(), Flavour::K16, Some(Arch::Arm64))
+        );
+        assert_eq!(
+            deb("debian:7.3.4-cloud-aarch64"),
+            ("7.3.4".into(), Flavour::Cloud, Some(Arch::Arm64))
+        );
+    }
+
+    #[test]
+    fn paths_are_images() {
+        assert_eq!(
+            KernelSpec::parse("arch/x86/boot/bzImage").unwrap(),
+            KernelSpec::Image("arch/x86/boot/bzImage".into())
+        );
+        assert_eq!(
+            KernelSpec::parse("/tmp/a:b/Image").unwrap(),
+            KernelSpec::Image("/tmp/a:b/Image".into())
+        );
+    }
+
+    #[test]
+    fn bad_specs_are_usage_errors_naming_what_is_accepted() {
+        for bad in [
+            "",
+            "debian:",
+            "debian:6",
+            "debian:6.x",
+            "debian:6.17.13.1",
+            "debian:6.17.13-fancy",
+            "debian:6.17.13-cloud-generic",
+            "debian:6.17.13-amd64-arm64",
+            "debian:6.17-16k-amd64",
+            "ubuntu:6.17",
+        ] {
+            let err = KernelSpec::parse(bad).unwrap_err();
+            assert!(crate::error::is_usage(&err), "{bad}");
+            assert!(
+                err.to_string().contains("accepted: debian:"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn arch_comes_from_the_spec_the_flag_or_the_host() {
+        let s = KernelSpec::parse("debian:6.17.13-arm64").unwrap();
+        assert_eq!(s.debian_arch(None).unwrap(), Arch::Arm64);
+        assert_eq!(s.debian_arch(Some(Arch::Arm64)).unwrap(), Arch::Arm64);
+        assert!(crate::error::is_usage(
+            &s.debian_arch(Some(Arch::X86_64)).unwrap_err()
+        ));
+        let s = KernelSpec::parse("debian:6.17.13").unwrap();
+        assert_eq!(s.debian_arch(Some(Arch::X86_64)).unwrap(), Arch::X86_64);
+        assert_eq!(s.debian_arch(None).unwrap(), Arch::host().unwrap());
+        let s = KernelSpec::parse("debian:6.17-16k").unwrap();
+        assert_eq!(s.debian_arch(None).unwrap(), Arch::Arm64);
+    }
+
+    #[test]
+    fn flavours_round_trip_through_release_tails() {
+        for arch in Arch::ALL {
+            for fl in Flavour::ALL {
+                if let Some(t) = fl.release_tail(arch) {
+                    assert_eq!(Flavour::from_release_tail(&t), Some((fl, arch)));
+                }
+            }
+        }
+        assert_eq!(Flavour::release_tail(Flavour::K16, Arch::X86_64), None);
+        assert_eq!(Arch::parse("amd64"), Some(Arch::X86_64));
+        assert!(crate::error::is_usage(
+            &Arch::parse_flag("riscv64").unwrap_err()
+        ));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "debian:6.17.13",
+            "debian:6.17-generic",
+            "debian:6.17.13-arm64",
+            "debian:6.17-16k",
+        ] {
+            assert_eq!(KernelSpec::parse(s).unwrap().to_string(), s);
+        }
+    }
+}
