@@ -202,7 +202,8 @@ fn compare_gives_verdicts_with_reasons() {
     insta::assert_snapshot!("compare_text", text);
     let md = stdout(&["compare", "1", "2", "--format", "markdown"], &db);
     assert!(
-        md.contains("| size_kib | A nsec | B nsec | %change ±% | verdict |"),
+        md.contains("| size_kib | A nsec | B nsec |  %change ±% | verdict ")
+            && md.contains("|---------:|-------:|"),
         "{md}"
     );
     let v: Value =
