@@ -251,35 +251,25 @@ fn render_available(offers: &[Offer], arch: Arch, mirror: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest::cache::{Manifest, Package};
     use crate::guest::spec::Flavour;
 
     fn row(release: &str, intact: bool) -> Row {
-        let o = Offer::from_release(release).unwrap();
-        let pkg = Package {
-            name: format!("linux-image-{release}"),
-            version: format!("{}-1~bpo13+1", o.version),
-            sha256: None,
-        };
+        let mut manifest = crate::guest::cache::tests::manifest(release);
+        manifest.package.version = format!("{}-1~bpo13+1", manifest.version);
+        manifest.packages = vec![manifest.package.clone()];
+        manifest.mirror = "http://deb.debian.org/debian".into();
+        manifest.config = Some("config".into());
+        manifest.modules = Some("modules".into());
+        manifest.sha256 = format!(
+            "{:064x}",
+            Offer::from_release(release).unwrap().version.patch.unwrap()
+        );
+        manifest.size = 1;
+        manifest.fetched_at = "2026-11-23T13:00:00Z".into();
         Row {
             cached: Cached {
                 dir: format!("/home/u/.cache/ptelab/kernels/{release}").into(),
-                manifest: Manifest {
-                    spec: format!("debian:{}", o.version),
-                    release: release.into(),
-                    version: o.version.to_string(),
-                    arch: o.arch,
-                    flavour: o.flavour,
-                    package: pkg.clone(),
-                    packages: vec![pkg],
-                    mirror: "http://deb.debian.org/debian".into(),
-                    image: "vmlinuz".into(),
-                    config: Some("config".into()),
-                    modules: Some("modules".into()),
-                    sha256: format!("{:064x}", o.version.patch.unwrap()),
-                    size: 1,
-                    fetched_at: "2026-11-23T13:00:00Z".into(),
-                },
+                manifest,
             },
             intact,
         }

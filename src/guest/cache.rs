@@ -325,7 +325,7 @@ pub fn rfc3339(secs: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn manifest(release: &str) -> Manifest {
