@@ -27,8 +27,8 @@ pub struct ModelPlan {
 }
 
 /// The model's name for a catalogue workload, or a usage error.
-pub fn model_workload(w: WorkloadKind) -> anyhow::Result<Workload> {
-    Ok(match w {
+pub fn model_workload(w: WorkloadKind) -> Workload {
+    match w {
         WorkloadKind::MprotectToggle => Workload::MprotectToggle,
         WorkloadKind::MprotectRoRw => Workload::MprotectRoRw,
         WorkloadKind::ProtTransition => Workload::ProtTransition,
@@ -36,7 +36,7 @@ pub fn model_workload(w: WorkloadKind) -> anyhow::Result<Workload> {
         // Classic LRU: folio_referenced() per folio (the library also has
         // Workload::ReclaimMglru, not selectable here).
         WorkloadKind::Reclaim => Workload::Reclaim,
-    })
+    }
 }
 
 /// Parse `--arch`, `--granule`, `--no-contpte`, `--bbml2`.
@@ -116,7 +116,7 @@ pub fn folio_bytes(spec: FolioSpec, granule: Granule) -> anyhow::Result<u64> {
 fn config(plan: &ModelPlan, strategy: Strategy) -> anyhow::Result<ModelConfig> {
     let granule = plan.arch.granule();
     let mut cfg = ModelConfig::new(
-        model_workload(plan.workload)?,
+        model_workload(plan.workload),
         plan.arch,
         strategy,
         plan.size_bytes,

@@ -19,7 +19,9 @@ const RULES: &[(&str, &[&str])] = &[
     ("model", &["record", "workload", "text", "error"]),
     (
         "crosscheck",
-        &["measure", "kernel", "record", "workload", "text", "error"],
+        &[
+            "measure", "model", "kernel", "record", "workload", "text", "error",
+        ],
     ),
     ("store", &["record", "workload", "text", "error"]),
     (

@@ -32,9 +32,7 @@ use serde_json::{json, Value};
 
 use crate::bail_usage;
 use crate::cli::flags::ModelArgs;
-use crate::model::{
-    model_cells, model_workload, parse_arch, parse_strategies, validate, ModelPlan,
-};
+use crate::model::{model_cells, parse_arch, parse_strategies, validate, ModelPlan};
 use crate::workload::size::format_size;
 
 /// Schema tag of the JSON document.
@@ -45,7 +43,6 @@ pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
     let Some(workload) = args.workload else {
         bail_usage!("a workload is required: accepted workloads are mprotect-toggle, mprotect-ro-rw, prot-transition, mremap-move, reclaim")
     };
-    model_workload(workload)?;
     let arch = parse_arch(
         args.arch.name(),
         args.granule.name(),
