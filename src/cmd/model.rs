@@ -31,6 +31,7 @@ use ptelab_model::{ArchConfig, FlushSource, ModelOutcome, RmapImpl, Strategy};
 use serde_json::{json, Value};
 
 use crate::bail_usage;
+use crate::text::table::Table;
 use crate::cli::flags::ModelArgs;
 use crate::model::{model_cells, parse_arch, parse_strategies, validate, ModelPlan};
 use crate::workload::size::format_size;
@@ -194,16 +195,13 @@ fn fmt_num(v: f64) -> String {
 }
 
 fn counter_table(title: &str, names: &[&str], columns: &[(&str, BTreeMap<String, f64>)]) -> String {
-    let mut s = format!("{title}\n");
-    let mut header = format!("  {:<22}", "counter");
+    let mut table = Table::new().left("counter").min_width(22);
     for (i, (name, _)) in columns.iter().enumerate() {
-        header.push_str(&format!(" {name:>14}"));
+        table = table.right(*name).min_width(14);
         if i > 0 {
-            header.push_str(&format!(" {:>7}", "ratio"));
+            table = table.right("ratio").min_width(7);
         }
     }
-    s.push_str(header.trim_end());
-    s.push('\n');
     let base = &columns[0].1;
     for &n in names {
         let vals: Vec<f64> = columns
@@ -213,18 +211,20 @@ fn counter_table(title: &str, names: &[&str], columns: &[(&str, BTreeMap<String,
         if vals.iter().all(|v| *v == 0.0) {
             continue;
         }
-        let mut line = format!("  {n:<22}");
+        let mut row = vec![n.to_string()];
         for (i, v) in vals.iter().enumerate() {
-            line.push_str(&format!(" {:>14}", fmt_num(*v)));
+            row.push(fmt_num(*v));
             if i > 0 {
                 let r = ratio(*v, base.get(n).copied().unwrap_or(0.0));
-                line.push_str(&format!(
-                    " {:>7}",
-                    r.map_or("-".to_string(), |r| format!("{r:.2}x"))
-                ));
+                row.push(r.map_or("-".to_string(), |r| format!("{r:.2}x")));
             }
         }
-        s.push_str(line.trim_end());
+        table.row(row);
+    }
+    let mut s = format!("{title}\n");
+    for line in table.text(" ").lines() {
+        s.push_str("  ");
+        s.push_str(line);
         s.push('\n');
     }
     s
