@@ -38,6 +38,7 @@ use crate::kernel::signals;
 use crate::measure::session;
 use crate::report::compare::noise_pct;
 use crate::store::{Calibration, CellCoefficient, Differences, Store, StoredRun};
+use crate::text::table::Table;
 use crate::workload::size::format_size;
 use crate::workload::WorkloadKind;
 
@@ -263,41 +264,33 @@ fn render(
     )
     .unwrap();
     let under = format!("{:.0}% under", cal.adjusted.coverage * 100.0);
-    writeln!(
-        out,
-        "{:<38} {under:>9} {:>7} {:>7}",
-        "A/A difference", "rms", "max"
-    )
-    .unwrap();
+    let mut table = Table::new()
+        .left("A/A difference")
+        .min_width(38)
+        .right(under)
+        .min_width(9)
+        .right("rms")
+        .min_width(7)
+        .right("max")
+        .min_width(7);
     for (what, c) in [
         ("drift-corrected (one kernel)", &cal.adjusted),
         ("raw (across kernels, --normalize none)", &cal.raw),
     ] {
-        writeln!(
-            out,
-            "{what:<38} {:>9} {:>7} {:>7}",
-            pct(c.coefficient),
-            pct(c.rms),
-            pct(c.max)
-        )
-        .unwrap();
+        table.row([what.to_string(), pct(c.coefficient), pct(c.rms), pct(c.max)]);
     }
-    writeln!(
-        out,
-        "\n{:<12} {:>15} {:>9}",
-        "cell", "drift-corrected", "raw"
-    )
-    .unwrap();
+    out.push_str(&table.text(" "));
+    let mut table = Table::new()
+        .left("cell")
+        .min_width(12)
+        .right("drift-corrected")
+        .right("raw")
+        .min_width(9);
     for c in &cal.cells {
-        writeln!(
-            out,
-            "{:<12} {:>15} {:>9}",
-            c.cell,
-            opt(c.adjusted),
-            opt(c.raw)
-        )
-        .unwrap();
+        table.row([c.cell.clone(), opt(c.adjusted), opt(c.raw)]);
     }
+    out.push('\n');
+    out.push_str(&table.text(" "));
     writeln!(
         out,
         "\nptelab compare now takes {}% (drift-corrected) or {}% (raw) as the noise threshold \
@@ -362,5 +355,46 @@ mod tests {
             .all(|c| c.adjusted.is_none() && c.raw.is_none()));
         assert_eq!(cal.machine_id, "m");
         assert_eq!(cal.measured_at, "2026-11-23T09:00:05Z");
+    }
+
+    #[test]
+    fn the_report_reads_well() {
+        let rep = |coefficient: f64| ptelab_stats::repeatability::Repeatability {
+            coefficient,
+            rms: coefficient / 2.0,
+            max: coefficient * 1.5,
+            n: 56,
+            coverage: COVERAGE,
+        };
+        let cal = Calibration {
+            id: Some(3),
+            machine_id: "0123456789abcdef".into(),
+            kernel_release: "6.18.44".into(),
+            measured_at: "2026-11-23T13:00:00Z".into(),
+            runs: (10..18).collect(),
+            span_s: 182.4,
+            adjusted: rep(0.048),
+            raw: rep(0.083),
+            cells: vec![
+                CellCoefficient {
+                    cell: "400K 4K".into(),
+                    adjusted: Some(0.031),
+                    raw: Some(0.052),
+                },
+                CellCoefficient {
+                    cell: "40M 64K".into(),
+                    adjusted: None,
+                    raw: Some(0.12),
+                },
+            ],
+            differences: Differences::default(),
+        };
+        insta::assert_snapshot!(render(
+            &cal,
+            "400K, 40M x 4K, 64K",
+            2,
+            (0.048, 0.083),
+            std::path::Path::new("ptelab.db")
+        ));
     }
 }

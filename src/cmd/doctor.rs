@@ -38,6 +38,8 @@ use crate::kernel::host::{self, Host, Virt};
 use crate::kernel::region::Region;
 use crate::kernel::{layout, mmenv, thp, tlbtrace};
 use crate::measure::reclaim;
+use crate::text::format::gib;
+use crate::text::table::Table;
 use crate::workload::FolioSpec;
 
 /// Schema tag of the JSON document.
@@ -116,20 +118,19 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
 
 /// The table: `name  status  value`, the impact indented below when there is one.
 pub fn render_table(checks: &[Check]) -> String {
-    let w = checks
-        .iter()
-        .map(|c| c.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(5);
-    let mut s = format!("{:<w$}  {:<7}  {}\n", "check", "status", "value");
+    let mut table = Table::new()
+        .left("check")
+        .min_width(5)
+        .left("status")
+        .min_width(7)
+        .left("value");
     for c in checks {
-        s += &format!("{:<w$}  {:<7}  {}\n", c.name, c.status.as_str(), c.value);
+        table.row([c.name.as_str(), c.status.as_str(), c.value.as_str()]);
         if !c.impact.is_empty() {
-            s += &format!("{:<w$}  {:<7}  -> {}\n", "", "", c.impact);
+            table.row(["", "", &format!("-> {}", c.impact)]);
         }
     }
-    s
+    table.text("  ")
 }
 
 fn checks(host: &Host, virt: &Virt) -> Vec<Check> {
@@ -183,10 +184,6 @@ fn checks(host: &Host, virt: &Virt) -> Vec<Check> {
     v.push(mglru_check());
     v.push(virt_check(virt));
     v
-}
-
-fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 // ---------------------------------------------------------------------------
