@@ -11,7 +11,13 @@ use crate::kernel::{host, layout, thp};
 use crate::measure::reclaim::ReclaimOptions;
 use crate::measure::runner::{Budget, CellPlan};
 use crate::measure::session::KernelPlan;
+use crate::workload::size::format_size;
 use crate::workload::{FolioSpec, WorkloadKind};
+
+/// An amount of memory (not a size to type back), e.g. `21.9G`.
+fn mem(b: u64) -> String {
+    crate::text::format::bytes(b as f64)
+}
 
 /// Share of MemAvailable a cell may use; the rest is left to the system.
 const MEM_SHARE: f64 = 0.9;
@@ -57,8 +63,8 @@ pub fn kernel_plan(
             bail_usage!(
                 "size {} cannot hold one {folio} folio: the smallest size for --folio {folio} is {} \
                  (or ask for a smaller folio)",
-                fmt(size),
-                fmt(folio.folio_bytes())
+                format_size(size),
+                format_size(folio.folio_bytes())
             );
         }
         if skipped.is_empty() {
@@ -66,7 +72,7 @@ pub fn kernel_plan(
         }
         let smallest: Vec<String> = folios
             .iter()
-            .map(|f| format!("{} for {f}", fmt(f.folio_bytes())))
+            .map(|f| format!("{} for {f}", format_size(f.folio_bytes())))
             .collect();
         bail_usage!(
             "no size of the grid can hold one folio of its layout, so every cell would hold only \
@@ -88,12 +94,12 @@ pub fn kernel_plan(
         bail_usage!(
             "size {} x {} region(s) needs {} but only {} may be used here (90% of MemAvailable {}); \
              the largest size accepted now is {}",
-            fmt(max_size),
+            format_size(max_size),
             opts.regions,
-            fmt(need),
-            fmt(limit),
-            fmt(avail),
-            fmt(limit / opts.regions as u64 / 4096 * 4096)
+            mem(need),
+            mem(limit),
+            mem(avail),
+            format_size(limit / opts.regions as u64 / 4096 * 4096)
         );
     }
     let reclaim = reclaim_plan(workload, max_size.saturating_mul(opts.regions as u64), opts)?;
@@ -170,9 +176,9 @@ fn fitting_cells(sizes: &[u64], folios: &[FolioSpec]) -> (Vec<(FolioSpec, u64)>,
                 skipped.push(format!(
                     "skipped cell {} {folio}: a {} region cannot hold one {folio} folio (the \
                      smallest size for {folio} is {})",
-                    fmt(size),
-                    fmt(size),
-                    fmt(folio.folio_bytes())
+                    format_size(size),
+                    format_size(size),
+                    format_size(folio.folio_bytes())
                 ));
             }
         }
@@ -210,22 +216,14 @@ fn reclaim_plan(
         bail_usage!(
             "--swapfile {} cannot hold the {} of anonymous memory a cell may swap out \
              (largest size x {} region(s)); pass --swapfile {} or more",
-            fmt(b),
-            fmt(need),
+            format_size(b),
+            format_size(need),
             opts.regions,
-            fmt(need.next_multiple_of(1 << 20))
+            format_size(need.next_multiple_of(1 << 20))
         );
     }
     crate::kernel::swap::check_dir(&reclaim.dir, b).map_err(|e| usage(format!("{e:#}")))?;
     Ok(Some(reclaim))
-}
-
-fn fmt(b: u64) -> String {
-    if b >= 1 << 30 {
-        format!("{:.1}G", b as f64 / (1u64 << 30) as f64)
-    } else {
-        crate::workload::size::format_size(b)
-    }
 }
 
 #[cfg(test)]

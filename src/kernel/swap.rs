@@ -87,13 +87,9 @@ fn uuid() -> [u8; 16] {
     out
 }
 
-/// Format bytes for messages.
+/// Bytes for messages (`1.5G`, `256M`).
 fn fmt(b: u64) -> String {
-    if b >= 1 << 30 {
-        format!("{:.1}G", b as f64 / (1u64 << 30) as f64)
-    } else {
-        format!("{}M", b >> 20)
-    }
+    crate::text::format::bytes(b as f64)
 }
 
 /// Free space needed besides the swapfile: min(1 GiB, 5% of the filesystem).
