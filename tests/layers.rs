@@ -235,6 +235,40 @@ fn imports_follow_the_layers() {
     );
 }
 
+/// docs/architecture.md's layer table states these rules, word for word.
+#[test]
+fn the_architecture_doc_lists_the_rules() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Layers\n"))
+        .expect("docs/architecture.md has a Layers section");
+    let mut documented = BTreeMap::new();
+    for line in section.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if let [_, layer, uses, _, _] = cells.as_slice() {
+            if let Some(name) = layer.strip_prefix('`').and_then(|l| l.strip_suffix('`')) {
+                let uses: BTreeSet<String> = uses
+                    .split(',')
+                    .map(|u| u.trim().to_string())
+                    .filter(|u| !u.is_empty() && u != "—")
+                    .collect();
+                documented.insert(name.to_string(), uses);
+            }
+        }
+    }
+    let rules: BTreeMap<String, BTreeSet<String>> = RULES
+        .iter()
+        .map(|(l, uses)| (l.to_string(), uses.iter().map(|u| u.to_string()).collect()))
+        .collect();
+    assert_eq!(
+        documented, rules,
+        "docs/architecture.md's layer table differs from RULES"
+    );
+}
+
 #[test]
 fn the_reference_reader_sees_groups_and_paths() {
     let refs = crate_refs("use crate::{kernel::{a, b}, record::X};\nlet x = crate::store::open();");
