@@ -48,6 +48,7 @@ pub(crate) mod tests {
                 git_revision: None,
                 tags: vec![],
                 cells: cells.len() as u64,
+                guest: None,
             },
             host: serde_json::json!({}),
             cells: cells.into_iter().map(StoredCell::Kernel).collect(),

@@ -24,6 +24,7 @@ pub(crate) fn host() -> Host {
         machine_id: "0123456789abcdef0123456789abcdef".into(),
         tool_version: "0.1.0".into(),
         git_revision: Some("abc1234".into()),
+        guest: None,
     }
 }
 

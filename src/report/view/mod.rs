@@ -103,6 +103,7 @@ pub(crate) mod tests {
                 git_revision: Some("abc1234".into()),
                 tags: vec![format!("v{kernel}")],
                 cells: cells.len() as u64,
+                guest: None,
             },
             host: serde_json::json!({
                 "kernel_release": kernel,
