@@ -208,6 +208,8 @@ pub struct Host {
 }
 
 impl Host {
+    // Read by `ptelab vm` (src/guest) when it stores a guest's run.
+    #[allow(dead_code)]
     /// The unit of every per-call figure of the run.
     pub fn metric(&self) -> Metric {
         metric_of(self.guest.as_ref())
@@ -244,19 +246,35 @@ impl Metric {
         }
     }
 
-    /// Short unit after a number: `ns`, `instr`.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Metric::Time => "ns",
-            Metric::Instructions => "instr",
-        }
-    }
-
     /// The seeds' per-call column: `nsec_per_call`, `instr_per_call`.
     pub fn per_call_column(self) -> &'static str {
         match self {
             Metric::Time => "nsec_per_call",
             Metric::Instructions => "instr_per_call",
+        }
+    }
+
+    /// Per-page column and unit: `ns/page`, `instr/page`.
+    pub fn per_page_column(self) -> &'static str {
+        match self {
+            Metric::Time => "ns/page",
+            Metric::Instructions => "instr/page",
+        }
+    }
+
+    /// Unit of a per-call figure: `ns/call`, `instr/call`.
+    pub fn per_call_unit(self) -> &'static str {
+        match self {
+            Metric::Time => "ns/call",
+            Metric::Instructions => "instr/call",
+        }
+    }
+
+    /// A side's column in comparisons: `nsec`, `instr/call`.
+    pub fn side_column(self) -> &'static str {
+        match self {
+            Metric::Time => "nsec",
+            Metric::Instructions => "instr/call",
         }
     }
 
@@ -302,6 +320,7 @@ impl Accel {
     }
 
     /// The metric a guest under this accelerator is measured in.
+    #[allow(dead_code)] // for `ptelab vm` (src/guest), through Guest::new
     pub fn metric(self) -> Metric {
         match self {
             Accel::Kvm => Metric::Time,
@@ -333,6 +352,7 @@ pub struct Guest {
 
 impl Guest {
     /// A guest run's provenance; its metric follows the accelerator.
+    #[allow(dead_code)] // for `ptelab vm` (src/guest), storing a guest's run
     pub fn new(accel: Accel, qemu_version: &str, kernel_source: &str, kernel_sha256: &str) -> Self {
         Guest {
             accel,
@@ -344,11 +364,12 @@ impl Guest {
     }
 }
 
-/// Where a run ran, in a few words: `host`, or `tcg 6.17.13 arm64`.
-pub fn place(guest: Option<&Guest>, kernel_release: &str, arch: &str) -> String {
+/// Where a run ran, in a few words: `host`, or `tcg guest aarch64` (the
+/// kernel release is beside it wherever it is printed).
+pub fn place(guest: Option<&Guest>, arch: &str) -> String {
     match guest {
         None => "host".into(),
-        Some(g) => format!("{} {kernel_release} {arch}", g.accel),
+        Some(g) => format!("{} guest {arch}", g.accel),
     }
 }
 
@@ -491,8 +512,8 @@ mod tests {
         assert_eq!(host["guest"]["accel"], "tcg");
         let guest: Host = serde_json::from_value(host).unwrap();
         assert_eq!(guest.metric(), Metric::Instructions);
-        assert_eq!(place(guest.guest.as_ref(), "6.17.13", "arm64"), "tcg 6.17.13 arm64");
-        assert_eq!(place(None, "6.17.13", "arm64"), "host");
+        assert_eq!(place(guest.guest.as_ref(), "aarch64"), "tcg guest aarch64");
+        assert_eq!(place(None, "aarch64"), "host");
         assert_eq!(Guest::new(Accel::Kvm, "", "", "").metric, Metric::Time);
     }
 

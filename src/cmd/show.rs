@@ -8,8 +8,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::flags::ShowArgs;
-use crate::record::{CellResult, ModelCellRecord};
-use crate::report::cells::render_table;
+use crate::record::{CellResult, Metric, ModelCellRecord};
+use crate::report::cells::render_table_in;
 use crate::store::{Store, StoredCell, StoredRun};
 use crate::text::table::Table;
 
@@ -62,6 +62,22 @@ pub fn render_text(run: &StoredRun) -> String {
     if let Some(pv) = host_field(run, "paravirt") {
         writeln!(out, "  virt:     {pv}").unwrap();
     }
+    if let Some(g) = &r.guest {
+        writeln!(
+            out,
+            "  guest:    {} ({}), kernel {} sha256 {}",
+            g.accel, g.qemu_version, g.kernel_source, g.kernel_sha256
+        )
+        .unwrap();
+    }
+    let metric = r.metric();
+    if metric == Metric::Instructions {
+        writeln!(
+            out,
+            "  metric:   guest instructions per call (QEMU TCG icount), not time"
+        )
+        .unwrap();
+    }
     let rev = r
         .git_revision
         .as_deref()
@@ -99,8 +115,9 @@ pub fn render_text(run: &StoredRun) -> String {
         } else {
             format!("{lo} to {hi}")
         };
-        writeln!(out, "\n{w}: median nsec per call of {n} samples per cell").unwrap();
-        out.push_str(render_table(&cells).trim_end());
+        let per_call = metric.per_call_words();
+        writeln!(out, "\n{w}: median {per_call} of {n} samples per cell").unwrap();
+        out.push_str(render_table_in(&cells, metric).trim_end());
         out.push('\n');
     }
 
@@ -163,9 +180,16 @@ fn csv_field(s: &str) -> String {
 const CSV_HEADER: &str = "run,backend,workload,size_bytes,size_kib,folio,phase,regions,neighbor,arch,strategy,\
 median_ns,ci_low_ns,ci_high_ns,min_ns,mean_ns,ns_per_page,samples,flushes_per_call,layout_matches,layout,counters";
 
-/// One row per cell; empty fields where a backend has no such value.
+/// One row per cell; empty fields where a backend has no such value. A run
+/// measured in guest instructions names its columns `median_instr`,
+/// `instr_per_page`, ..., so that no reader takes them for nanoseconds.
 pub fn render_csv(run: &StoredRun) -> String {
-    let mut out = String::from(CSV_HEADER);
+    let mut out = match run.run.metric() {
+        Metric::Time => CSV_HEADER.to_string(),
+        Metric::Instructions => CSV_HEADER
+            .replace("_ns,", "_instr,")
+            .replace("ns_per_page", "instr_per_page"),
+    };
     out.push('\n');
     let id = run.run.id.to_string();
     for c in &run.cells {

@@ -312,10 +312,7 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
     // A corrected comparison also shows the raw change, so that the table
     // still reads B nsec / A nsec.
     let raw_column = view.rows.iter().any(|r| r.ratio_raw.is_some());
-    let unit = match view.metric {
-        Metric::Time => "nsec",
-        Metric::Instructions => "instr/call",
-    };
+    let unit = view.metric.side_column();
     let mut header = Table::new()
         .right("size_kib")
         .right(format!("A {unit}"))

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::record::{Guest, Metric};
 use crate::report::view::{
     Environment, Knob, LayoutEvidence, MeasuredRef, MeasuredRow, ModelTable, RatioRow, RunInfo,
     Verdict,
@@ -146,4 +147,18 @@ pub fn run_title(r: &RunInfo) -> String {
         write!(s, " ('{}')", r.name).unwrap();
     }
     s
+}
+
+/// Where a guest run ran and in what unit: `tcg (QEMU emulator version
+/// 10.0.2), kernel debian:6.17.13 ..., sha256 ab12...; figures are guest
+/// instructions, not time`.
+pub fn guest_line(g: &Guest) -> String {
+    let unit = match g.metric {
+        Metric::Instructions => "figures are guest instructions, not time",
+        Metric::Time => "figures are time",
+    };
+    format!(
+        "{} ({}), kernel {}, sha256 {}; {unit}",
+        g.accel, g.qemu_version, g.kernel_source, g.kernel_sha256
+    )
 }

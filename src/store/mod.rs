@@ -173,9 +173,9 @@ impl RunSummary {
         crate::record::metric_of(self.guest.as_ref())
     }
 
-    /// Where the run ran: `host`, or `tcg 6.17.13 arm64`.
+    /// Where the run ran: `host`, or `tcg guest aarch64`.
     pub fn place(&self) -> String {
-        crate::record::place(self.guest.as_ref(), &self.kernel_release, &self.arch)
+        crate::record::place(self.guest.as_ref(), &self.arch)
     }
 }
 
