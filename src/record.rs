@@ -506,7 +506,12 @@ mod tests {
         assert_eq!(old.metric(), Metric::Time);
         // A host run writes no `guest` key: its JSON is what it always was.
         assert_eq!(serde_json::to_value(&old).unwrap(), host);
-        let g = Guest::new(Accel::Tcg, "QEMU emulator version 10.0.2", "debian:6.17.13", "ab");
+        let g = Guest::new(
+            Accel::Tcg,
+            "QEMU emulator version 10.0.2",
+            "debian:6.17.13",
+            "ab",
+        );
         host["guest"] = serde_json::to_value(&g).unwrap();
         assert_eq!(host["guest"]["metric"], "instructions");
         assert_eq!(host["guest"]["accel"], "tcg");

@@ -6,7 +6,9 @@ use ptelab_stats::compare::{compare_grid, CellInput, CompareOpts, NotComparable,
 
 use super::drift::{drift_plan, probe_covariates, Covariates, Normalize};
 use super::noise::{noise_threshold, NoiseRule};
-use super::pair::{key, keys_in_order, layout_refusal, require_cells, require_same_metric, CellKey};
+use super::pair::{
+    key, keys_in_order, layout_refusal, require_cells, require_same_metric, CellKey,
+};
 use super::rows::{hex, row, run_ref};
 use super::view::{CompareRow, CompareView, Method, Summary, SCHEMA};
 use crate::error::usage;

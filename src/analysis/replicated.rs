@@ -114,8 +114,11 @@ pub fn compare_replicated(
         a: side_ref(name_a, runs_a),
         b: side_ref(name_b, runs_b),
         method: Method {
-            statistic: format!("geometric mean of run medians of {}", metric.per_call_words())
-                .replace("nsec", "ns"),
+            statistic: format!(
+                "geometric mean of run medians of {}",
+                metric.per_call_words()
+            )
+            .replace("nsec", "ns"),
             confidence: opts.confidence,
             resamples: 0,
             seed: "-".into(),

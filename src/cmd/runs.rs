@@ -133,7 +133,12 @@ mod tests {
         let host = summary(1, "6.12.48", "x86_64", None);
         // Host runs only: the table keeps its columns.
         assert!(!render_text(std::slice::from_ref(&host)).contains("where"));
-        let tcg = Guest::new(Accel::Tcg, "QEMU emulator version 10.0.2", "debian:6.17.13", "ab");
+        let tcg = Guest::new(
+            Accel::Tcg,
+            "QEMU emulator version 10.0.2",
+            "debian:6.17.13",
+            "ab",
+        );
         let kvm = Guest::new(Accel::Kvm, "QEMU emulator version 10.0.2", "bzImage", "cd");
         let runs = [
             host,

@@ -105,6 +105,18 @@ pub fn render_table_in(cells: &[CellResult], metric: Metric) -> String {
     if let Some(line) = machine_speed(cells, metric) {
         writeln!(out, "{line}\n").unwrap();
     }
+    // Why flushes read n/a (e.g. not observable on this arch), once each.
+    let mut why: Vec<&str> = Vec::new();
+    for c in cells {
+        if let (None, Some(w)) = (c.tlb_flushes.per_call, c.tlb_flushes.unavailable.as_deref()) {
+            if !why.contains(&w) {
+                why.push(w);
+            }
+        }
+    }
+    for w in why {
+        writeln!(out, "flushes/call n/a: {w}\n").unwrap();
+    }
     let warnings: Vec<String> = cells
         .iter()
         .flat_map(|c| {
@@ -200,6 +212,24 @@ mod tests {
                 && !line.contains(" ns "),
             "{line}"
         );
+    }
+
+    #[test]
+    fn an_unobservable_flush_count_reads_why_never_zero() {
+        let mut c = fixture(4, 1713.0, FolioSpec::Base);
+        c.tlb_flushes = crate::record::TlbFlushes {
+            calls: 64,
+            unavailable: Some(
+                "tlb:tlb_flush cannot be counted: not observable on this arch (aarch64): \
+                 only x86 emits the tracepoint"
+                    .into(),
+            ),
+            ..Default::default()
+        };
+        let text = render_table(&[c]);
+        assert!(text.contains("|          n/a |"), "{text}");
+        assert!(!text.contains("0.00"), "{text}");
+        assert!(text.contains("flushes/call n/a: tlb:tlb_flush cannot be counted: not observable on this arch (aarch64)"), "{text}");
     }
 
     #[test]

@@ -622,6 +622,46 @@ pub(crate) mod tests {
         insta::assert_snapshot!(text);
     }
 
+    /// Seed 001's table from two TCG guest runs, 6.16.12 against 6.17.13,
+    /// as `ptelab compare` computes it: exact instruction counts.
+    pub(crate) fn guest_view() -> CompareView {
+        use crate::analysis::tests::{exact_cell, guest_run, opts};
+        use crate::analysis::{compare_runs, NoiseRule};
+        use crate::record::Accel;
+        use crate::workload::FolioSpec;
+        let run = |id: i64, kernel: &str, scale: f64| {
+            let cells = [(400, 34_530.0), (4096, 180_400.0), (40960, 1_804_000.0)]
+                .map(|(kib, count)| exact_cell(kib, FolioSpec::Base, count * scale));
+            let mut r = guest_run(id, Accel::Tcg, cells.into());
+            r.run.kernel_release = kernel.into();
+            r
+        };
+        let a = run(1, "6.16.12+deb13-cloud-amd64", 1.0);
+        let b = run(2, "6.17.13+deb13-cloud-amd64", 1.9);
+        compare_runs("1", &a, "2", &b, &opts(), &NoiseRule::Fixed).unwrap()
+    }
+
+    #[test]
+    fn text_in_instructions() {
+        let view = guest_view();
+        let text = render(&view, Format::Text);
+        assert!(
+            text.contains("size_kib | A instr/call | B instr/call | %change ±% | verdict"),
+            "{text}"
+        );
+        assert!(!text.contains("nsec") && !text.contains(" ns "), "{text}");
+        insta::assert_snapshot!(text);
+        insta::assert_snapshot!(render(&view, Format::Markdown));
+        let json: serde_json::Value = serde_json::from_str(&render(&view, Format::Json)).unwrap();
+        assert_eq!(json["metric"], "instructions");
+        assert_eq!(json["a"]["guest"]["accel"], "tcg");
+        assert_eq!(json["method"]["statistic"], "median instructions per call");
+        // A time comparison's document is as it always was: no metric key.
+        let time: serde_json::Value =
+            serde_json::from_str(&render(&fixture(), Format::Json)).unwrap();
+        assert!(time.get("metric").is_none() && time["a"].get("guest").is_none());
+    }
+
     #[test]
     fn summary_counts() {
         let s = fixture().summary;

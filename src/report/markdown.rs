@@ -10,11 +10,11 @@
 
 use std::fmt::Write;
 
-use crate::report::phrase::{
-    ci, cpu_line, flushes, guest_line, histogram_text, kernel_line, layout_text, params_suffix, phase_suffix,
-    ratio_ci, run_title, thp_brief, tool_line, vmas,
-};
 use crate::record::Metric;
+use crate::report::phrase::{
+    ci, cpu_line, flushes, guest_line, histogram_text, kernel_line, layout_text, params_suffix,
+    phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
+};
 use crate::report::view::{
     ClaimRow, ComparisonInfo, ModelTable, ReportModel, RunInfo, WorkloadSection,
 };
@@ -26,7 +26,9 @@ pub fn render_markdown(model: &ReportModel) -> anyhow::Result<Vec<u8>> {
     let mut out = String::new();
     writeln!(out, "# {}\n", md(&model.title))?;
     for (i, r) in model.runs.iter().enumerate() {
-        let same = model.runs[..i].iter().find(|p| p.env == r.env && p.guest == r.guest);
+        let same = model.runs[..i]
+            .iter()
+            .find(|p| p.env == r.env && p.guest == r.guest);
         environment(&mut out, r, same)?;
     }
     if let Some(note) = &model.metric_note {
@@ -102,7 +104,11 @@ fn environment(out: &mut String, r: &RunInfo, same: Option<&RunInfo>) -> anyhow:
         r.cells
     )?;
     if let Some(g) = &r.guest {
-        writeln!(out, "{}", wrap_sep("- guest:   ", &words(&md(&guest_line(g))), "", 78))?;
+        writeln!(
+            out,
+            "{}",
+            wrap_sep("- guest:   ", &words(&md(&guest_line(g))), "", 78)
+        )?;
     }
     if let Some(p) = same {
         writeln!(out, "- when:    {}", md(&r.started_at))?;

@@ -31,8 +31,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
-use crate::record::{Guest, Host, Metric};
 use crate::record::{CellResult, ModelCellRecord};
+use crate::record::{Guest, Host, Metric};
 
 /// Row id of a run.
 pub type RunId = i64;

@@ -14,8 +14,8 @@ use askama::Template;
 
 use crate::record::Metric;
 use crate::report::phrase::{
-    ci, cpu_line, flushes, guest_line, histogram_text, kernel_line, layout_text, params_suffix, phase_suffix,
-    ratio_ci, run_title, thp_brief, tool_line, vmas,
+    ci, cpu_line, flushes, guest_line, histogram_text, kernel_line, layout_text, params_suffix,
+    phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::plot::{color, escape, Plotter, SvgPlotter};
 use crate::report::view::{
@@ -80,7 +80,14 @@ impl<'a> Page<'a> {
             .runs
             .iter()
             .enumerate()
-            .map(|(i, r)| RunBlock::new(r, model.runs[..i].iter().find(|p| p.env == r.env && p.guest == r.guest)))
+            .map(|(i, r)| {
+                RunBlock::new(
+                    r,
+                    model.runs[..i]
+                        .iter()
+                        .find(|p| p.env == r.env && p.guest == r.guest),
+                )
+            })
             .collect();
         Page {
             title: &model.title,

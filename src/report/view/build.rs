@@ -115,7 +115,12 @@ fn metric_note<'r>(runs: impl Iterator<Item = &'r StoredRun>) -> Option<String> 
             .filter(|r| r.run.metric() == m)
             .map(|r| r.run.id.to_string())
             .collect();
-        format!("run{} {} in {}", if ids.len() == 1 { "" } else { "s" }, ids.join(", "), m.per_call_words())
+        format!(
+            "run{} {} in {}",
+            if ids.len() == 1 { "" } else { "s" },
+            ids.join(", "),
+            m.per_call_words()
+        )
     };
     Some(format!(
         "These runs were measured in different units ({}; {}): their figures are not \
@@ -351,7 +356,14 @@ fn section(r: &StoredRun, workload: &'static str, baseline: Option<Baseline>) ->
         })
         .collect();
     if !comparison.is_empty() {
-        plots.push(ratio_plot(&id, workload, r.run.id, &comparison, &colors, metric));
+        plots.push(ratio_plot(
+            &id,
+            workload,
+            r.run.id,
+            &comparison,
+            &colors,
+            metric,
+        ));
     }
     WorkloadSection {
         workload: workload.to_string(),
