@@ -266,3 +266,65 @@ mod tests {
         assert_eq!(CSV_HEADER.split(',').count(), 22);
     }
 }
+
+#[cfg(test)]
+mod guest_tests {
+    use super::*;
+    use crate::record::{Accel, Guest};
+    use crate::store::{RunStatus, RunSummary, RUN_SCHEMA};
+    use crate::workload::FolioSpec;
+
+    #[test]
+    fn a_tcg_guest_run_shows_instructions_and_its_provenance() {
+        let g = Guest::new(
+            Accel::Tcg,
+            "QEMU emulator version 10.0.2",
+            "debian:6.17.13",
+            "ab12",
+        );
+        let run = StoredRun {
+            schema: RUN_SCHEMA.into(),
+            run: RunSummary {
+                id: 7,
+                kind: "bench".into(),
+                command: "ptelab vm --kernel debian:6.17.13 -- bench mprotect-toggle".into(),
+                started_at: "2026-05-01T00:00:00Z".into(),
+                finished_at: None,
+                status: RunStatus::Complete,
+                kernel_release: "6.17.13+deb13-cloud-amd64".into(),
+                arch: "x86_64".into(),
+                machine_id: "m".into(),
+                tool_version: "0.1.0".into(),
+                git_revision: None,
+                tags: vec![],
+                cells: 1,
+                guest: Some(g.clone()),
+            },
+            host: serde_json::json!({ "guest": g }),
+            cells: vec![StoredCell::Kernel(crate::record::fixtures::fixture(
+                4096,
+                180_400.0,
+                FolioSpec::Base,
+            ))],
+        };
+        let text = render_text(&run);
+        assert!(text.contains(
+            "  guest:    tcg (QEMU emulator version 10.0.2), kernel debian:6.17.13 sha256 ab12\n"
+        ));
+        assert!(text.contains("  metric:   guest instructions per call"));
+        assert!(text.contains("mprotect-toggle: median instructions per call of 10 samples"));
+        assert!(
+            text.contains("instr_per_call") && !text.contains("nsec"),
+            "{text}"
+        );
+        let csv = render_csv(&run);
+        let header = csv.lines().next().unwrap();
+        assert!(
+            header.contains(
+                ",median_instr,ci_low_instr,ci_high_instr,min_instr,mean_instr,instr_per_page,"
+            ),
+            "{header}"
+        );
+        assert!(!header.contains("_ns"), "{header}");
+    }
+}
