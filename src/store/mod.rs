@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use crate::record::{CellResult, ModelCellRecord};
-use crate::record::{Guest, Host, Metric};
+use crate::record::{Guest, Host};
 
 /// Row id of a run.
 pub type RunId = i64;
@@ -165,18 +165,6 @@ pub struct RunSummary {
     /// record): None for a run made on the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest: Option<Guest>,
-}
-
-impl RunSummary {
-    /// The unit of the run's per-call figures.
-    pub fn metric(&self) -> Metric {
-        crate::record::metric_of(self.guest.as_ref())
-    }
-
-    /// Where the run ran: `host`, or `tcg guest aarch64`.
-    pub fn place(&self) -> String {
-        crate::record::place(self.guest.as_ref(), &self.arch)
-    }
 }
 
 /// One stored cell, measured on the kernel or computed by the model.
