@@ -264,7 +264,9 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
     let me = &view.method;
     let indent = if md { "  " } else { "" };
     match &me.replicated {
-        None => writeln!(
+        // The time wording keeps its line breaks (scripts and mails quote
+        // it); the longer instruction statistic is wrapped to fit.
+        None if view.metric == Metric::Time => writeln!(
             out,
             "{bullet}%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap\n\
              {indent}CI ({} resamples, seed {}). Verdict: Mann-Whitney U with\n\
@@ -276,6 +278,20 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
             me.family,
             me.alpha,
         ),
+        None => {
+            let text = format!(
+                "%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap CI ({} \
+                 resamples, seed {}). Verdict: Mann-Whitney U with Holm across {} cells at \
+                 alpha {}.",
+                me.statistic,
+                me.confidence * 100.0,
+                me.resamples,
+                m.code(&me.seed),
+                me.family,
+                me.alpha,
+            );
+            writeln!(out, "{}", wrap_sep(bullet, &words(&text), "", 76))
+        }
         Some(r) => {
             let text = format!(
                 "%change: {} of B vs A ({} runs vs {}, each run counted once), ± the \
