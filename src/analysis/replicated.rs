@@ -12,7 +12,7 @@ use super::rows::{run_ref, verdict_kind};
 use super::view::{
     CompareRow, CompareView, Drift, Method, Replicated, RunRef, SideView, Summary, SCHEMA,
 };
-use crate::record::{run_median, CellResult};
+use crate::record::{run_median, CellResult, Metric};
 use crate::store::StoredRun;
 
 /// Several runs against several (`ptelab compare 12,14,16 13,15,17`, or tags
@@ -145,7 +145,14 @@ pub fn compare_replicated(
             memory_a_ns: probe(runs_a, |c| &c.memory_probe_ns),
             memory_b_ns: probe(runs_b, |c| &c.memory_probe_ns),
             corrected: false,
-            why: "each run's drift is part of the spread each interval measures".into(),
+            why: match metric {
+                Metric::Time => "each run's drift is part of the spread each interval measures",
+                Metric::Instructions => {
+                    "the runs count guest instructions (TCG icount), which machine speed does \
+                     not change: there is no drift to correct"
+                }
+            }
+            .into(),
         },
         summary: Summary::of(&rows),
         rows,
