@@ -12,8 +12,8 @@ use std::fmt::Write;
 
 use crate::record::Metric;
 use crate::report::phrase::{
-    ci, cpu_line, flushes, guest_line, histogram_text, kernel_line, layout_text, params_suffix,
-    phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
+    ci, cpu_line, flush_notes, flushes, guest_line, histogram_text, kernel_line, layout_text,
+    params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::view::{
     ClaimRow, ComparisonInfo, ModelTable, ReportModel, RunInfo, WorkloadSection,
@@ -212,6 +212,9 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
     }
     seed_block(out, w)?;
     measured_tables(out, w)?;
+    for note in flush_notes(w.series.iter().flat_map(|s| &s.rows)) {
+        writeln!(out, "{}\n", wrap_sep("", &words(&md(&note)), "", 78))?;
+    }
     ratio_tables(out, w)?;
     layout_evidence(out, w)?;
     if !w.warnings.is_empty() {

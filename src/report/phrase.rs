@@ -50,6 +50,21 @@ pub fn flushes(r: &MeasuredRow) -> String {
         .map_or("n/a".into(), |f| format!("{f:.2}"))
 }
 
+/// Why flushes read n/a in `rows` (e.g. not observable on this arch), each
+/// reason once.
+pub fn flush_notes<'r>(rows: impl IntoIterator<Item = &'r MeasuredRow>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        if let (None, Some(why)) = (r.flushes_per_call, &r.flushes_unavailable) {
+            let note = format!("Flushes per call n/a: {why}.");
+            if !out.contains(&note) {
+                out.push(note);
+            }
+        }
+    }
+    out
+}
+
 /// `1` or `1->3`.
 pub fn vmas(r: &MeasuredRow) -> String {
     if r.vmas_before == r.vmas_after {

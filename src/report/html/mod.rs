@@ -14,8 +14,8 @@ use askama::Template;
 
 use crate::record::Metric;
 use crate::report::phrase::{
-    ci, cpu_line, flushes, guest_line, histogram_text, kernel_line, layout_text, params_suffix,
-    phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
+    ci, cpu_line, flush_notes, flushes, guest_line, histogram_text, kernel_line, layout_text,
+    params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::plot::{color, escape, Plotter, SvgPlotter};
 use crate::report::view::{
@@ -241,6 +241,8 @@ struct WorkloadBlock<'a> {
     median_of: &'static str,
     /// A side's column in the ratio table: `nsec`, `instr/call`.
     side: &'static str,
+    /// Why flushes read n/a, each reason once.
+    flush_notes: Vec<String>,
     id: String,
     /// Inline SVG, escaped by the plotter.
     plots: Vec<String>,
@@ -289,6 +291,7 @@ impl<'a> WorkloadBlock<'a> {
                 }
             },
             side: w.metric.side_column(),
+            flush_notes: flush_notes(w.series.iter().flat_map(|s| &s.rows)),
             id: format!("run{}-{}", w.run, w.workload),
             plots: w.plots.iter().map(|p| plotter.plot(p)).collect(),
             measured: w

@@ -250,6 +250,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_unobservable_flush_count_reads_why_in_reports() {
+        let (_, mut run) = fixture_runs();
+        let why = "tlb:tlb_flush cannot be counted: not observable on this arch (aarch64): \
+                   only x86 emits the tracepoint";
+        for c in run.cells.iter_mut() {
+            if let StoredCell::Kernel(k) = c {
+                k.tlb_flushes = crate::record::TlbFlushes {
+                    calls: 64,
+                    unavailable: Some(why.into()),
+                    ..Default::default()
+                };
+            }
+        }
+        let m = ReportBuilder::new("arm64").run("2", &run).build();
+        let md = String::from_utf8(crate::report::markdown::render_markdown(&m).unwrap()).unwrap();
+        assert!(
+            md.contains("not observable on this") && md.contains("(aarch64)"),
+            "{md}"
+        );
+        assert_eq!(md.matches("Flushes per call n/a").count(), 1, "{md}");
+        assert!(!md.contains("0.00"), "{md}");
+        let html = String::from_utf8(crate::report::html::render_html(&m).unwrap()).unwrap();
+        assert!(html.contains("Flushes per call n/a: tlb:tlb_flush cannot be counted: not observable on this arch (aarch64)"));
+    }
+
+    #[test]
     fn a_report_of_time_and_instructions_says_so_and_keeps_their_axes_apart() {
         let (base, run) = fixture_runs();
         let guest = in_tcg_guest(run);
