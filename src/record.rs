@@ -199,6 +199,178 @@ pub struct Host {
     pub tool_version: String,
     /// Git revision ptelab was built from, when built from a git checkout.
     pub git_revision: Option<String>,
+    /// Set when the run ran in a QEMU guest (`ptelab vm`): how, and in what
+    /// unit. The fields above are then the guest's own, as the guest binary
+    /// captured them. Absent (runs stored before guests existed, and every
+    /// host run): measured on the host, in time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Guest>,
+}
+
+impl Host {
+    // Read by `ptelab vm` (src/guest) when it stores a guest's run.
+    #[allow(dead_code)]
+    /// The unit of every per-call figure of the run.
+    pub fn metric(&self) -> Metric {
+        metric_of(self.guest.as_ref())
+    }
+}
+
+/// The unit of a run given its guest provenance: time unless a guest says
+/// otherwise.
+pub fn metric_of(guest: Option<&Guest>) -> Metric {
+    guest.map_or(Metric::Time, |g| g.metric)
+}
+
+/// What a run's per-call figures count. The fields keep their `ns` names
+/// (`ns_per_call`, `probe_ns`, ...) for schema stability; under
+/// [`Metric::Instructions`] they hold guest instructions, not nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Nanoseconds of wall-clock time (the host, or a KVM guest).
+    #[default]
+    Time,
+    /// Executed guest instructions: a TCG guest under `-icount shift=0`,
+    /// whose clock advances one "nanosecond" per instruction. Blind to
+    /// cycles, IPC, cache and TLB misses (docs/statistics.md).
+    Instructions,
+}
+
+impl Metric {
+    /// `time` or `instructions`, as JSON and `ptelab runs` write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Time => "time",
+            Metric::Instructions => "instructions",
+        }
+    }
+
+    /// The seeds' per-call column: `nsec_per_call`, `instr_per_call`.
+    pub fn per_call_column(self) -> &'static str {
+        match self {
+            Metric::Time => "nsec_per_call",
+            Metric::Instructions => "instr_per_call",
+        }
+    }
+
+    /// Per-page column and unit: `ns/page`, `instr/page`.
+    pub fn per_page_column(self) -> &'static str {
+        match self {
+            Metric::Time => "ns/page",
+            Metric::Instructions => "instr/page",
+        }
+    }
+
+    /// Unit of a per-call figure: `ns/call`, `instr/call`.
+    pub fn per_call_unit(self) -> &'static str {
+        match self {
+            Metric::Time => "ns/call",
+            Metric::Instructions => "instr/call",
+        }
+    }
+
+    /// A side's column in comparisons: `nsec`, `instr/call`.
+    pub fn side_column(self) -> &'static str {
+        match self {
+            Metric::Time => "nsec",
+            Metric::Instructions => "instr/call",
+        }
+    }
+
+    /// Per-call quantity in words: `nsec per call`, `instructions per call`.
+    pub fn per_call_words(self) -> &'static str {
+        match self {
+            Metric::Time => "nsec per call",
+            Metric::Instructions => "instructions per call",
+        }
+    }
+
+    /// Unit in words: `ns`, `instructions`.
+    pub fn unit_words(self) -> &'static str {
+        match self {
+            Metric::Time => "ns",
+            Metric::Instructions => "instructions",
+        }
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How QEMU ran a guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// Hardware virtualization: guest code runs natively, clocks are time.
+    Kvm,
+    /// QEMU's translator, with icount: the clock counts instructions.
+    Tcg,
+}
+
+impl Accel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+
+    /// The metric a guest under this accelerator is measured in.
+    #[allow(dead_code)] // for `ptelab vm` (src/guest), through Guest::new
+    pub fn metric(self) -> Metric {
+        match self {
+            Accel::Kvm => Metric::Time,
+            Accel::Tcg => Metric::Instructions,
+        }
+    }
+}
+
+impl std::fmt::Display for Accel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Provenance of a run made in a QEMU guest, filled on the host side.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Guest {
+    pub accel: Accel,
+    /// The unit of the run's figures ([`Accel::metric`] unless stated).
+    pub metric: Metric,
+    /// `qemu-system-* --version`, first line.
+    pub qemu_version: String,
+    /// Where the kernel came from: `debian:6.17.13 linux-image-… 6.17.13-1`,
+    /// or the path of the user's image.
+    pub kernel_source: String,
+    /// sha256 of the kernel image booted, hex.
+    pub kernel_sha256: String,
+}
+
+impl Guest {
+    /// A guest run's provenance; its metric follows the accelerator.
+    #[allow(dead_code)] // for `ptelab vm` (src/guest), storing a guest's run
+    pub fn new(accel: Accel, qemu_version: &str, kernel_source: &str, kernel_sha256: &str) -> Self {
+        Guest {
+            accel,
+            metric: accel.metric(),
+            qemu_version: qemu_version.into(),
+            kernel_source: kernel_source.into(),
+            kernel_sha256: kernel_sha256.into(),
+        }
+    }
+}
+
+/// Where a run ran, in a few words: `host`, or `tcg guest aarch64` (the
+/// kernel release is beside it wherever it is printed).
+pub fn place(guest: Option<&Guest>, arch: &str) -> String {
+    match guest {
+        None => "host".into(),
+        Some(g) => format!("{} guest {arch}", g.accel),
+    }
 }
 
 /// Serde for a number that may be undefined (NaN): `null` in JSON, which has
@@ -319,6 +491,36 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::fixture;
     use super::*;
+
+    #[test]
+    fn old_hosts_read_as_host_runs_in_time_and_guests_round_trip() {
+        let mut host: serde_json::Value = serde_json::json!({
+            "kernel_release": "6.18", "kernel_version": "#1", "kernel_cmdline": "",
+            "arch": "x86_64", "page_size": 4096, "cpu_model": "c", "cores": 2,
+            "mem_total_bytes": 1, "mem_available_bytes": 1, "is_root": true,
+            "paravirt": null, "thp_knobs": {}, "machine_id": "m",
+            "tool_version": "0.1.0", "git_revision": null
+        });
+        let old: Host = serde_json::from_value(host.clone()).unwrap();
+        assert_eq!(old.guest, None);
+        assert_eq!(old.metric(), Metric::Time);
+        // A host run writes no `guest` key: its JSON is what it always was.
+        assert_eq!(serde_json::to_value(&old).unwrap(), host);
+        let g = Guest::new(
+            Accel::Tcg,
+            "QEMU emulator version 10.0.2",
+            "debian:6.17.13",
+            "ab",
+        );
+        host["guest"] = serde_json::to_value(&g).unwrap();
+        assert_eq!(host["guest"]["metric"], "instructions");
+        assert_eq!(host["guest"]["accel"], "tcg");
+        let guest: Host = serde_json::from_value(host).unwrap();
+        assert_eq!(guest.metric(), Metric::Instructions);
+        assert_eq!(place(guest.guest.as_ref(), "aarch64"), "tcg guest aarch64");
+        assert_eq!(place(None, "aarch64"), "host");
+        assert_eq!(Guest::new(Accel::Kvm, "", "", "").metric, Metric::Time);
+    }
 
     #[test]
     fn run_probe_is_the_median_over_every_block() {

@@ -17,7 +17,8 @@ use crate::store::roundtrip::{check, run_spec, write, RunSpec, CASES};
 use crate::store::{Store, StoredCell, StoredRun};
 
 /// A second run with the measured cells of `a` (so that cells pair), each
-/// sample scaled by `factor`, and the cells of `b`.
+/// sample scaled by `factor`, and the cells of `b`, measured where `a` was
+/// (so that the runs' metrics agree).
 fn rerun(a: &RunSpec, b: &RunSpec, factor: f64) -> RunSpec {
     let mut cells: Vec<StoredCell> = a
         .cells
@@ -34,7 +35,11 @@ fn rerun(a: &RunSpec, b: &RunSpec, factor: f64) -> RunSpec {
         })
         .collect();
     cells.extend(b.cells.iter().cloned());
-    RunSpec { cells, ..b.clone() }
+    RunSpec {
+        cells,
+        guest: a.guest.clone(),
+        ..b.clone()
+    }
 }
 
 /// No verdict without enough samples on both sides and a finite interval.
@@ -121,10 +126,19 @@ proptest! {
             false,
             false,
         );
+        let one_metric = runs.iter().all(|r| {
+            let how = |r: &StoredRun| (r.run.metric(), r.run.guest.as_ref().map(|g| g.accel));
+            how(r) == how(ra)
+        });
         if runs.iter().all(has_kernel_cells) {
-            let view = sets.unwrap();
-            verdicts_are_earned(&view, opts.min_samples)?;
-            render_compare(&view);
+            if one_metric {
+                let view = sets.unwrap();
+                verdicts_are_earned(&view, opts.min_samples)?;
+                render_compare(&view);
+            } else {
+                // Instructions and time, or two accelerators: bad input.
+                prop_assert!(crate::error::is_usage(&sets.unwrap_err()));
+            }
         }
 
         // report, alone, against a baseline, with a model run

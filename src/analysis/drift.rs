@@ -3,7 +3,7 @@
 //! (docs/statistics.md, "Machine drift").
 
 use super::view::Drift;
-use crate::record::{run_median, CellResult};
+use crate::record::{run_median, CellResult, Metric};
 use crate::store::StoredRun;
 
 /// When to divide machine drift out (`compare --normalize`).
@@ -19,10 +19,20 @@ pub enum Normalize {
 }
 
 /// Whether to correct for machine drift between `a` and `b`, and why.
-pub(super) fn drift_plan(a: &StoredRun, b: &StoredRun, mode: Normalize) -> Drift {
+pub(super) fn drift_plan(a: &StoredRun, b: &StoredRun, mode: Normalize, metric: Metric) -> Drift {
     let probe_a = run_median(a.kernel_cells(), |c| &c.probe_ns);
     let probe_b = run_median(b.kernel_cells(), |c| &c.probe_ns);
     let (corrected, why) = match (probe_a, probe_b, mode) {
+        // Under icount the probes count instructions too: machine speed
+        // moves neither them nor the cells, so there is nothing to divide
+        // out, and a probe that differs means the kernel's getppid path
+        // differs, which is not drift.
+        _ if metric == Metric::Instructions => (
+            false,
+            "the runs count guest instructions (TCG icount), which machine speed does not \
+             change: there is no drift to correct"
+                .to_string(),
+        ),
         (_, _, Normalize::None) => (false, "--normalize none".to_string()),
         (None, _, _) | (_, None, _) => {
             let old = if probe_a.is_none() { a } else { b };

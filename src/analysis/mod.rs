@@ -9,6 +9,8 @@
 //! calibrations and returns a view; the renderers live in `report::compare`.
 
 mod drift;
+#[cfg(test)]
+mod exact;
 mod noise;
 mod pair;
 mod paired;
@@ -26,7 +28,7 @@ pub use view::{CompareRow, CompareView, Drift, Method, RunRef, SideView, Verdict
 pub(crate) mod tests {
     use ptelab_stats::compare::CompareOpts;
 
-    use crate::record::CellResult;
+    use crate::record::{Accel, CellResult, Guest};
     use crate::store::{RunStatus, RunSummary, StoredCell, StoredRun, RUN_SCHEMA};
     use crate::workload::FolioSpec;
 
@@ -48,6 +50,7 @@ pub(crate) mod tests {
                 git_revision: None,
                 tags: vec![],
                 cells: cells.len() as u64,
+                guest: None,
             },
             host: serde_json::json!({}),
             cells: cells.into_iter().map(StoredCell::Kernel).collect(),
@@ -60,6 +63,34 @@ pub(crate) mod tests {
         c.ns_per_call.samples = (0..n)
             .map(|i| median * (1.0 + ((i * 7) % 11) as f64 / 1000.0 - 0.005))
             .collect();
+        c
+    }
+
+    /// [`stored`] as if run in a QEMU guest under `accel`.
+    pub(crate) fn guest_run(id: i64, accel: Accel, cells: Vec<CellResult>) -> StoredRun {
+        let mut r = stored(id, cells);
+        let g = Guest::new(
+            accel,
+            "QEMU emulator version 10.0.2",
+            "debian:6.17.13",
+            "ab",
+        );
+        r.host = serde_json::json!({ "guest": g });
+        r.run.guest = Some(g);
+        r
+    }
+
+    /// A cell as a TCG guest measures it: 10 blocks (the runner's default)
+    /// of 3 samples, every sample and probe exactly equal, as icount
+    /// figures repeat.
+    pub(crate) fn exact_cell(size_kib: u64, folio: FolioSpec, count: f64) -> CellResult {
+        let mut c = crate::store::tests::cell(size_kib, folio, count);
+        c.ns_per_call.samples = vec![count; 30];
+        c.ns_per_call.ci_low = count;
+        c.ns_per_call.ci_high = count;
+        c.blocks = vec![3; 10];
+        c.probe_ns = vec![298.0; 10];
+        c.memory_probe_ns = vec![4.0; 10];
         c
     }
 

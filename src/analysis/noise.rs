@@ -4,6 +4,7 @@
 use ptelab_stats::repeatability::{repeatability, Repeatability, COVERAGE};
 
 use super::view::Drift;
+use crate::record::Metric;
 use crate::store::{Calibration, StoredRun};
 
 /// Where the noise threshold comes from.
@@ -25,12 +26,20 @@ pub(super) fn noise_threshold(
     floor: f64,
     rule: &NoiseRule,
     drift: &Drift,
+    metric: Metric,
     a: &StoredRun,
     b: &StoredRun,
 ) -> (f64, String) {
     let how = "`ptelab calibrate` measures this machine's between-run repeatability";
     let cals = match rule {
         NoiseRule::Fixed => return (floor, "as set (--noise)".into()),
+        // A calibration is of the host's times, not of instruction counts.
+        NoiseRule::Calibrated(_) if metric == Metric::Instructions => {
+            return (
+                floor,
+                "default; calibrations measure time, these runs count instructions".into(),
+            )
+        }
         NoiseRule::Calibrated(cals) => cals,
     };
     let machine = &a.run.machine_id;

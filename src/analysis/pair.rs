@@ -4,7 +4,7 @@
 use ptelab_stats::compare::NotComparable;
 
 use crate::bail_usage;
-use crate::record::CellResult;
+use crate::record::{CellResult, Metric};
 use crate::store::StoredRun;
 
 /// What pairs two cells: everything but the kernel that ran them (and, with
@@ -38,6 +38,44 @@ pub(super) fn require_cells(name: &str, runs: &[StoredRun]) -> anyhow::Result<()
         );
     }
     Ok(())
+}
+
+/// How a run was measured, for the refusal below: `time on the host`,
+/// `instructions in a tcg guest`.
+fn measured(r: &StoredRun) -> String {
+    match &r.run.guest {
+        None => format!("{} on the host", r.run.metric()),
+        Some(g) => format!("{} in a {} guest", g.metric, g.accel),
+    }
+}
+
+/// A usage error unless every run of both sides was measured in one metric
+/// on one accelerator (the host counting as its own): instructions and
+/// nanoseconds have no ratio, and a KVM guest's time is not the host's.
+/// Returns the shared metric.
+pub(super) fn require_same_metric(
+    (name_a, runs_a): (&str, &[StoredRun]),
+    (name_b, runs_b): (&str, &[StoredRun]),
+) -> anyhow::Result<Metric> {
+    let first = &runs_a[0];
+    let how = |r: &StoredRun| (r.run.metric(), r.run.guest.as_ref().map(|g| g.accel));
+    let named = runs_a
+        .iter()
+        .map(|r| (name_a, r))
+        .chain(runs_b.iter().map(|r| (name_b, r)));
+    for (name, r) in named {
+        if how(r) != how(first) {
+            bail_usage!(
+                "run {} ('{name_a}') was measured in {} but run {} ('{name}') in {}: \
+                 compare runs of one metric and one accelerator",
+                first.run.id,
+                measured(first),
+                r.run.id,
+                measured(r)
+            );
+        }
+    }
+    Ok(first.run.metric())
 }
 
 /// The distinct keys of `cells` in first-seen order (A's cells first, then

@@ -6,7 +6,9 @@ use ptelab_stats::compare::{compare_grid, CellInput, CompareOpts, NotComparable,
 
 use super::drift::{drift_plan, probe_covariates, Covariates, Normalize};
 use super::noise::{noise_threshold, NoiseRule};
-use super::pair::{key, keys_in_order, layout_refusal, require_cells, CellKey};
+use super::pair::{
+    key, keys_in_order, layout_refusal, require_cells, require_same_metric, CellKey,
+};
 use super::rows::{hex, row, run_ref};
 use super::view::{CompareRow, CompareView, Method, Summary, SCHEMA};
 use crate::error::usage;
@@ -67,6 +69,10 @@ pub fn compare_runs_paired(
     let across_folios = rules.across_folios;
     require_cells(name_a, std::slice::from_ref(a))?;
     require_cells(name_b, std::slice::from_ref(b))?;
+    let metric = require_same_metric(
+        (name_a, std::slice::from_ref(a)),
+        (name_b, std::slice::from_ref(b)),
+    )?;
     let cells_a: Vec<&CellResult> = a.kernel_cells().collect();
     let cells_b: Vec<&CellResult> = b.kernel_cells().collect();
     let keys = keys_in_order(cells_a.iter().chain(&cells_b).copied(), across_folios);
@@ -97,8 +103,8 @@ pub fn compare_runs_paired(
     // With drift correction, each cell is adjusted by its blocks' probes:
     // kernel speed, and memory latency when both cells recorded it (older
     // results did not). The stats crate checks that every probe fits.
-    let drift = drift_plan(a, b, rules.normalize);
-    let (noise, noise_source) = noise_threshold(opts.noise, &rules.noise, &drift, a, b);
+    let drift = drift_plan(a, b, rules.normalize, metric);
+    let (noise, noise_source) = noise_threshold(opts.noise, &rules.noise, &drift, metric, a, b);
     let opts = &CompareOpts { noise, ..*opts };
     let covariates: Vec<(Covariates<'_>, Covariates<'_>)> = pairs
         .iter()
@@ -146,10 +152,12 @@ pub fn compare_runs_paired(
     let family = results.iter().filter(|r| r.p_adjusted.is_some()).count();
     Ok(CompareView {
         schema: SCHEMA,
+        metric,
         a: run_ref(name_a, a),
         b: run_ref(name_b, b),
         method: Method {
-            statistic: "median ns per call".into(),
+            statistic: format!("median {}", metric.per_call_words())
+                .replace("nsec", "ns"),
             confidence: opts.confidence,
             resamples: opts.resamples,
             seed: hex(opts.seed),

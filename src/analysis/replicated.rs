@@ -5,12 +5,14 @@ use ptelab_stats::compare::{decide_interval, CompareOpts, NotComparable, Side, V
 use ptelab_stats::holm::holm;
 use ptelab_stats::replicated::{self, RunsEstimate};
 
-use super::pair::{folio_label, key, keys_in_order, layout_refusal, require_cells, CellKey};
+use super::pair::{
+    folio_label, key, keys_in_order, layout_refusal, require_cells, require_same_metric, CellKey,
+};
 use super::rows::{run_ref, verdict_kind};
 use super::view::{
     CompareRow, CompareView, Drift, Method, Replicated, RunRef, SideView, Summary, SCHEMA,
 };
-use crate::record::{run_median, CellResult};
+use crate::record::{run_median, CellResult, Metric};
 use crate::store::StoredRun;
 
 /// Several runs against several (`ptelab compare 12,14,16 13,15,17`, or tags
@@ -28,6 +30,7 @@ pub fn compare_replicated(
 ) -> anyhow::Result<CompareView> {
     require_cells(name_a, runs_a)?;
     require_cells(name_b, runs_b)?;
+    let metric = require_same_metric((name_a, runs_a), (name_b, runs_b))?;
     fn per_run(runs: &[StoredRun]) -> Vec<Vec<&CellResult>> {
         runs.iter().map(|r| r.kernel_cells().collect()).collect()
     }
@@ -107,10 +110,15 @@ pub fn compare_replicated(
     };
     Ok(CompareView {
         schema: SCHEMA,
+        metric,
         a: side_ref(name_a, runs_a),
         b: side_ref(name_b, runs_b),
         method: Method {
-            statistic: "geometric mean of run medians of ns per call".into(),
+            statistic: format!(
+                "geometric mean of run medians of {}",
+                metric.per_call_words()
+            )
+            .replace("nsec", "ns"),
             confidence: opts.confidence,
             resamples: 0,
             seed: "-".into(),
@@ -137,7 +145,14 @@ pub fn compare_replicated(
             memory_a_ns: probe(runs_a, |c| &c.memory_probe_ns),
             memory_b_ns: probe(runs_b, |c| &c.memory_probe_ns),
             corrected: false,
-            why: "each run's drift is part of the spread each interval measures".into(),
+            why: match metric {
+                Metric::Time => "each run's drift is part of the spread each interval measures",
+                Metric::Instructions => {
+                    "the runs count guest instructions (TCG icount), which machine speed does \
+                     not change: there is no drift to correct"
+                }
+            }
+            .into(),
         },
         summary: Summary::of(&rows),
         rows,

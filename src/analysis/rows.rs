@@ -21,6 +21,7 @@ pub(super) fn run_ref(name: &str, r: &StoredRun) -> RunRef {
         machine_id: r.run.machine_id.clone(),
         started_at: r.run.started_at.clone(),
         tags: r.run.tags.clone(),
+        guest: r.run.guest.clone(),
         runs: Vec::new(),
     }
 }

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::record::{Guest, Metric};
+
 /// `schema` value of the JSON document.
 pub const SCHEMA: &str = "ptelab/compare/v1";
 
@@ -19,6 +21,10 @@ pub struct RunRef {
     pub machine_id: String,
     pub started_at: String,
     pub tags: Vec<String>,
+    /// Set when the run ran in a QEMU guest: accelerator, metric, QEMU
+    /// version, kernel source and sha256 (`record::Guest`). Absent: the host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Guest>,
     /// Every run of the side in a replicated comparison (`id` is the
     /// first); empty for a single run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -28,7 +34,8 @@ pub struct RunRef {
 /// How the comparison was computed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Method {
-    /// "median ns per call".
+    /// "median ns per call" ("median instructions per call" under
+    /// `metric: "instructions"`).
     pub statistic: String,
     pub confidence: f64,
     pub resamples: usize,
@@ -81,6 +88,8 @@ pub struct Drift {
 /// One side of one cell.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SideView {
+    /// Median per call, in the view's `metric`: ns, or guest instructions
+    /// (the name is kept for schema stability).
     pub median_ns: f64,
     pub samples: usize,
     /// Short observed layout (`100% 64K`).
@@ -185,10 +194,20 @@ impl Summary {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CompareView {
     pub schema: &'static str,
+    /// The unit of every per-call figure and probe in the document:
+    /// `"instructions"` (guest instructions, TCG icount) for guest runs
+    /// under TCG; absent means `"time"` (nanoseconds), as in documents
+    /// written before guests existed. Both sides always share it.
+    #[serde(skip_serializing_if = "is_time")]
+    pub metric: Metric,
     pub a: RunRef,
     pub b: RunRef,
     pub method: Method,
     pub drift: Drift,
     pub rows: Vec<CompareRow>,
     pub summary: Summary,
+}
+
+fn is_time(m: &Metric) -> bool {
+    *m == Metric::Time
 }

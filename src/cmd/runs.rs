@@ -59,7 +59,9 @@ pub fn run(args: &RunsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One line per run: id, kind, start, status, cells, kernel, tags, command.
+/// One line per run: id, kind, start, status, cells, kernel, tags, command;
+/// when some run ran in a QEMU guest, also where each ran (`host`,
+/// `tcg 6.17.13 arm64`) and its metric (`time`, `instructions`).
 pub fn render_text(runs: &[RunSummary]) -> String {
     if runs.is_empty() {
         return "no runs yet: `ptelab bench` and `ptelab sweep` store their results here\n".into();
@@ -71,24 +73,78 @@ pub fn render_text(runs: &[RunSummary]) -> String {
         .left("started (UTC)")
         .left("status")
         .right("cells")
-        .left("kernel")
-        .left("tags")
-        .left("command");
+        .left("kernel");
+    let guests = runs.iter().any(|r| r.guest.is_some());
+    if guests {
+        t = t.left("where").left("metric");
+    }
+    t = t.left("tags").left("command");
     for r in runs {
-        t.row([
+        let mut row = vec![
             r.id.to_string(),
             r.kind.clone(),
             r.started_at.clone(),
             r.status.to_string(),
             r.cells.to_string(),
             r.kernel_release.clone(),
-            if r.tags.is_empty() {
-                "-".into()
-            } else {
-                r.tags.join(",")
-            },
-            r.command.clone(),
-        ]);
+        ];
+        if guests {
+            row.push(r.place());
+            row.push(r.metric().to_string());
+        }
+        row.push(if r.tags.is_empty() {
+            "-".into()
+        } else {
+            r.tags.join(",")
+        });
+        row.push(r.command.clone());
+        t.row(row);
     }
     t.text(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Accel, Guest};
+    use crate::store::RunStatus;
+
+    fn summary(id: i64, kernel: &str, arch: &str, guest: Option<Guest>) -> RunSummary {
+        RunSummary {
+            id,
+            kind: "bench".into(),
+            command: "ptelab bench mprotect-toggle --size 4M".into(),
+            started_at: format!("2026-05-0{id}T10:00:00Z"),
+            finished_at: None,
+            status: RunStatus::Complete,
+            kernel_release: kernel.into(),
+            arch: arch.into(),
+            machine_id: "m".into(),
+            tool_version: "0.1.0".into(),
+            git_revision: None,
+            tags: vec![],
+            cells: 1,
+            guest,
+        }
+    }
+
+    #[test]
+    fn guest_runs_say_where_they_ran_and_in_what_unit() {
+        let host = summary(1, "6.12.48", "x86_64", None);
+        // Host runs only: the table keeps its columns.
+        assert!(!render_text(std::slice::from_ref(&host)).contains("where"));
+        let tcg = Guest::new(
+            Accel::Tcg,
+            "QEMU emulator version 10.0.2",
+            "debian:6.17.13",
+            "ab",
+        );
+        let kvm = Guest::new(Accel::Kvm, "QEMU emulator version 10.0.2", "bzImage", "cd");
+        let runs = [
+            host,
+            summary(2, "6.17.13+deb13-cloud-arm64", "aarch64", Some(tcg)),
+            summary(3, "6.16.12+deb13-cloud-amd64", "x86_64", Some(kvm)),
+        ];
+        insta::assert_snapshot!(render_text(&runs));
+    }
 }

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::flags::ShowArgs;
-use crate::record::{CellResult, ModelCellRecord};
-use crate::report::cells::render_table;
+use crate::record::{CellResult, Metric, ModelCellRecord};
+use crate::report::cells::render_table_in;
 use crate::store::{Store, StoredCell, StoredRun};
 use crate::text::table::Table;
 
@@ -62,6 +62,22 @@ pub fn render_text(run: &StoredRun) -> String {
     if let Some(pv) = host_field(run, "paravirt") {
         writeln!(out, "  virt:     {pv}").unwrap();
     }
+    if let Some(g) = &r.guest {
+        writeln!(
+            out,
+            "  guest:    {} ({}), kernel {} sha256 {}",
+            g.accel, g.qemu_version, g.kernel_source, g.kernel_sha256
+        )
+        .unwrap();
+    }
+    let metric = r.metric();
+    if metric == Metric::Instructions {
+        writeln!(
+            out,
+            "  metric:   guest instructions per call (QEMU TCG icount), not time"
+        )
+        .unwrap();
+    }
     let rev = r
         .git_revision
         .as_deref()
@@ -99,8 +115,9 @@ pub fn render_text(run: &StoredRun) -> String {
         } else {
             format!("{lo} to {hi}")
         };
-        writeln!(out, "\n{w}: median nsec per call of {n} samples per cell").unwrap();
-        out.push_str(render_table(&cells).trim_end());
+        let per_call = metric.per_call_words();
+        writeln!(out, "\n{w}: median {per_call} of {n} samples per cell").unwrap();
+        out.push_str(render_table_in(&cells, metric).trim_end());
         out.push('\n');
     }
 
@@ -163,9 +180,16 @@ fn csv_field(s: &str) -> String {
 const CSV_HEADER: &str = "run,backend,workload,size_bytes,size_kib,folio,phase,regions,neighbor,arch,strategy,\
 median_ns,ci_low_ns,ci_high_ns,min_ns,mean_ns,ns_per_page,samples,flushes_per_call,layout_matches,layout,counters";
 
-/// One row per cell; empty fields where a backend has no such value.
+/// One row per cell; empty fields where a backend has no such value. A run
+/// measured in guest instructions names its columns `median_instr`,
+/// `instr_per_page`, ..., so that no reader takes them for nanoseconds.
 pub fn render_csv(run: &StoredRun) -> String {
-    let mut out = String::from(CSV_HEADER);
+    let mut out = match run.run.metric() {
+        Metric::Time => CSV_HEADER.to_string(),
+        Metric::Instructions => CSV_HEADER
+            .replace("_ns,", "_instr,")
+            .replace("ns_per_page", "instr_per_page"),
+    };
     out.push('\n');
     let id = run.run.id.to_string();
     for c in &run.cells {
@@ -240,5 +264,67 @@ mod tests {
         assert_eq!(csv_field("94% 2M, 6% 4K"), "\"94% 2M, 6% 4K\"");
         assert_eq!(csv_field("a\"b"), "\"a\"\"b\"");
         assert_eq!(CSV_HEADER.split(',').count(), 22);
+    }
+}
+
+#[cfg(test)]
+mod guest_tests {
+    use super::*;
+    use crate::record::{Accel, Guest};
+    use crate::store::{RunStatus, RunSummary, RUN_SCHEMA};
+    use crate::workload::FolioSpec;
+
+    #[test]
+    fn a_tcg_guest_run_shows_instructions_and_its_provenance() {
+        let g = Guest::new(
+            Accel::Tcg,
+            "QEMU emulator version 10.0.2",
+            "debian:6.17.13",
+            "ab12",
+        );
+        let run = StoredRun {
+            schema: RUN_SCHEMA.into(),
+            run: RunSummary {
+                id: 7,
+                kind: "bench".into(),
+                command: "ptelab vm --kernel debian:6.17.13 -- bench mprotect-toggle".into(),
+                started_at: "2026-05-01T00:00:00Z".into(),
+                finished_at: None,
+                status: RunStatus::Complete,
+                kernel_release: "6.17.13+deb13-cloud-amd64".into(),
+                arch: "x86_64".into(),
+                machine_id: "m".into(),
+                tool_version: "0.1.0".into(),
+                git_revision: None,
+                tags: vec![],
+                cells: 1,
+                guest: Some(g.clone()),
+            },
+            host: serde_json::json!({ "guest": g }),
+            cells: vec![StoredCell::Kernel(crate::record::fixtures::fixture(
+                4096,
+                180_400.0,
+                FolioSpec::Base,
+            ))],
+        };
+        let text = render_text(&run);
+        assert!(text.contains(
+            "  guest:    tcg (QEMU emulator version 10.0.2), kernel debian:6.17.13 sha256 ab12\n"
+        ));
+        assert!(text.contains("  metric:   guest instructions per call"));
+        assert!(text.contains("mprotect-toggle: median instructions per call of 10 samples"));
+        assert!(
+            text.contains("instr_per_call") && !text.contains("nsec"),
+            "{text}"
+        );
+        let csv = render_csv(&run);
+        let header = csv.lines().next().unwrap();
+        assert!(
+            header.contains(
+                ",median_instr,ci_low_instr,ci_high_instr,min_instr,mean_instr,instr_per_page,"
+            ),
+            "{header}"
+        );
+        assert!(!header.contains("_ns"), "{header}");
     }
 }

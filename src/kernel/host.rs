@@ -53,6 +53,7 @@ pub fn capture() -> anyhow::Result<Host> {
         machine_id: machine_id(),
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         git_revision: git_revision(),
+        guest: None,
     })
 }
 

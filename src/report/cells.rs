@@ -1,10 +1,11 @@
 //! Tables of measured cells in the seeds' style (`size_kib | nsec_per_call`),
 //! with the columns a reviewer asks for next: the 95% CI of the median,
-//! ns per page, TLB flushes per call and the observed layout.
+//! ns per page, TLB flushes per call and the observed layout. A run measured
+//! in guest instructions reads `instr_per_call` and `instr/page` instead.
 
 use std::fmt::Write;
 
-use crate::record::CellResult;
+use crate::record::{CellResult, Metric};
 use crate::text::table::Table;
 use crate::workload::FolioSpec;
 
@@ -14,8 +15,15 @@ pub fn heading(workload: &str, kernel: &str, cpu: &str, pin: Option<usize>) -> S
     format!("{workload} on Linux {kernel} ({cpu}, {pin})")
 }
 
-/// One table per (folio, phase, placement) group, rows by size.
+/// One table per (folio, phase, placement) group, rows by size, in time
+/// (a run on the host or a KVM guest).
 pub fn render_table(cells: &[CellResult]) -> String {
+    render_table_in(cells, Metric::Time)
+}
+
+/// [`render_table`] for cells measured in `metric`.
+pub fn render_table_in(cells: &[CellResult], metric: Metric) -> String {
+    let per_page = metric.per_page_column();
     let mut out = String::new();
     let mut groups: Vec<(FolioSpec, Option<String>, bool)> = Vec::new();
     for c in cells {
@@ -37,11 +45,11 @@ pub fn render_table(cells: &[CellResult]) -> String {
         let mut t = Table::new()
             .right("size_kib")
             .min_width(9)
-            .right("nsec_per_call")
+            .right(metric.per_call_column())
             .min_width(13)
             .right("95% CI")
             .min_width(7)
-            .right("ns/page")
+            .right(per_page)
             .min_width(9)
             .right("flushes/call")
             .min_width(12)
@@ -94,8 +102,20 @@ pub fn render_table(cells: &[CellResult]) -> String {
         out.push_str(&t.text(" | "));
         out.push('\n');
     }
-    if let Some(line) = machine_speed(cells) {
+    if let Some(line) = machine_speed(cells, metric) {
         writeln!(out, "{line}\n").unwrap();
+    }
+    // Why flushes read n/a (e.g. not observable on this arch), once each.
+    let mut why: Vec<&str> = Vec::new();
+    for c in cells {
+        if let (None, Some(w)) = (c.tlb_flushes.per_call, c.tlb_flushes.unavailable.as_deref()) {
+            if !why.contains(&w) {
+                why.push(w);
+            }
+        }
+    }
+    for w in why {
+        writeln!(out, "flushes/call n/a: {w}\n").unwrap();
     }
     let warnings: Vec<String> = cells
         .iter()
@@ -121,14 +141,16 @@ pub fn render_table(cells: &[CellResult]) -> String {
 
 /// The machine-speed probes over every block of `cells` (median and range),
 /// so a reader can tell a slow machine from a slow kernel; None when no cell
-/// recorded them.
-fn machine_speed(cells: &[CellResult]) -> Option<String> {
+/// recorded them. Under instructions the probes count instructions too
+/// (and the memory probe sees no latency), so they are not a speed.
+fn machine_speed(cells: &[CellResult], metric: Metric) -> Option<String> {
+    let units = metric.unit_words();
     let describe = |name: &str, unit: &str, per_cell: fn(&CellResult) -> &[f64]| {
         let median = crate::record::run_median(cells, per_cell)?;
         let all = cells.iter().flat_map(|c| per_cell(c).iter().copied());
         let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(l, h), p| (l.min(p), h.max(p)));
         Some(format!(
-            "{name} {median:.0} ns per {unit} ({lo:.0}-{hi:.0})"
+            "{name} {median:.0} {units} per {unit} ({lo:.0}-{hi:.0})"
         ))
     };
     let parts: Vec<String> = [
@@ -138,11 +160,15 @@ fn machine_speed(cells: &[CellResult]) -> Option<String> {
     .into_iter()
     .flatten()
     .collect();
-    (!parts.is_empty()).then(|| {
-        format!(
+    (!parts.is_empty()).then(|| match metric {
+        Metric::Time => format!(
             "machine speed, median (range) over blocks: {}",
             parts.join(", ")
-        )
+        ),
+        Metric::Instructions => format!(
+            "probes in guest instructions (not a speed), median (range) over blocks: {}",
+            parts.join(", ")
+        ),
     })
 }
 
@@ -166,18 +192,62 @@ mod tests {
     fn machine_speed_line_when_probes_were_recorded() {
         let mut a = fixture(4, 1713.0, FolioSpec::Base);
         let mut b = fixture(400, 34530.0, FolioSpec::Base);
-        assert_eq!(machine_speed(&[a.clone()]), None);
+        assert_eq!(machine_speed(&[a.clone()], Metric::Time), None);
         a.probe_ns = vec![186.0, 255.0];
         b.probe_ns = vec![190.0];
         assert_eq!(
-            machine_speed(&[a.clone(), b.clone()]).unwrap(),
+            machine_speed(&[a.clone(), b.clone()], Metric::Time).unwrap(),
             "machine speed, median (range) over blocks: kernel 190 ns per getppid (186-255)"
         );
         a.memory_probe_ns = vec![200.0, 240.0];
-        let line = machine_speed(&[a, b]).unwrap();
+        let line = machine_speed(&[a.clone(), b.clone()], Metric::Time).unwrap();
         assert!(
             line.ends_with(", memory 220 ns per load (200-240)"),
             "{line}"
         );
+        let line = machine_speed(&[a, b], Metric::Instructions).unwrap();
+        assert!(
+            line.starts_with("probes in guest instructions (not a speed)")
+                && line.contains("kernel 190 instructions per getppid (186-255)")
+                && !line.contains(" ns "),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn an_unobservable_flush_count_reads_why_never_zero() {
+        let mut c = fixture(4, 1713.0, FolioSpec::Base);
+        c.tlb_flushes = crate::record::TlbFlushes {
+            calls: 64,
+            unavailable: Some(
+                "tlb:tlb_flush cannot be counted: not observable on this arch (aarch64): \
+                 only x86 emits the tracepoint"
+                    .into(),
+            ),
+            ..Default::default()
+        };
+        let text = render_table(&[c]);
+        assert!(text.contains("|          n/a |"), "{text}");
+        assert!(!text.contains("0.00"), "{text}");
+        assert!(text.contains("flushes/call n/a: tlb:tlb_flush cannot be counted: not observable on this arch (aarch64)"), "{text}");
+    }
+
+    #[test]
+    fn instruction_table_snapshot() {
+        // A TCG guest's cells: icount figures repeat exactly (zero spread).
+        let mut cells = vec![
+            fixture(400, 34530.0, FolioSpec::Base),
+            fixture(4096, 180400.0, FolioSpec::Mthp(64 << 10)),
+        ];
+        for c in &mut cells {
+            let m = c.ns_per_call.median;
+            c.ns_per_call.ci_low = m;
+            c.ns_per_call.ci_high = m;
+            c.probe_ns = vec![298.0, 298.0];
+            c.memory_probe_ns = vec![4.0];
+        }
+        let text = render_table_in(&cells, Metric::Instructions);
+        assert!(!text.contains("nsec") && !text.contains("ns/") && !text.contains(" ns "));
+        insta::assert_snapshot!(text);
     }
 }

@@ -28,12 +28,20 @@
 //!   kernel-speed probe (ns per getppid) and whether ratios were corrected
 //!   for it, with the reason.
 //! - `summary`: counts per verdict.
+//! - `metric`: present as `"instructions"` when the runs ran in QEMU TCG
+//!   guests under icount: every per-call figure (`median_ns`) and probe
+//!   (`probe_a_ns`, ...) then holds guest instructions, not nanoseconds; the
+//!   field names are kept for schema stability. Absent means `"time"`
+//!   (nanoseconds). `a.guest`/`b.guest` give each run's accelerator, QEMU
+//!   version and kernel source; absent for host runs. Both sides always
+//!   share one metric and accelerator (`compare` refuses otherwise).
 
 use std::fmt::Write;
 
 // Re-exported: the report's view model names them here.
 pub use crate::analysis::{CompareRow, CompareView, VerdictKind};
 use crate::analysis::{Drift, Method, RunRef, SideView};
+use crate::record::Metric;
 use crate::report::markdown::{words, wrap_sep};
 use crate::text::format::ns;
 use crate::text::table::{markdown_code, markdown_escape, Table};
@@ -137,14 +145,18 @@ fn run_line(label: &str, r: &RunRef, m: Markup) -> String {
             .collect::<Vec<_>>()
             .join(","),
     };
+    let guest = r
+        .guest
+        .as_ref()
+        .map_or(String::new(), |g| format!(" in a {} guest", g.accel));
     let mut s = if r.runs.is_empty() {
         format!(
-            "{label} = run {ids} ({}, Linux {}, {}",
+            "{label} = run {ids} ({}, Linux {}{guest}, {}",
             r.kind, r.kernel_release, r.started_at
         )
     } else {
         format!(
-            "{label} = runs {ids} ({}, Linux {}, first started {}",
+            "{label} = runs {ids} ({}, Linux {}{guest}, first started {}",
             r.kind, r.kernel_release, r.started_at
         )
     };
@@ -162,32 +174,53 @@ fn pct(v: f64) -> String {
     format!("{:+.1}", v * 100.0)
 }
 
+/// The sentence naming the unit of an instruction-count comparison, for
+/// every renderer (None under time, the unit the tables always had).
+pub fn metric_line(metric: Metric) -> Option<String> {
+    (metric == Metric::Instructions).then(|| {
+        "Unit: guest instructions per call (QEMU TCG with icount), not time: it counts \
+         executed instructions and cannot see cycles, cache or TLB misses."
+            .to_string()
+    })
+}
+
 /// The method paragraph's sentence on machine drift (None when neither run
 /// recorded the probe and nothing was corrected). `replicated`: each side is
-/// several runs, whose spread already carries the drift.
-pub(crate) fn drift_line(d: &Drift, replicated: bool) -> Option<String> {
+/// several runs, whose spread already carries the drift. Under
+/// instructions the probes are instruction counts too, never corrected for.
+pub(crate) fn drift_line(d: &Drift, replicated: bool, metric: Metric) -> Option<String> {
     let (a, b) = match (d.probe_a_ns, d.probe_b_ns) {
         (Some(a), Some(b)) => (a, b),
         _ if d.why.is_empty() => return None,
         _ => return Some(format!("Machine drift: not measured ({}).", d.why)),
     };
+    let unit = metric.unit_words();
+    // A probe of 0 (nothing recorded, or an icount clock too coarse) has
+    // no ratio.
+    let change = |a: f64, b: f64| {
+        if a > 0.0 {
+            format!(" ({}%)", pct(b / a - 1.0))
+        } else {
+            String::new()
+        }
+    };
     let mut what = format!(
-        "Machine drift: kernel-speed probe (ns per getppid) A {}, B {} ({}%)",
+        "Machine drift: kernel-speed probe ({unit} per getppid) A {}, B {}{}",
         ns(a),
         ns(b),
-        pct(b / a - 1.0)
+        change(a, b)
     );
     if let (Some(ma), Some(mb)) = (d.memory_a_ns, d.memory_b_ns) {
         write!(
             what,
-            ", memory latency (ns per load) A {}, B {} ({}%)",
+            ", memory latency ({unit} per load) A {}, B {}{}",
             ns(ma),
             ns(mb),
-            pct(mb / ma - 1.0)
+            change(ma, mb)
         )
         .unwrap();
     }
-    Some(if replicated {
+    Some(if replicated || metric == Metric::Instructions {
         format!("{what}; not corrected: {}.", d.why)
     } else if d.corrected {
         format!(
@@ -231,7 +264,9 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
     let me = &view.method;
     let indent = if md { "  " } else { "" };
     match &me.replicated {
-        None => writeln!(
+        // The time wording keeps its line breaks (scripts and mails quote
+        // it); the longer instruction statistic is wrapped to fit.
+        None if view.metric == Metric::Time => writeln!(
             out,
             "{bullet}%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap\n\
              {indent}CI ({} resamples, seed {}). Verdict: Mann-Whitney U with\n\
@@ -243,6 +278,20 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
             me.family,
             me.alpha,
         ),
+        None => {
+            let text = format!(
+                "%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap CI ({} \
+                 resamples, seed {}). Verdict: Mann-Whitney U with Holm across {} cells at \
+                 alpha {}.",
+                me.statistic,
+                me.confidence * 100.0,
+                me.resamples,
+                m.code(&me.seed),
+                me.family,
+                me.alpha,
+            );
+            writeln!(out, "{}", wrap_sep(bullet, &words(&text), "", 76))
+        }
         Some(r) => {
             let text = format!(
                 "%change: {} of B vs A ({} runs vs {}, each run counted once), ± the \
@@ -262,7 +311,10 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
     .unwrap();
     let line = noise_line(me);
     writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
-    if let Some(line) = drift_line(&view.drift, me.replicated.is_some()) {
+    if let Some(line) = drift_line(&view.drift, me.replicated.is_some(), view.metric) {
+        writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
+    }
+    if let Some(line) = metric_line(view.metric) {
         writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     }
     out.push('\n');
@@ -276,10 +328,11 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
     // A corrected comparison also shows the raw change, so that the table
     // still reads B nsec / A nsec.
     let raw_column = view.rows.iter().any(|r| r.ratio_raw.is_some());
+    let unit = view.metric.side_column();
     let mut header = Table::new()
         .right("size_kib")
-        .right("A nsec")
-        .right("B nsec")
+        .right(format!("A {unit}"))
+        .right(format!("B {unit}"))
         .right("%change ±%");
     if raw_column {
         header = header.right("raw %");
@@ -376,6 +429,7 @@ pub(crate) mod tests {
             machine_id: "0123456789abcdef0123456789abcdef".into(),
             started_at: format!("2026-05-0{id}T10:00:00Z"),
             tags: tags.iter().map(|t| t.to_string()).collect(),
+            guest: None,
             runs: Vec::new(),
         }
     }
@@ -483,6 +537,7 @@ pub(crate) mod tests {
         let summary = Summary::of(&rows);
         CompareView {
             schema: SCHEMA,
+            metric: Metric::Time,
             a: run(1, "6.16.0", &["v6.16"]),
             b: run(2, "6.17.0-rc1", &[]),
             method: Method {
@@ -540,11 +595,11 @@ pub(crate) mod tests {
         d.probe_b_ns = None;
         d.why = "run 2 was measured before ptelab recorded the probe".into();
         assert_eq!(
-            drift_line(&d, false).unwrap(),
+            drift_line(&d, false, Metric::Time).unwrap(),
             "Machine drift: not measured (run 2 was measured before ptelab recorded the probe)."
         );
         d.why.clear();
-        assert_eq!(drift_line(&d, false), None);
+        assert_eq!(drift_line(&d, false, Metric::Time), None);
     }
 
     #[test]
@@ -581,6 +636,46 @@ pub(crate) mod tests {
         assert_eq!(v["rows"][0]["verdict"], "regression");
         assert_eq!(v["rows"][4]["verdict"], "not-comparable");
         insta::assert_snapshot!(text);
+    }
+
+    /// Seed 001's table from two TCG guest runs, 6.16.12 against 6.17.13,
+    /// as `ptelab compare` computes it: exact instruction counts.
+    pub(crate) fn guest_view() -> CompareView {
+        use crate::analysis::tests::{exact_cell, guest_run, opts};
+        use crate::analysis::{compare_runs, NoiseRule};
+        use crate::record::Accel;
+        use crate::workload::FolioSpec;
+        let run = |id: i64, kernel: &str, scale: f64| {
+            let cells = [(400, 34_530.0), (4096, 180_400.0), (40960, 1_804_000.0)]
+                .map(|(kib, count)| exact_cell(kib, FolioSpec::Base, count * scale));
+            let mut r = guest_run(id, Accel::Tcg, cells.into());
+            r.run.kernel_release = kernel.into();
+            r
+        };
+        let a = run(1, "6.16.12+deb13-cloud-amd64", 1.0);
+        let b = run(2, "6.17.13+deb13-cloud-amd64", 1.9);
+        compare_runs("1", &a, "2", &b, &opts(), &NoiseRule::Fixed).unwrap()
+    }
+
+    #[test]
+    fn text_in_instructions() {
+        let view = guest_view();
+        let text = render(&view, Format::Text);
+        assert!(
+            text.contains("size_kib | A instr/call | B instr/call | %change ±% | verdict"),
+            "{text}"
+        );
+        assert!(!text.contains("nsec") && !text.contains(" ns "), "{text}");
+        insta::assert_snapshot!(text);
+        insta::assert_snapshot!(render(&view, Format::Markdown));
+        let json: serde_json::Value = serde_json::from_str(&render(&view, Format::Json)).unwrap();
+        assert_eq!(json["metric"], "instructions");
+        assert_eq!(json["a"]["guest"]["accel"], "tcg");
+        assert_eq!(json["method"]["statistic"], "median instructions per call");
+        // A time comparison's document is as it always was: no metric key.
+        let time: serde_json::Value =
+            serde_json::from_str(&render(&fixture(), Format::Json)).unwrap();
+        assert!(time.get("metric").is_none() && time["a"].get("guest").is_none());
     }
 
     #[test]

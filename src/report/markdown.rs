@@ -10,9 +10,10 @@
 
 use std::fmt::Write;
 
+use crate::record::Metric;
 use crate::report::phrase::{
-    ci, cpu_line, flushes, histogram_text, kernel_line, layout_text, params_suffix, phase_suffix,
-    ratio_ci, run_title, thp_brief, tool_line, vmas,
+    ci, cpu_line, flush_notes, flushes, guest_line, histogram_text, kernel_line, layout_text,
+    params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::view::{
     ClaimRow, ComparisonInfo, ModelTable, ReportModel, RunInfo, WorkloadSection,
@@ -25,8 +26,13 @@ pub fn render_markdown(model: &ReportModel) -> anyhow::Result<Vec<u8>> {
     let mut out = String::new();
     writeln!(out, "# {}\n", md(&model.title))?;
     for (i, r) in model.runs.iter().enumerate() {
-        let same = model.runs[..i].iter().find(|p| p.env == r.env);
+        let same = model.runs[..i]
+            .iter()
+            .find(|p| p.env == r.env && p.guest == r.guest);
         environment(&mut out, r, same)?;
+    }
+    if let Some(note) = &model.metric_note {
+        writeln!(out, "{}\n", wrap_sep("", &words(&md(note)), "", 78))?;
     }
     if let Some(c) = &model.comparison {
         comparison(&mut out, c)?;
@@ -97,6 +103,13 @@ fn environment(out: &mut String, r: &RunInfo, same: Option<&RunInfo>) -> anyhow:
         md(&r.status),
         r.cells
     )?;
+    if let Some(g) = &r.guest {
+        writeln!(
+            out,
+            "{}",
+            wrap_sep("- guest:   ", &words(&md(&guest_line(g))), "", 78)
+        )?;
+    }
     if let Some(p) = same {
         writeln!(out, "- when:    {}", md(&r.started_at))?;
         writeln!(
@@ -181,14 +194,27 @@ fn workload(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
         md(&w.seed),
         w.run
     )?;
-    writeln!(
-        out,
-        "Median nsec per call with the 95% CI of the median; flushes per call\n\
-         from the tlb:tlb_flush tracepoint; layout observed from pagemap and\n\
-         kpageflags before the timed phase.\n"
-    )?;
+    match w.metric {
+        Metric::Time => writeln!(
+            out,
+            "Median nsec per call with the 95% CI of the median; flushes per call\n\
+             from the tlb:tlb_flush tracepoint; layout observed from pagemap and\n\
+             kpageflags before the timed phase.\n"
+        )?,
+        Metric::Instructions => writeln!(
+            out,
+            "Median guest instructions per call (QEMU TCG with icount: executed\n\
+             instructions, not time; blind to cycles, cache and TLB misses) with\n\
+             the 95% CI of the median; flushes per call from the tlb:tlb_flush\n\
+             tracepoint; layout observed from pagemap and kpageflags before the\n\
+             timed phase.\n"
+        )?,
+    }
     seed_block(out, w)?;
     measured_tables(out, w)?;
+    for note in flush_notes(w.series.iter().flat_map(|s| &s.rows)) {
+        writeln!(out, "{}\n", wrap_sep("", &words(&md(&note)), "", 78))?;
+    }
     ratio_tables(out, w)?;
     layout_evidence(out, w)?;
     if !w.warnings.is_empty() {
@@ -206,7 +232,7 @@ fn seed_block(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
     out.push_str("```\n");
     for s in &w.series {
         writeln!(out, "folio {}", s.label)?;
-        writeln!(out, "size_kib | nsec_per_call")?;
+        writeln!(out, "size_kib | {}", w.metric.per_call_column())?;
         for r in &s.rows {
             writeln!(out, "{} | {}", r.size_bytes >> 10, ns(r.median_ns))?;
         }
@@ -228,9 +254,9 @@ fn measured_tables(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> 
         writeln!(out, "#### folio {}\n", md(&s.label))?;
         let mut t = Table::new()
             .right("size_kib")
-            .right("nsec_per_call")
+            .right(w.metric.per_call_column())
             .right("95% CI")
-            .right("ns/page")
+            .right(w.metric.per_page_column())
             .right("flushes");
         if show_vmas {
             t = t.right("VMAs");
@@ -268,8 +294,8 @@ fn ratio_tables(out: &mut String, w: &WorkloadSection) -> anyhow::Result<()> {
         writeln!(out, "#### folio {}\n", md(&s.label))?;
         let mut t = Table::new()
             .right("size_kib")
-            .right("base nsec")
-            .right("run nsec")
+            .right(format!("base {}", w.metric.side_column()))
+            .right(format!("run {}", w.metric.side_column()))
             .right("ratio")
             .right("95% CI")
             .left("verdict");
@@ -381,10 +407,12 @@ fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
             let phase = phase_suffix(m);
             writeln!(
                 out,
-                "- measured{}: {} ns/call, {:.1} ns/page (run {})",
+                "- measured{}: {} {}, {:.1} {} (run {})",
                 md(&phase),
                 ns(m.median_ns),
+                m.metric.per_call_unit(),
                 m.ns_per_page,
+                m.metric.per_page_column(),
                 m.run
             )?;
         }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::record::{Guest, Metric};
 use crate::report::view::{
     Environment, Knob, LayoutEvidence, MeasuredRef, MeasuredRow, ModelTable, RatioRow, RunInfo,
     Verdict,
@@ -47,6 +48,21 @@ pub fn ci(r: &MeasuredRow) -> String {
 pub fn flushes(r: &MeasuredRow) -> String {
     r.flushes_per_call
         .map_or("n/a".into(), |f| format!("{f:.2}"))
+}
+
+/// Why flushes read n/a in `rows` (e.g. not observable on this arch), each
+/// reason once.
+pub fn flush_notes<'r>(rows: impl IntoIterator<Item = &'r MeasuredRow>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        if let (None, Some(why)) = (r.flushes_per_call, &r.flushes_unavailable) {
+            let note = format!("Flushes per call n/a: {why}.");
+            if !out.contains(&note) {
+                out.push(note);
+            }
+        }
+    }
+    out
 }
 
 /// `1` or `1->3`.
@@ -146,4 +162,18 @@ pub fn run_title(r: &RunInfo) -> String {
         write!(s, " ('{}')", r.name).unwrap();
     }
     s
+}
+
+/// Where a guest run ran and in what unit: `tcg (QEMU emulator version
+/// 10.0.2), kernel debian:6.17.13 ..., sha256 ab12...; figures are guest
+/// instructions, not time`.
+pub fn guest_line(g: &Guest) -> String {
+    let unit = match g.metric {
+        Metric::Instructions => "figures are guest instructions, not time",
+        Metric::Time => "figures are time",
+    };
+    format!(
+        "{} ({}), kernel {}, sha256 {}; {unit}",
+        g.accel, g.qemu_version, g.kernel_source, g.kernel_sha256
+    )
 }

@@ -70,6 +70,7 @@ pub fn tick_label(v: f64, unit: Unit, decimals: usize) -> String {
     match unit {
         Unit::Bytes => format::bytes(v),
         Unit::Nanoseconds => format::nanos(v),
+        Unit::Instructions => format::instructions(v),
         Unit::Ratio => format!("{v:.decimals$}"),
     }
 }
@@ -310,6 +311,7 @@ fn value_text(v: f64, unit: Unit) -> String {
     match unit {
         Unit::Bytes => format::bytes(v),
         Unit::Nanoseconds => format::nanos(v),
+        Unit::Instructions => format::instructions(v),
         Unit::Ratio => format!("{v:.3}"),
     }
 }

@@ -31,8 +31,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
-use crate::record::Host;
 use crate::record::{CellResult, ModelCellRecord};
+use crate::record::{Guest, Host};
 
 /// Row id of a run.
 pub type RunId = i64;
@@ -161,6 +161,10 @@ pub struct RunSummary {
     pub tags: Vec<String>,
     /// Cells stored so far.
     pub cells: u64,
+    /// The run's guest provenance (`Host::guest`, read from the stored host
+    /// record): None for a run made on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Guest>,
 }
 
 /// One stored cell, measured on the kernel or computed by the model.
@@ -641,6 +645,13 @@ impl Store {
             doc.schema == RUN_SCHEMA,
             "cannot import a '{}' document: expected schema '{RUN_SCHEMA}'",
             doc.schema
+        );
+        // The unit of every figure hangs on the guest record: refuse one
+        // that cannot be read rather than store a run that reads as time.
+        let guest = rows::guest_of(&doc.host.to_string())?;
+        anyhow::ensure!(
+            guest == doc.run.guest,
+            "the run document's summary and host disagree on where it ran"
         );
         let op = || self.what(&format!("import run {}", doc.run.id));
         let tx = self.write_tx().with_context(op)?;

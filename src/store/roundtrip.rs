@@ -12,7 +12,9 @@ use proptest::sample::select;
 
 use super::tests::host;
 use super::{RunId, RunStatus, Store, StoredCell, StoredRun, RUN_SCHEMA};
-use crate::record::{CellResult, Layout, ModelCellRecord, NsPerCall, TlbFlushes};
+use crate::record::{
+    Accel, CellResult, Guest, Host, Layout, Metric, ModelCellRecord, NsPerCall, TlbFlushes,
+};
 use crate::workload::folio::MTHP_SIZES;
 use crate::workload::{FolioSpec, WorkloadKind};
 
@@ -264,6 +266,28 @@ pub(crate) struct RunSpec {
     pub tags: Vec<String>,
     pub path: Path,
     pub cells: Vec<StoredCell>,
+    /// Where the run ran: None on the host, or a QEMU guest.
+    pub guest: Option<Guest>,
+}
+
+impl RunSpec {
+    /// The host record the run is written with.
+    pub fn host(&self) -> Host {
+        Host {
+            guest: self.guest.clone(),
+            ..host()
+        }
+    }
+}
+
+/// Where a run ran: mostly the host, else a TCG guest (instructions) or a
+/// KVM one (time), with sources as users give them.
+fn guest() -> impl Strategy<Value = Option<Guest>> {
+    prop_oneof![
+        3 => Just(None),
+        2 => (select(vec![Accel::Tcg, Accel::Kvm]), text(), text(), "[0-9a-f]{64}")
+            .prop_map(|(accel, qemu, source, sha)| Some(Guest::new(accel, &qemu, &source, &sha))),
+    ]
 }
 
 fn status() -> impl Strategy<Value = RunStatus> {
@@ -290,13 +314,15 @@ pub(crate) fn run_spec() -> impl Strategy<Value = RunSpec> {
             status().prop_map(Path::Import)
         ],
         vec(cell, 0..7),
+        guest(),
     )
-        .prop_map(|(kind, command, tags, path, cells)| RunSpec {
+        .prop_map(|(kind, command, tags, path, cells, guest)| RunSpec {
             kind: kind.into(),
             command,
             tags,
             path,
             cells,
+            guest,
         })
 }
 
@@ -304,7 +330,7 @@ pub(crate) fn run_spec() -> impl Strategy<Value = RunSpec> {
 pub(crate) fn write(store: &Store, spec: &RunSpec) -> anyhow::Result<RunId> {
     match spec.path {
         Path::Session(status) => {
-            let run = store.begin_run(&spec.kind, &spec.command, &host(), &spec.tags)?;
+            let run = store.begin_run(&spec.kind, &spec.command, &spec.host(), &spec.tags)?;
             for c in &spec.cells {
                 match c {
                     StoredCell::Kernel(k) => store.insert_cell(run, k)?,
@@ -334,8 +360,9 @@ pub(crate) fn write(store: &Store, spec: &RunSpec) -> anyhow::Result<RunId> {
                     git_revision: None,
                     tags: spec.tags.clone(),
                     cells: spec.cells.len() as u64,
+                    guest: spec.guest.clone(),
                 },
-                host: serde_json::to_value(host())?,
+                host: serde_json::to_value(spec.host())?,
                 cells: spec.cells.clone(),
             };
             // As `runs --import` reads it: from the JSON text.
@@ -374,7 +401,9 @@ pub(crate) fn check(spec: &RunSpec, got: &StoredRun) -> Result<(), TestCaseError
     };
     prop_assert_eq!(r.status, effective);
     prop_assert_eq!(r.finished_at.is_some(), written != RunStatus::Running);
-    prop_assert_eq!(got.host().ok(), Some(host()));
+    prop_assert_eq!(got.host().ok(), Some(spec.host()));
+    prop_assert_eq!(&r.guest, &spec.guest);
+    prop_assert_eq!(r.metric(), spec.host().metric());
     Ok(())
 }
 
@@ -421,6 +450,20 @@ fn the_generators_reach_every_edge() {
             n(&|c| c.tlb_flushes.per_call.is_none()),
         ),
         ("mismatched layout", n(&|c| !c.layout.matches)),
+        (
+            "instruction runs",
+            specs
+                .iter()
+                .filter(|s| s.host().metric() == Metric::Instructions)
+                .count(),
+        ),
+        (
+            "kvm guest runs",
+            specs
+                .iter()
+                .filter(|s| s.guest.as_ref().is_some_and(|g| g.accel == Accel::Kvm))
+                .count(),
+        ),
         (
             "model cells",
             specs

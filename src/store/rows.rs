@@ -7,7 +7,7 @@ use anyhow::Context;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{RunId, RunStatus, RunSummary, StoredCell};
-use crate::record::{CellResult, ModelCellRecord};
+use crate::record::{CellResult, Guest, Metric, ModelCellRecord};
 
 /// Values of a new `run` row.
 pub(super) struct NewRun<'a> {
@@ -157,8 +157,21 @@ pub(super) fn insert_model_cell(
     Ok(id)
 }
 
-fn summary_of(row: &Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
+impl RunSummary {
+    /// The unit of the run's per-call figures.
+    pub fn metric(&self) -> Metric {
+        crate::record::metric_of(self.guest.as_ref())
+    }
+
+    /// Where the run ran: `host`, or `tcg guest aarch64`.
+    pub fn place(&self) -> String {
+        crate::record::place(self.guest.as_ref(), &self.arch)
+    }
+}
+
+fn summary_of(row: &Row<'_>) -> rusqlite::Result<(RunSummary, String, String)> {
     let status: String = row.get("status")?;
+    let host: String = row.get("host_json")?;
     Ok((
         RunSummary {
             id: row.get("id")?,
@@ -174,8 +187,10 @@ fn summary_of(row: &Row<'_>) -> rusqlite::Result<(RunSummary, String)> {
             git_revision: row.get("git_revision")?,
             tags: Vec::new(),
             cells: row.get::<_, i64>("cells")? as u64,
+            guest: None,
         },
         status,
+        host,
     ))
 }
 
@@ -202,12 +217,27 @@ pub(super) fn select_runs(
         tags.entry(run).or_default().push(tag);
     }
     rows.into_iter()
-        .map(|(mut s, status)| {
+        .map(|(mut s, status, host)| {
             s.status = RunStatus::parse(&status)?;
+            s.guest = guest_of(&host).with_context(|| format!("run {}", s.id))?;
             s.tags = tags.remove(&s.id).unwrap_or_default();
             Ok(s)
         })
         .collect()
+}
+
+/// The guest provenance in a stored host record: None when the record has
+/// none (a host run), an error when it has one of an unknown shape (the
+/// run's unit would otherwise be guessed).
+pub(super) fn guest_of(host_json: &str) -> anyhow::Result<Option<Guest>> {
+    #[derive(serde::Deserialize)]
+    struct Only {
+        #[serde(default)]
+        guest: Option<Guest>,
+    }
+    let only: Only =
+        serde_json::from_str(host_json).context("malformed guest record in the run's host")?;
+    Ok(only.guest)
 }
 
 pub(super) fn select_host(conn: &Connection, run: RunId) -> anyhow::Result<serde_json::Value> {

@@ -24,6 +24,7 @@ pub(crate) fn host() -> Host {
         machine_id: "0123456789abcdef0123456789abcdef".into(),
         tool_version: "0.1.0".into(),
         git_revision: Some("abc1234".into()),
+        guest: None,
     }
 }
 
@@ -457,4 +458,39 @@ fn undefined_figures_read_back_as_undefined() {
         .ns_per_call
         .ci_high
         .is_nan());
+}
+
+#[test]
+fn a_guest_run_keeps_its_provenance_and_a_bad_one_is_refused() {
+    use crate::record::{Accel, Guest, Metric};
+    let (_d, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let guest = Guest::new(
+        Accel::Tcg,
+        "QEMU emulator version 10.0.2",
+        "debian:6.17.13 linux-image-6.17.13+deb13-cloud-amd64 6.17.13-1",
+        &"ab".repeat(32),
+    );
+    let h = Host {
+        guest: Some(guest.clone()),
+        ..host()
+    };
+    let run = store.begin_run("bench", "ptelab vm", &h, &[]).unwrap();
+    store.finish_run(run, RunStatus::Complete).unwrap();
+    let doc = store.load(run).unwrap();
+    assert_eq!(doc.run.guest.as_ref(), Some(&guest));
+    assert_eq!(doc.run.metric(), Metric::Instructions);
+    assert_eq!(doc.host().unwrap(), h);
+    assert_eq!(store.runs().unwrap()[0].place(), "tcg guest x86_64");
+
+    // A document whose host says one thing and summary another, or whose
+    // guest record has an unknown shape, is not imported half-read.
+    let mut lying = doc.clone();
+    lying.run.guest = None;
+    let err = store.import_run(&lying).unwrap_err();
+    assert!(err.to_string().contains("disagree"), "{err}");
+    let mut bad = doc.clone();
+    bad.host["guest"]["metric"] = "cycles".into();
+    assert!(store.import_run(&bad).is_err());
+    assert_eq!(store.runs().unwrap().len(), 1);
 }

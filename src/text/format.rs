@@ -51,6 +51,17 @@ pub fn nanos(ns: f64) -> String {
     format!("{} ns", trim(ns))
 }
 
+/// A count of instructions in the largest decimal unit it reaches, to three
+/// significant digits: `500 instr`, `1.5K instr`, `2M instr`, `1G instr`.
+pub fn instructions(v: f64) -> String {
+    for (scale, unit) in [(1e9, "G"), (1e6, "M"), (1e3, "K")] {
+        if v >= scale {
+            return format!("{}{unit} instr", trim(v / scale));
+        }
+    }
+    format!("{} instr", trim(v))
+}
+
 /// A p-value: three decimals, or scientific notation below 0.001.
 pub fn p_value(p: f64) -> String {
     if p >= 0.001 {
@@ -120,6 +131,14 @@ mod tests {
         assert_eq!(nanos(2_500_000.0), "2.5 ms");
         assert_eq!(nanos(1.5e9), "1.5 s");
         assert_eq!(nanos(1e3), "1 µs");
+    }
+
+    #[test]
+    fn instruction_counts_in_decimal_units() {
+        assert_eq!(instructions(500.0), "500 instr");
+        assert_eq!(instructions(1500.0), "1.5K instr");
+        assert_eq!(instructions(2e6), "2M instr");
+        assert_eq!(instructions(1.25e9), "1.25G instr");
     }
 
     #[test]

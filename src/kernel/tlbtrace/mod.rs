@@ -154,9 +154,29 @@ pub struct FlushCounter {
     tally: Breakdown,
 }
 
+/// Why `tlb:tlb_flush` cannot count anything on `arch` (`uname -m`), when
+/// it cannot. The tracepoint is defined in generic code
+/// (include/trace/events/tlb.h) and exists on every arch, but only x86
+/// (arch/x86/mm/tlb.c) emits it: elsewhere a count would read 0 flushes
+/// whatever the kernel did.
+pub fn arch_unobservable(arch: &str) -> Option<Unavailable> {
+    (!matches!(arch, "x86_64" | "x86" | "i386" | "i686")).then(|| {
+        Unavailable::new(format!(
+            "not observable on this arch ({arch}): only x86 emits the tracepoint"
+        ))
+    })
+}
+
+/// [`arch_unobservable`] for the arch this binary runs on (a native binary
+/// runs on a kernel of its own arch).
+fn this_arch_unobservable() -> Result<(), Unavailable> {
+    arch_unobservable(std::env::consts::ARCH).map_or(Ok(()), Err)
+}
+
 impl FlushCounter {
     /// Open the counter (and, with `with_breakdown`, the sampler) disabled.
     pub fn open(with_breakdown: bool) -> Result<FlushCounter, Unavailable> {
+        this_arch_unobservable()?;
         let info = tracefs::tracepoint_info()?;
         let counter = Event::open(info.id)?;
         let sampler = if with_breakdown {
@@ -245,6 +265,7 @@ pub struct Availability {
 /// Open (and close) the counter exactly as a measurement does
 /// ([`count_flushes_with`]): `Err` says why flushes cannot be counted here.
 pub fn availability() -> Result<Availability, Unavailable> {
+    this_arch_unobservable()?;
     let info = tracefs::tracepoint_info()?;
     let counter = FlushCounter::open_best()?;
     let no_breakdown = match counter.has_breakdown() {

@@ -355,3 +355,23 @@ fn leaves_tracefs_as_found() {
     assert!(info.id > 0);
     assert_eq!(tracefs_mounts(), before);
 }
+
+#[test]
+fn the_count_is_unobservable_where_the_arch_never_emits_the_tracepoint() {
+    // arm64 defines tlb:tlb_flush but never emits it: a count there would
+    // read 0 flushes per call, so it is refused with the reason instead.
+    for arch in ["aarch64", "riscv64", "s390x"] {
+        let why = arch_unobservable(arch).unwrap().to_string();
+        assert!(why.contains("not observable on this arch"), "{why}");
+        assert!(why.contains(arch), "{why}");
+    }
+    assert_eq!(arch_unobservable("x86_64"), None);
+    if std::env::consts::ARCH != "x86_64" {
+        let t = count_flushes(3, || {});
+        assert_eq!(t.per_call, None);
+        assert!(t
+            .unavailable
+            .unwrap()
+            .contains("not observable on this arch"));
+    }
+}

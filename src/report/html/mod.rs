@@ -12,9 +12,10 @@
 
 use askama::Template;
 
+use crate::record::Metric;
 use crate::report::phrase::{
-    ci, cpu_line, flushes, histogram_text, kernel_line, layout_text, params_suffix, phase_suffix,
-    ratio_ci, run_title, thp_brief, tool_line, vmas,
+    ci, cpu_line, flush_notes, flushes, guest_line, histogram_text, kernel_line, layout_text,
+    params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::plot::{color, escape, Plotter, SvgPlotter};
 use crate::report::view::{
@@ -52,6 +53,8 @@ struct Page<'a> {
     models: Vec<ModelBlock<'a>>,
     /// The claims table (HTML, escaped by [`Table`]).
     claims: Option<String>,
+    /// The runs were measured in different units (time, instructions).
+    metric_note: Option<&'a str>,
 }
 
 impl<'a> Page<'a> {
@@ -77,7 +80,14 @@ impl<'a> Page<'a> {
             .runs
             .iter()
             .enumerate()
-            .map(|(i, r)| RunBlock::new(r, model.runs[..i].iter().find(|p| p.env == r.env)))
+            .map(|(i, r)| {
+                RunBlock::new(
+                    r,
+                    model.runs[..i]
+                        .iter()
+                        .find(|p| p.env == r.env && p.guest == r.guest),
+                )
+            })
             .collect();
         Page {
             title: &model.title,
@@ -93,6 +103,7 @@ impl<'a> Page<'a> {
                 .collect(),
             models: model.models.iter().map(ModelBlock::new).collect(),
             claims: (!model.claims.is_empty()).then(|| claims_table(&model.claims)),
+            metric_note: model.metric_note.as_deref(),
         }
     }
 }
@@ -170,6 +181,9 @@ impl<'a> RunBlock<'a> {
         if !e.thp_knobs.is_empty() {
             rows.push(kv("THP", thp_brief(&e.thp_knobs).join(", ")));
         }
+        if let Some(g) = &r.guest {
+            rows.push(kv("guest", guest_line(g)));
+        }
         rows.push(kv("ptelab", tool_line(e)));
         rows.push(kv_code("machine id", e.machine_id.as_str(), ""));
         rows.push(kv_code("command", r.command.as_str(), "cmdline"));
@@ -223,6 +237,12 @@ fn verdict_class(v: Verdict) -> &'static str {
 
 struct WorkloadBlock<'a> {
     w: &'a WorkloadSection,
+    /// `Median nsec per call`, or the instruction metric's sentence.
+    median_of: &'static str,
+    /// A side's column in the ratio table: `nsec`, `instr/call`.
+    side: &'static str,
+    /// Why flushes read n/a, each reason once.
+    flush_notes: Vec<String>,
     id: String,
     /// Inline SVG, escaped by the plotter.
     plots: Vec<String>,
@@ -263,12 +283,21 @@ impl<'a> WorkloadBlock<'a> {
     fn new(w: &'a WorkloadSection, plotter: &dyn Plotter) -> WorkloadBlock<'a> {
         WorkloadBlock {
             w,
+            median_of: match w.metric {
+                Metric::Time => "Median nsec per call",
+                Metric::Instructions => {
+                    "Median guest instructions per call (QEMU TCG with icount: executed \
+                     instructions, not time; blind to cycles, cache and TLB misses)"
+                }
+            },
+            side: w.metric.side_column(),
+            flush_notes: flush_notes(w.series.iter().flat_map(|s| &s.rows)),
             id: format!("run{}-{}", w.run, w.workload),
             plots: w.plots.iter().map(|p| plotter.plot(p)).collect(),
             measured: w
                 .series
                 .iter()
-                .map(|s| (s.label.as_str(), measured_table(&s.rows)))
+                .map(|s| (s.label.as_str(), measured_table(&s.rows, w.metric)))
                 .collect(),
             ratios: w
                 .comparison
@@ -284,13 +313,13 @@ impl<'a> WorkloadBlock<'a> {
     }
 }
 
-fn measured_table(rows: &[crate::report::view::MeasuredRow]) -> String {
+fn measured_table(rows: &[crate::report::view::MeasuredRow], metric: Metric) -> String {
     let mut t = Table::new()
         .class("cells")
         .right("size_kib")
-        .right("nsec_per_call")
+        .right(metric.per_call_column())
         .right("95% CI")
-        .right("ns/page")
+        .right(metric.per_page_column())
         .right("flushes/call")
         .right("VMAs")
         .right("samples")
@@ -406,10 +435,12 @@ impl<'a> ModelBlock<'a> {
                         .iter()
                         .map(|m| {
                             format!(
-                                "measured{}: {} ns/call, {:.1} ns/page (run {})",
+                                "measured{}: {} {}, {:.1} {} (run {})",
                                 phase_suffix(m),
                                 ns(m.median_ns),
+                                m.metric.per_call_unit(),
                                 m.ns_per_page,
+                                m.metric.per_page_column(),
                                 m.run
                             )
                         })

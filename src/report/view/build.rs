@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::types::*;
-use crate::record::{CellResult, ModelCellRecord};
+use crate::record::{CellResult, Metric, ModelCellRecord};
 use crate::report::compare::{CompareRow, CompareView};
 use crate::store::StoredRun;
 use crate::text::format::size as format_size;
@@ -73,10 +73,10 @@ impl<'a> ReportBuilder<'a> {
             }
         }
 
-        let measured: Vec<(i64, &CellResult)> = self
+        let measured: Vec<(&StoredRun, &CellResult)> = self
             .runs
             .iter()
-            .flat_map(|(_, r)| r.kernel_cells().map(|c| (r.run.id, c)))
+            .flat_map(|(_, r)| r.kernel_cells().map(move |c| (*r, c)))
             .collect();
         let mut models = Vec::new();
         for (_, r) in self.runs.iter().chain(&self.model_runs) {
@@ -91,8 +91,43 @@ impl<'a> ReportBuilder<'a> {
             workloads,
             models,
             claims: self.claims,
+            metric_note: metric_note(
+                self.runs
+                    .iter()
+                    .map(|(_, r)| *r)
+                    .chain(self.baseline.map(|(_, r, _)| r)),
+            ),
         }
     }
+}
+
+/// "Runs in different units: …" when `runs` were not all measured in one
+/// metric.
+fn metric_note<'r>(runs: impl Iterator<Item = &'r StoredRun>) -> Option<String> {
+    let runs: Vec<&StoredRun> = runs.collect();
+    let first = runs.first()?.run.metric();
+    if runs.iter().all(|r| r.run.metric() == first) {
+        return None;
+    }
+    let which = |m: Metric| {
+        let ids: Vec<String> = runs
+            .iter()
+            .filter(|r| r.run.metric() == m)
+            .map(|r| r.run.id.to_string())
+            .collect();
+        format!(
+            "run{} {} in {}",
+            if ids.len() == 1 { "" } else { "s" },
+            ids.join(", "),
+            m.per_call_words()
+        )
+    };
+    Some(format!(
+        "These runs were measured in different units ({}; {}): their figures are not \
+         comparable, and each run is plotted on its own axes.",
+        which(Metric::Time),
+        which(Metric::Instructions)
+    ))
 }
 
 fn host_str(host: &serde_json::Value, key: &str) -> Option<String> {
@@ -128,6 +163,7 @@ fn run_info(role: RunRole, name: &str, r: &StoredRun) -> RunInfo {
         finished_at: s.finished_at.clone(),
         tags: s.tags.clone(),
         cells: s.cells,
+        guest: s.guest.clone(),
         env: Environment {
             kernel_release: host_str(h, "kernel_release").unwrap_or(s.kernel_release.clone()),
             kernel_version: host_str(h, "kernel_version"),
@@ -164,7 +200,11 @@ fn comparison_info(v: &CompareView) -> ComparisonInfo {
         noise: m.noise,
         noise_line: Some(crate::report::compare::noise_line(m)),
         min_samples: m.min_samples,
-        drift: crate::report::compare::drift_line(&v.drift, v.method.replicated.is_some()),
+        drift: crate::report::compare::drift_line(
+            &v.drift,
+            v.method.replicated.is_some(),
+            v.metric,
+        ),
         cells: s.cells,
         regressions: s.regressions,
         improvements: s.improvements,
@@ -297,7 +337,11 @@ type Baseline<'a> = (&'a str, &'a StoredRun, &'a CompareView);
 /// The section of `workload` in run `r`: its series, the ratios to the
 /// baseline, the plots and the warnings.
 fn section(r: &StoredRun, workload: &'static str, baseline: Option<Baseline>) -> WorkloadSection {
+    let metric = r.run.metric();
     let groups = grouped(r.kernel_cells(), workload);
+    // A baseline in another unit shares no axis with the run (compare
+    // refuses the pair, so this only guards a hand-built report).
+    let baseline = baseline.filter(|(_, b, _)| b.run.metric() == metric);
     let base_groups =
         baseline.map_or_else(Vec::new, |(_, b, _)| grouped(b.kernel_cells(), workload));
     let comparison = baseline.map_or_else(Vec::new, |(_, _, cmp)| ratio_series(cmp, workload));
@@ -306,15 +350,26 @@ fn section(r: &StoredRun, workload: &'static str, baseline: Option<Baseline>) ->
     let base = baseline.map(|(_, b, _)| (b.run.id, base_groups.as_slice()));
     let mut plots: Vec<Plot> = [false, true]
         .into_iter()
-        .map(|per_page| time_plot(&id, workload, (r.run.id, &groups), base, per_page, &colors))
+        .map(|per_page| {
+            let run = (r.run.id, groups.as_slice());
+            time_plot(&id, workload, run, base, (per_page, metric), &colors)
+        })
         .collect();
     if !comparison.is_empty() {
-        plots.push(ratio_plot(&id, workload, r.run.id, &comparison, &colors));
+        plots.push(ratio_plot(
+            &id,
+            workload,
+            r.run.id,
+            &comparison,
+            &colors,
+            metric,
+        ));
     }
     WorkloadSection {
         workload: workload.to_string(),
         seed: seed_of(r, workload),
         run: r.run.id,
+        metric,
         series: measured_series(&groups),
         comparison,
         plots,
@@ -382,14 +437,14 @@ impl Colors {
     }
 }
 
-/// ns per call (or per page) against region size: the run's curves, and
-/// the baseline's dashed in the same colours.
+/// ns (or instructions) per call, or per page, against region size: the
+/// run's curves, and the baseline's dashed in the same colours.
 fn time_plot(
     id: &str,
     workload: &str,
     (run, groups): (i64, &Groups),
     baseline: Option<(i64, &Groups)>,
-    per_page: bool,
+    (per_page, metric): (bool, Metric),
     colors: &Colors,
 ) -> Plot {
     // Curves are named by run only when a baseline shares the plot.
@@ -412,10 +467,31 @@ fn time_plot(
     if let Some((b, base_groups)) = baseline {
         series.extend(curves(b, base_groups, true));
     }
-    let (what, per, unit_label) = if per_page {
-        ("ns-page", "ns per page", "time per 4K page (log scale)")
-    } else {
-        ("ns-call", "ns per call", "time per call (log scale)")
+    let (what, per, unit_label, unit) = match (metric, per_page) {
+        (Metric::Time, true) => (
+            "ns-page",
+            "ns per page",
+            "time per 4K page (log scale)",
+            Unit::Nanoseconds,
+        ),
+        (Metric::Time, false) => (
+            "ns-call",
+            "ns per call",
+            "time per call (log scale)",
+            Unit::Nanoseconds,
+        ),
+        (Metric::Instructions, true) => (
+            "instr-page",
+            "instructions per page",
+            "guest instructions per 4K page (log scale)",
+            Unit::Instructions,
+        ),
+        (Metric::Instructions, false) => (
+            "instr-call",
+            "instructions per call",
+            "guest instructions per call (log scale)",
+            Unit::Instructions,
+        ),
     };
     Plot {
         id: format!("{id}-{what}"),
@@ -424,7 +500,7 @@ fn time_plot(
         y: Axis {
             label: unit_label.into(),
             scale: Scale::Log10,
-            unit: Unit::Nanoseconds,
+            unit,
         },
         series,
         reference: None,
@@ -438,10 +514,15 @@ fn ratio_plot(
     run: i64,
     comparison: &[RatioSeries],
     colors: &Colors,
+    metric: Metric,
 ) -> Plot {
+    let per = match metric {
+        Metric::Time => "ns per call",
+        Metric::Instructions => "instructions per call",
+    };
     Plot {
         id: format!("{id}-ratio"),
-        title: format!("{workload}: run {run} / baseline, median ns per call"),
+        title: format!("{workload}: run {run} / baseline, median {per}"),
         x: size_axis(),
         y: Axis {
             label: "ratio of medians (95% bootstrap CI)".into(),
@@ -524,7 +605,7 @@ fn params_text(p: &serde_json::Value) -> String {
 /// The model cells of `r`, one table per (workload, arch, parameters) with
 /// a column per strategy and a cell view per (size, folio), the measured
 /// times of the same cell beside them.
-fn model_tables(r: &StoredRun, measured: &[(i64, &CellResult)]) -> Vec<ModelTable> {
+fn model_tables(r: &StoredRun, measured: &[(&StoredRun, &CellResult)]) -> Vec<ModelTable> {
     let cells: Vec<&ModelCellRecord> = r.model_cells().collect();
     let mut tables = empty_model_tables(r.run.id, &cells);
     for t in &mut tables {
@@ -627,7 +708,7 @@ fn counter_rows(strategies: &[String], at: &[&ModelCellRecord]) -> Vec<CounterRo
 /// Measured single-region, unmerged cells of the same workload, size and
 /// folio, to show beside the model's counters.
 fn measured_refs(
-    measured: &[(i64, &CellResult)],
+    measured: &[(&StoredRun, &CellResult)],
     workload: &str,
     size: u64,
     folio: &str,
@@ -642,10 +723,11 @@ fn measured_refs(
                 && !c.neighbor
         })
         .map(|(run, c)| MeasuredRef {
-            run: *run,
+            run: run.run.id,
             phase: c.phase.clone(),
             median_ns: c.ns_per_call.median,
             ns_per_page: c.ns_per_page,
+            metric: run.run.metric(),
         })
         .collect()
 }

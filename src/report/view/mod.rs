@@ -103,6 +103,7 @@ pub(crate) mod tests {
                 git_revision: Some("abc1234".into()),
                 tags: vec![format!("v{kernel}")],
                 cells: cells.len() as u64,
+                guest: None,
             },
             host: serde_json::json!({
                 "kernel_release": kernel,
@@ -190,6 +191,120 @@ pub(crate) mod tests {
                 verdict: "reproduced".into(),
             })
             .build()
+    }
+
+    /// `run` as if measured in a QEMU TCG guest (instructions).
+    fn in_tcg_guest(mut run: StoredRun) -> StoredRun {
+        let g = crate::record::Guest::new(
+            crate::record::Accel::Tcg,
+            "QEMU emulator version 10.0.2",
+            &format!("debian:{}", run.run.kernel_release),
+            &"ab".repeat(32),
+        );
+        run.host["guest"] = serde_json::to_value(&g).unwrap();
+        run.run.guest = Some(g);
+        run
+    }
+
+    #[test]
+    fn a_guest_report_is_in_instructions_throughout() {
+        let (base, run) = fixture_runs();
+        let (base, run) = (in_tcg_guest(base), in_tcg_guest(run));
+        let opts = CompareOpts {
+            resamples: 500,
+            ..CompareOpts::default()
+        };
+        let cmp = compare_runs("1", &base, "latest", &run, &opts, &NoiseRule::Fixed).unwrap();
+        let m = ReportBuilder::new("ptelab report: run 2 vs run 1")
+            .run("latest", &run)
+            .baseline("1", &base, &cmp)
+            .build();
+        assert_eq!(m.metric_note, None);
+        let md = String::from_utf8(crate::report::markdown::render_markdown(&m).unwrap()).unwrap();
+        for unit in ["nsec", " ns/", " ns ", " ns per", "time per"] {
+            assert!(!md.contains(unit), "{unit} in {md}");
+        }
+        // The run's own section: the seeds' block, the tables, the ratios.
+        let from = md.find("## mprotect-toggle").unwrap();
+        let to = md.find("### Layout").unwrap_or(md.len());
+        insta::assert_snapshot!(&md[from..to]);
+        assert!(
+            md.contains("- guest:   tcg (QEMU emulator version 10.0.2), kernel debian:6.17.0-rc1")
+        );
+
+        let html = String::from_utf8(crate::report::html::render_html(&m).unwrap()).unwrap();
+        assert!(
+            html.contains("guest instructions per call (log scale)"),
+            "axis"
+        );
+        assert!(
+            html.contains("guest instructions per 4K page (log scale)"),
+            "axis"
+        );
+        assert!(html.contains("K instr</text>"), "ticks");
+        assert!(html.contains("<th class=\"n\">instr_per_call</th>"));
+        assert!(html.contains("baseline instr/call"));
+        for unit in ["nsec", "ns/page", " ns<", "time per"] {
+            assert!(!html.contains(unit), "{unit} in the HTML report");
+        }
+    }
+
+    #[test]
+    fn an_unobservable_flush_count_reads_why_in_reports() {
+        let (_, mut run) = fixture_runs();
+        let why = "tlb:tlb_flush cannot be counted: not observable on this arch (aarch64): \
+                   only x86 emits the tracepoint";
+        for c in run.cells.iter_mut() {
+            if let StoredCell::Kernel(k) = c {
+                k.tlb_flushes = crate::record::TlbFlushes {
+                    calls: 64,
+                    unavailable: Some(why.into()),
+                    ..Default::default()
+                };
+            }
+        }
+        let m = ReportBuilder::new("arm64").run("2", &run).build();
+        let md = String::from_utf8(crate::report::markdown::render_markdown(&m).unwrap()).unwrap();
+        assert!(
+            md.contains("not observable on this") && md.contains("(aarch64)"),
+            "{md}"
+        );
+        assert_eq!(md.matches("Flushes per call n/a").count(), 1, "{md}");
+        assert!(!md.contains("0.00"), "{md}");
+        let html = String::from_utf8(crate::report::html::render_html(&m).unwrap()).unwrap();
+        assert!(html.contains("Flushes per call n/a: tlb:tlb_flush cannot be counted: not observable on this arch (aarch64)"));
+    }
+
+    #[test]
+    fn a_report_of_time_and_instructions_says_so_and_keeps_their_axes_apart() {
+        let (base, run) = fixture_runs();
+        let guest = in_tcg_guest(run);
+        let m = ReportBuilder::new("mixed")
+            .run("1", &base)
+            .run("2", &guest)
+            .build();
+        let note = m.metric_note.clone().unwrap();
+        assert!(
+            note.contains("run 1 in nsec per call; run 2 in instructions per call"),
+            "{note}"
+        );
+        // Each run's plots are its own, each in its own unit.
+        for w in &m.workloads {
+            let want = if w.run == 1 {
+                Unit::Nanoseconds
+            } else {
+                Unit::Instructions
+            };
+            assert!(w
+                .plots
+                .iter()
+                .filter(|p| p.y.unit != Unit::Ratio)
+                .all(|p| p.y.unit == want));
+        }
+        let md = String::from_utf8(crate::report::markdown::render_markdown(&m).unwrap()).unwrap();
+        assert!(md.contains("measured in different units"), "{md}");
+        let html = String::from_utf8(crate::report::html::render_html(&m).unwrap()).unwrap();
+        assert!(html.contains("measured in different units"));
     }
 
     #[test]

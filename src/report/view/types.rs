@@ -3,6 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::record::{Guest, Metric};
+
+fn is_time(m: &Metric) -> bool {
+    *m == Metric::Time
+}
+
 /// `schema` value of the JSON document.
 pub const SCHEMA: &str = "ptelab/report/v1";
 
@@ -21,6 +27,11 @@ pub struct ReportModel {
     pub models: Vec<ModelTable>,
     /// Published figure vs measured vs model, with a verdict per claim.
     pub claims: Vec<ClaimRow>,
+    /// Set when the measured runs were not all measured in one metric (time
+    /// and guest instructions): says which is which. Each run keeps its own
+    /// plots; nothing draws the two units on one axis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric_note: Option<String>,
 }
 
 /// Why a run is in the report.
@@ -62,6 +73,10 @@ pub struct RunInfo {
     /// Cells stored in the run.
     pub cells: u64,
     pub env: Environment,
+    /// Set when the run ran in a QEMU guest (`record::Guest`); `env` is then
+    /// the guest's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Guest>,
 }
 
 /// The environment recorded with a run (its host record), as far as the
@@ -131,6 +146,11 @@ pub struct WorkloadSection {
     /// The seed document the workload reproduces ("001").
     pub seed: String,
     pub run: i64,
+    /// The unit of every per-call figure of the section: under
+    /// `"instructions"` the `*_ns` fields hold guest instructions (names
+    /// kept for schema stability). Absent: `"time"`, nanoseconds.
+    #[serde(default, skip_serializing_if = "is_time")]
+    pub metric: Metric,
     /// One series per (folio, phase, regions, placement), rows by size.
     pub series: Vec<MeasuredSeries>,
     /// Ratio to the baseline per series; empty without a baseline.
@@ -302,6 +322,8 @@ pub enum Unit {
     Bytes,
     /// Times: 100 ns, 1 µs, 10 ms.
     Nanoseconds,
+    /// Guest instruction counts (TCG icount): 100 instr, 1K instr, 1M instr.
+    Instructions,
     /// Plain numbers: 0.8, 1.0, 1.2.
     Ratio,
 }
@@ -356,8 +378,11 @@ pub struct ModelCellView {
 pub struct MeasuredRef {
     pub run: i64,
     pub phase: Option<String>,
+    /// In `metric`'s unit (ns, or guest instructions).
     pub median_ns: f64,
     pub ns_per_page: f64,
+    #[serde(default, skip_serializing_if = "is_time")]
+    pub metric: Metric,
 }
 
 /// One counter, per call, per strategy (`None`: the strategy has no cell).
