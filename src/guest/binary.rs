@@ -64,32 +64,42 @@ fn machine(arch: Arch) -> (u16, &'static str) {
 // Called by `ptelab vm` (issue 11), which lands with the guest runner.
 #[allow(dead_code)]
 pub fn guest_binary(arch: Arch) -> anyhow::Result<PathBuf> {
-    let var = env_var(arch);
-    if let Some(path) = std::env::var_os(var) {
-        let path = PathBuf::from(path);
-        if let Err(why) = check_file(&path, arch) {
-            return Err(usage(format!(
-                "{var}={}: {why}; accepted: a static {} ELF executable such as `cargo {} \
-                 --target {}` makes",
-                path.display(),
-                machine(arch).1,
-                BUILD.join(" "),
-                triple(arch)
-            )));
-        }
-        return Ok(path);
+    if let Some(path) = std::env::var_os(env_var(arch)) {
+        return overridden(arch, PathBuf::from(path));
     }
-    let Some(tree) = source_tree() else {
-        return Err(usage(format!(
-            "no guest binary for {arch}: this ptelab does not run from its source tree ({} \
-             is gone), so it cannot build one; set {var} to a static ptelab for {arch} \
-             (`cargo {} --target {}` in ptelab's source tree)",
-            env!("CARGO_MANIFEST_DIR"),
+    match source_tree() {
+        Some(tree) => build(&tree, arch),
+        None => Err(no_source_tree(arch, Path::new(env!("CARGO_MANIFEST_DIR")))),
+    }
+}
+
+/// The binary the environment names, if it is a static one for `arch`.
+fn overridden(arch: Arch, path: PathBuf) -> anyhow::Result<PathBuf> {
+    match check_file(&path, arch) {
+        Ok(()) => Ok(path),
+        Err(why) => Err(usage(format!(
+            "{}={}: {why}; accepted: a static {} ELF executable such as `cargo {} --target {}` \
+             makes",
+            env_var(arch),
+            path.display(),
+            machine(arch).1,
             BUILD.join(" "),
             triple(arch)
-        )));
-    };
-    build(&tree, arch)
+        ))),
+    }
+}
+
+/// Without a source tree to build in, the override is the only way.
+fn no_source_tree(arch: Arch, tree: &Path) -> anyhow::Error {
+    usage(format!(
+        "no guest binary for {arch}: this ptelab does not run from its source tree ({} is \
+         gone), so it cannot build one; set {} to a static ptelab for {arch} (`cargo {} \
+         --target {}` in ptelab's source tree)",
+        tree.display(),
+        env_var(arch),
+        BUILD.join(" "),
+        triple(arch)
+    ))
 }
 
 /// The source tree this binary was built from, when it is still there.
@@ -402,6 +412,46 @@ mod tests {
         let good = dir.path().join("good");
         std::fs::write(&good, elf(header::EM_AARCH64, header::ET_EXEC, &[LOAD])).unwrap();
         assert_eq!(check_file(&good, Arch::Arm64), Ok(()));
+    }
+
+    #[test]
+    fn a_bad_override_is_bad_input_naming_the_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let x86 = dir.path().join("ptelab");
+        std::fs::write(&x86, elf(header::EM_X86_64, header::ET_EXEC, &[LOAD])).unwrap();
+        assert_eq!(overridden(Arch::X86_64, x86.clone()).unwrap(), x86);
+        let err = overridden(Arch::Arm64, x86.clone()).unwrap_err();
+        assert!(crate::error::is_usage(&err));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "PTELAB_GUEST_BINARY_ARM64={}: an ELF file for X86_64 (e_machine 62), not \
+                 aarch64; accepted: a static aarch64 ELF executable such as `cargo build \
+                 --profile guest --bin ptelab --no-default-features --target \
+                 aarch64-unknown-linux-musl` makes",
+                x86.display()
+            )
+        );
+        let err = no_source_tree(Arch::X86_64, Path::new("/gone/ptelab"));
+        assert!(crate::error::is_usage(&err));
+        assert_eq!(
+            err.to_string(),
+            "no guest binary for x86_64: this ptelab does not run from its source tree \
+             (/gone/ptelab is gone), so it cannot build one; set PTELAB_GUEST_BINARY_X86_64 to \
+             a static ptelab for x86_64 (`cargo build --profile guest --bin ptelab \
+             --no-default-features --target x86_64-unknown-linux-musl` in ptelab's source tree)"
+        );
+    }
+
+    #[test]
+    fn a_target_counts_as_installed_with_its_std() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!has_std(&dir.path().join("missing")));
+        assert!(!has_std(dir.path()));
+        std::fs::write(dir.path().join("libcore-0123.rlib"), "").unwrap();
+        assert!(!has_std(dir.path()));
+        std::fs::write(dir.path().join("libstd-0123.rlib"), "").unwrap();
+        assert!(has_std(dir.path()));
     }
 
     #[test]
