@@ -180,6 +180,18 @@ pub struct RunSummary {
     pub guest: Option<Guest>,
 }
 
+impl RunSummary {
+    /// The unit of the run's per-call figures.
+    pub fn metric(&self) -> crate::record::Metric {
+        crate::record::metric_of(self.guest.as_ref())
+    }
+
+    /// Where the run ran: `host`, or `tcg guest aarch64`.
+    pub fn place(&self) -> String {
+        crate::record::place(self.guest.as_ref(), &self.arch)
+    }
+}
+
 /// One stored cell, measured on the kernel or computed by the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "backend", content = "cell", rename_all = "lowercase")]

@@ -7,7 +7,7 @@ use anyhow::Context;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{RunId, RunStatus, RunSummary, StoredCell};
-use crate::record::{CellResult, Guest, Metric, ModelCellRecord};
+use crate::record::{CellResult, Guest, ModelCellRecord};
 
 /// Values of a new `run` row.
 pub(super) struct NewRun<'a> {
@@ -155,18 +155,6 @@ pub(super) fn insert_model_cell(
         stmt.execute(params![id, name, value])?;
     }
     Ok(id)
-}
-
-impl RunSummary {
-    /// The unit of the run's per-call figures.
-    pub fn metric(&self) -> Metric {
-        crate::record::metric_of(self.guest.as_ref())
-    }
-
-    /// Where the run ran: `host`, or `tcg guest aarch64`.
-    pub fn place(&self) -> String {
-        crate::record::place(self.guest.as_ref(), &self.arch)
-    }
 }
 
 fn summary_of(row: &Row<'_>) -> rusqlite::Result<(RunSummary, String, String)> {
