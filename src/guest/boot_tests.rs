@@ -109,6 +109,31 @@ fn doc(stdout: &[u8]) -> serde_json::Value {
     })
 }
 
+/// The doctor check named `name`: (status, value).
+fn check<'a>(doctor: &'a serde_json::Value, name: &str) -> (&'a str, &'a str) {
+    let c = doctor["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("doctor has no {name} check: {doctor}"));
+    (
+        c["status"].as_str().unwrap_or(""),
+        c["value"].as_str().unwrap_or(""),
+    )
+}
+
+const BENCH: &[&str] = &[
+    "bench",
+    "mprotect-toggle",
+    "--size",
+    "4M",
+    "--folio",
+    "4K",
+    "--no-store",
+    "--json",
+    "--blocks",
+    "2",
+];
+
 fn doctor_and_bench(arch: Arch) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
@@ -120,62 +145,169 @@ fn doctor_and_bench(arch: Arch) {
     ) else {
         return;
     };
-    let t = Instant::now();
     let out = run_guest(&j).unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!(
-        "{arch} doctor: boot to exit {:.2?} (total {:.2?}), accel {}, qemu {}, release {}",
-        out.boot_to_exit,
-        t.elapsed(),
-        out.accel,
-        out.qemu_version,
-        out.kernel_release
+        "{arch} doctor: boot to exit {:.2?}, accel {}, QEMU {}, guest kernel {}",
+        out.boot_to_exit, out.accel, out.qemu_version, out.kernel_release
     );
     assert!(
-        out.kernel_release.starts_with("6.17.13+deb13-cloud"),
+        out.kernel_release.starts_with(RELEASE),
         "{}",
         out.kernel_release
     );
     let d = doc(&out.stdout);
+    assert_eq!(d["schema"], "ptelab/doctor/v1");
+    assert_eq!(
+        check(&d, "kernel").1.split(' ').next(),
+        Some(out.kernel_release.as_str())
+    );
+    assert_eq!(check(&d, "arch").1, arch.name());
+    // What the init mounted: pagemap needs /proc, the mTHP sizes /sys.
+    assert_eq!(check(&d, "page_size"), ("ok", "4096"));
+    assert_eq!(check(&d, "mthp_sizes").0, "ok");
+    let log = std::fs::read_to_string(&j.log).unwrap();
     assert!(
-        d.to_string().contains("tlb_flush") || d.to_string().contains("thp"),
-        "{d}"
+        log.starts_with("ptelab: ") && log.contains(" -kernel "),
+        "the log starts with QEMU's command line"
+    );
+    assert!(
+        log.contains("PTELAB-ANSWER-END"),
+        "the console, answer included, is in the log"
     );
     assert!(qemu_children().is_empty());
 
     let Some(j) = job(
         arch,
-        &[
-            "bench",
-            "mprotect-toggle",
-            "--size",
-            "4M",
-            "--folio",
-            "4K",
-            "--no-store",
-            "--json",
-            "--blocks",
-            "2",
-        ],
+        BENCH,
         Duration::from_secs(300),
         dir.path().join("bench.log"),
     ) else {
         return;
     };
     let out = run_guest(&j).unwrap_or_else(|e| panic!("{e:#}"));
-    eprintln!("{arch} bench cell: boot to exit {:.2?}", out.boot_to_exit);
     assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stdout));
     let d = doc(&out.stdout);
+    let cell = if d["schema"] == "ptelab/bench/v1" {
+        &d
+    } else {
+        &d["cells"][0]
+    };
+    assert_eq!(
+        cell["layout"]["matches"], true,
+        "layout verified in the guest: {cell}"
+    );
+    assert_eq!(cell["layout"]["histogram"]["4096"], 1024);
+    let median = cell["ns_per_call"]["median"].as_f64().unwrap();
+    assert!(median > 0.0);
     eprintln!(
-        "{}",
-        serde_json::to_string(&d)
-            .unwrap()
-            .chars()
-            .take(3000)
-            .collect::<String>()
+        "{arch} bench mprotect-toggle 4M 4K: boot to exit {:.2?}, median {median} ({})",
+        out.boot_to_exit,
+        if out.accel == qemu::Accel::Tcg {
+            "instructions per call"
+        } else {
+            "ns per call"
+        }
     );
 }
 
 #[test]
 fn x86_64_guest_runs_doctor_and_a_bench_cell() {
     doctor_and_bench(Arch::X86_64);
+}
+
+#[test]
+fn arm64_guest_runs_doctor_and_a_bench_cell() {
+    doctor_and_bench(Arch::Arm64);
+}
+
+/// A guest that does not finish in time is killed, reaped, and reported
+/// with its console and log.
+#[test]
+fn hung_guest_is_killed() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hung.log");
+    let Some(j) = job(Arch::X86_64, BENCH, Duration::from_secs(2), log.clone()) else {
+        return;
+    };
+    let t = Instant::now();
+    let e = format!("{:#}", run_guest(&j).unwrap_err());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(
+        e.starts_with("the guest did not finish within 2 s (QEMU killed)"),
+        "{e}"
+    );
+    assert!(
+        e.ends_with(&format!("console log: {}", log.display())),
+        "{e}"
+    );
+    assert!(
+        qemu_children().is_empty(),
+        "QEMU survived: {:?}",
+        qemu_children()
+    );
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// SIGINT (the flag it sets) stops the guest at once.
+#[test]
+fn interrupted_guest_is_stopped() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut j) = job(
+        Arch::X86_64,
+        BENCH,
+        Duration::from_secs(120),
+        dir.path().join("int.log"),
+    ) else {
+        return;
+    };
+    j.interrupted = &STOP;
+    let setter = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(2));
+        STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let t = Instant::now();
+    let e = format!("{:#}", run_guest(&j).unwrap_err());
+    setter.join().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(
+        e.starts_with("interrupted: stopped the guest (QEMU killed)"),
+        "{e}"
+    );
+    assert!(
+        qemu_children().is_empty(),
+        "QEMU survived: {:?}",
+        qemu_children()
+    );
+}
+
+/// An init that exits panics the kernel; the error quotes the panic.
+#[test]
+fn guest_kernel_panic_is_reported() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut j) = job(
+        Arch::X86_64,
+        &[],
+        Duration::from_secs(120),
+        dir.path().join("panic.log"),
+    ) else {
+        return;
+    };
+    // /bin/true as init: it exits at once, and init must not.
+    j.binary = PathBuf::from("/bin/true");
+    let e = format!("{:#}", run_guest(&j).unwrap_err());
+    assert!(
+        e.starts_with(
+            "the guest kernel panicked: Kernel panic - not syncing: Attempted to kill init!"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("  | "),
+        "the console's last lines are quoted: {e}"
+    );
+    assert!(qemu_children().is_empty());
 }

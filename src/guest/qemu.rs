@@ -248,15 +248,14 @@ pub fn args(m: &Machine) -> Vec<OsString> {
         }
     }
     let mem = m.memory_mib.to_string();
-    for s in [
-        "-smp",
-        "1",
-        "-m",
-        &mem,
-        "-nographic",
-        "-no-reboot",
-        "-no-user-config",
-    ] {
+    // -nodefaults: no NIC, VGA or option ROMs to set up (about 0.4 s of an
+    // x86 boot under TCG, and no firmware noise on the console); the one
+    // serial port is the console, on QEMU's stdout.
+    let common = "-nodefaults -no-user-config -display none -serial stdio -no-reboot";
+    for s in ["-smp", "1", "-m", &mem]
+        .into_iter()
+        .chain(common.split(' '))
+    {
         push(s);
     }
     a.push("-kernel".into());
@@ -364,7 +363,7 @@ mod tests {
 
     #[test]
     fn command_lines() {
-        let tail = "-smp 1 -m 1024 -nographic -no-reboot -no-user-config -kernel /k/vmlinuz -initrd /t/i.cpio -append";
+        let tail = "-smp 1 -m 1024 -nodefaults -no-user-config -display none -serial stdio -no-reboot -kernel /k/vmlinuz -initrd /t/i.cpio -append";
         assert_eq!(
             line(Arch::X86_64, Accel::Tcg),
             format!("-M pc -accel tcg -cpu max -icount shift=0,sleep=off {tail} console=ttyS0 quiet loglevel=1 panic=-1 oops=panic")
