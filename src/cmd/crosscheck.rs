@@ -17,7 +17,7 @@ use crate::error::usage;
 use crate::kernel::host;
 use crate::kernel::thp::KnobGuard;
 use crate::measure::runner;
-use crate::store::{RunStatus, Store};
+use crate::store::RunStatus;
 use crate::workload::WorkloadKind;
 
 /// Workloads checked when none is named.
@@ -88,8 +88,7 @@ pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let all_match = outcome.rows.iter().all(|r| r.matches);
-    if !args.out.no_store {
-        let store = Store::open(&args.out.db)?;
+    if let Some(store) = super::open_store(&args.out)? {
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let id = store.begin_run("crosscheck", &command, &host, &args.out.tags)?;
         for c in &outcome.model_cells {

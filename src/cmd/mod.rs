@@ -30,6 +30,7 @@ use crate::report::cells;
 use crate::report::html::render_html;
 use crate::report::markdown::render_markdown;
 use crate::report::view::ReportModel;
+use crate::store::Store;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Print a JSON document on stdout (pretty, newline-terminated).
@@ -47,6 +48,21 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The database a measuring command writes its run to, None with
+/// `--no-store`. A guest build (no `store` feature) has none: it runs as with
+/// `--no-store` unless asked to store (`--tag`, `--db`), and then its store
+/// refuses to open (`store::absent`).
+pub fn open_store(out: &StoreOpts) -> anyhow::Result<Option<Store>> {
+    let asked = !out.tags.is_empty() || out.db != Path::new(DEFAULT_DB);
+    if out.no_store || (cfg!(not(feature = "store")) && !asked) {
+        return Ok(None);
+    }
+    Store::open(&out.db).map(Some)
+}
+
+/// `--db`'s default (cli::flags).
+const DEFAULT_DB: &str = "ptelab.db";
+
 /// Plan, run, store and print a grid of kernel cells (bench is a 1x1 grid).
 pub fn run_kernel(
     kind: &str,
@@ -58,11 +74,7 @@ pub fn run_kernel(
 ) -> anyhow::Result<ExitCode> {
     let tags = &out.tags;
     let plan = plan::kernel_plan(workload, sizes, folios, measure)?;
-    let store = if out.no_store {
-        None
-    } else {
-        Some(crate::store::Store::open(&out.db)?)
-    };
+    let store = open_store(out)?;
     let outcome = session::run(
         &plan,
         kind,
@@ -163,6 +175,17 @@ impl ReportFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_db_is_the_flags_default() {
+        use clap::Parser;
+        let cli =
+            crate::cli::flags::Cli::try_parse_from(["ptelab", "bench", "mprotect-toggle"]).unwrap();
+        let crate::cli::flags::Command::Bench(args) = cli.command else {
+            panic!("not bench")
+        };
+        assert_eq!(args.out.db, Path::new(DEFAULT_DB));
+    }
 
     #[test]
     fn format_follows_the_extension() {

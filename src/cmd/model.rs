@@ -100,8 +100,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
     }
     let plan = plan(args)?;
     let cells = model_cells(&plan)?;
-    if !args.out.no_store {
-        let store = crate::store::Store::open(&args.out.db)?;
+    if let Some(store) = super::open_store(&args.out)? {
         let host = crate::kernel::host::capture()?;
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let run = store.begin_run("model", &command, &host, &args.out.tags)?;

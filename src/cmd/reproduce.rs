@@ -81,11 +81,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let store = if args.out.no_store {
-        None
-    } else {
-        Some(Store::open(&args.out.db)?)
-    };
+    let store = super::open_store(&args.out)?;
     let sink: Option<&dyn CellSink> = store.as_ref().map(|s| s as &dyn CellSink);
     let outcome = session::run(&kplan, "reproduce", sink)?;
     if let (Some(s), Some(id), false) = (&store, outcome.run_id, args.out.tags.is_empty()) {

@@ -7,6 +7,7 @@
 //! writes only below the user's cache directory; it never touches the
 //! system's apt configuration or state.
 
+pub mod binary;
 pub mod cache;
 pub mod debian;
 pub mod fetch;

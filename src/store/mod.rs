@@ -19,14 +19,27 @@
 //!
 //! Runs are named on the command line by id, `latest`, `latest~N` or a tag
 //! (the newest run carrying it), see [`Store::resolve`].
+//!
+//! Without the `store` feature (a guest build, docs/guests.md) `Store` is
+//! `absent::Store`, which cannot be opened; the record types stay.
 
+// In a guest build the SQL side's helpers are unused.
+#![cfg_attr(not(feature = "store"), allow(dead_code, unused_imports))]
+
+#[cfg(not(feature = "store"))]
+mod absent;
+#[cfg(feature = "store")]
 mod rows;
+
+#[cfg(not(feature = "store"))]
+pub use absent::{unavailable, Store};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use ptelab_stats::repeatability::Repeatability;
+#[cfg(feature = "store")]
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
@@ -278,11 +291,13 @@ pub struct CellCoefficient {
 }
 
 /// An open results database.
+#[cfg(feature = "store")]
 pub struct Store {
     conn: Connection,
     path: PathBuf,
 }
 
+#[cfg(feature = "store")]
 impl Store {
     /// Open or create; apply migrations (PRAGMA user_version); WAL; busy timeout.
     /// A file that is not a ptelab database (not SQLite, or another
@@ -761,6 +776,7 @@ pub(crate) mod roundtrip;
 pub(crate) mod tests;
 
 /// The database as the sink of a kernel measurement session.
+#[cfg(feature = "store")]
 impl crate::record::CellSink for Store {
     fn begin(&self, kind: &str, command: &str, host: &Host) -> anyhow::Result<i64> {
         self.begin_run(kind, command, host, &[])

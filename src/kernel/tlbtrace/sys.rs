@@ -142,6 +142,8 @@ pub(super) struct Sampler {
 
 impl Sampler {
     /// Sample every event of tracepoint `id` (raw records) in `group`.
+    // The bindings' PERF_SAMPLE_RAW is u32 on x86-64, u64 on arm64.
+    #[allow(clippy::unnecessary_cast)]
     pub(super) fn open(id: u64, group: &Event) -> Result<Sampler, Unavailable> {
         let mut attr = base_attr(id);
         attr.__bindgen_anon_1.sample_period = 1;
