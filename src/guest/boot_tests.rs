@@ -1,9 +1,9 @@
 //! Real guests: boot Debian's kernels in QEMU with this build's ptelab as
 //! init and check what comes back. They need QEMU (qemu-system-x86,
 //! qemu-system-arm), the kernels in the cache (`ptelab kernel fetch
-//! debian:6.17.13 --arch x86_64`, and `--arch arm64`) and the ptelab binary
-//! built (`cargo build`; `PTELAB_GUEST_BINARY` names another); without them
-//! each test prints why it is skipped. Guests run one at a time.
+//! debian:6.17.13 --arch x86_64`, and `--arch arm64`) and a ptelab for the
+//! guest (see `binary`); without them each test prints why it is skipped.
+//! Guests run one at a time.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -21,38 +21,35 @@ static NEVER: AtomicBool = AtomicBool::new(false);
 /// The kernel release the tests prefer, per arch.
 const RELEASE: &str = "6.17.13+deb13-cloud";
 
+/// The ptelab a guest of `arch` runs: for x86_64 this build (glibc, with
+/// the libraries `ldd` lists) unless `PTELAB_GUEST_BINARY_X86_64` names
+/// another; for arm64 what `ptelab vm` uses, `guest::binary::guest_binary`
+/// (`PTELAB_GUEST_BINARY_ARM64`, or a static musl build, made if out of date).
+fn binary(arch: Arch) -> Result<PathBuf, String> {
+    if arch == Arch::X86_64 && std::env::var_os("PTELAB_GUEST_BINARY_X86_64").is_none() {
+        // target/debug/deps/ptelab-HASH -> target/debug/ptelab
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let bin = exe.parent().and_then(|d| d.parent()).ok_or("no target directory")?.join("ptelab");
+        return if bin.exists() { Ok(bin) } else { Err(format!("{} not built (cargo build)", bin.display())) };
+    }
+    let t = Instant::now();
+    let bin = super::binary::guest_binary(arch).map_err(|e| format!("{e:#}"))?;
+    if t.elapsed() > Duration::from_secs(5) {
+        eprintln!("built the {arch} guest binary in {:.0?}", t.elapsed());
+    }
+    Ok(bin)
+}
+
 /// Why a guest test cannot run here, or the kernel and binary it uses.
 fn setup(arch: Arch) -> Result<(PathBuf, PathBuf), String> {
     qemu::find_emulator(arch).map_err(|e| e.to_string())?;
-    let binary = match std::env::var_os("PTELAB_GUEST_BINARY") {
-        Some(p) => PathBuf::from(p),
-        // target/debug/deps/ptelab-HASH -> target/debug/ptelab
-        None => std::env::current_exe()
-            .map_err(|e| e.to_string())?
-            .parent()
-            .and_then(|d| d.parent())
-            .map(|d| d.join("ptelab"))
-            .ok_or("no target directory")?,
-    };
-    if !binary.exists() {
-        return Err(format!("{} not built (cargo build)", binary.display()));
-    }
-    let elf = super::initramfs::elf_info(&binary).map_err(|e| e.to_string())?;
-    if elf.arch != Some(arch) {
-        return Err(format!(
-            "{} is not an {arch} binary (set PTELAB_GUEST_BINARY to a static one)",
-            binary.display()
-        ));
-    }
     let cache = Cache::from_env().map_err(|e| e.to_string())?;
     let release = format!("{RELEASE}-{}", arch.debian());
     let kernel = cache
         .get(&release)
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!("{release} not cached (ptelab kernel fetch debian:6.17.13 --arch {arch})")
-        })?;
-    Ok((kernel.image(), binary))
+        .ok_or_else(|| format!("{release} not cached (ptelab kernel fetch debian:6.17.13 --arch {arch})"))?;
+    Ok((kernel.image(), binary(arch)?))
 }
 
 fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<GuestJob> {
@@ -161,7 +158,7 @@ fn doctor_and_bench(arch: Arch) {
         check(&d, "kernel").1.split(' ').next(),
         Some(out.kernel_release.as_str())
     );
-    assert_eq!(check(&d, "arch").1, arch.name());
+    assert_eq!(Arch::parse(check(&d, "arch").1), Some(arch));
     // What the init mounted: pagemap needs /proc, the mTHP sizes /sys.
     assert_eq!(check(&d, "page_size"), ("ok", "4096"));
     assert_eq!(check(&d, "mthp_sizes").0, "ok");

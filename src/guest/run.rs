@@ -113,8 +113,9 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
     let boot_to_exit = started.elapsed();
     let qemu_err = stderr.join().unwrap_or_default();
     if !qemu_err.is_empty() {
-        let _ = writeln!(log, "ptelab: QEMU stderr:\n{qemu_err}");
+        let _ = writeln!(log, "\nptelab: QEMU stderr:\n{qemu_err}");
     }
+    let _ = writeln!(log, "\nptelab: QEMU {status} after {:.2} s", boot_to_exit.as_secs_f64());
     match frame::decode(&console, MAX_OUTPUT) {
         Ok(a) => Ok(GuestOutput {
             stdout: a.stdout,
