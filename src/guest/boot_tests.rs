@@ -29,8 +29,16 @@ fn binary(arch: Arch) -> Result<PathBuf, String> {
     if arch == Arch::X86_64 && std::env::var_os("PTELAB_GUEST_BINARY_X86_64").is_none() {
         // target/debug/deps/ptelab-HASH -> target/debug/ptelab
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let bin = exe.parent().and_then(|d| d.parent()).ok_or("no target directory")?.join("ptelab");
-        return if bin.exists() { Ok(bin) } else { Err(format!("{} not built (cargo build)", bin.display())) };
+        let bin = exe
+            .parent()
+            .and_then(|d| d.parent())
+            .ok_or("no target directory")?
+            .join("ptelab");
+        return if bin.exists() {
+            Ok(bin)
+        } else {
+            Err(format!("{} not built (cargo build)", bin.display()))
+        };
     }
     let t = Instant::now();
     let bin = super::binary::guest_binary(arch).map_err(|e| format!("{e:#}"))?;
@@ -48,7 +56,9 @@ fn setup(arch: Arch) -> Result<(PathBuf, PathBuf), String> {
     let kernel = cache
         .get(&release)
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{release} not cached (ptelab kernel fetch debian:6.17.13 --arch {arch})"))?;
+        .ok_or_else(|| {
+            format!("{release} not cached (ptelab kernel fetch debian:6.17.13 --arch {arch})")
+        })?;
     Ok((kernel.image(), binary(arch)?))
 }
 
@@ -60,7 +70,8 @@ fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<Gue
             return None;
         }
     };
-    let (accel, _) = choose_accel(AccelRequest::Auto, arch).unwrap();
+    let (accel, why) = choose_accel(AccelRequest::Auto, arch).unwrap();
+    eprintln!("{arch}: {why}");
     Some(GuestJob {
         arch,
         kernel,

@@ -115,7 +115,11 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
     if !qemu_err.is_empty() {
         let _ = writeln!(log, "\nptelab: QEMU stderr:\n{qemu_err}");
     }
-    let _ = writeln!(log, "\nptelab: QEMU {status} after {:.2} s", boot_to_exit.as_secs_f64());
+    let _ = writeln!(
+        log,
+        "\nptelab: QEMU {status} after {:.2} s",
+        boot_to_exit.as_secs_f64()
+    );
     match frame::decode(&console, MAX_OUTPUT) {
         Ok(a) => Ok(GuestOutput {
             stdout: a.stdout,
