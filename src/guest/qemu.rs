@@ -437,6 +437,64 @@ mod tests {
         assert!(choose_accel(AccelRequest::Auto, Arch::host().unwrap()).is_ok());
     }
 
+    /// The process state letter of `pid` (`Z` zombie), None when it is gone.
+    fn state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.chars().next()
+    }
+
+    fn wait_dead(pid: u32) -> bool {
+        for _ in 0..100 {
+            if matches!(state(pid), None | Some('Z')) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[test]
+    fn dropped_process_is_killed_and_reaped() {
+        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+        let pid = q.child().id();
+        assert_eq!(state(pid).map(|s| s != 'Z'), Some(true));
+        drop(q);
+        assert_eq!(state(pid), None, "killed and reaped: no zombie left");
+    }
+
+    #[test]
+    fn process_dies_with_the_thread_that_spawned_it() {
+        // As if ptelab died without running Drop (SIGKILL): PR_SET_PDEATHSIG
+        // kills the child when the spawning thread ends.
+        let (pid, q) = std::thread::spawn(|| {
+            let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+            let pid = q.child().id();
+            // Skip Drop's kill, keep the handle to reap the zombie later.
+            q.reaped = true;
+            (pid, q)
+        })
+        .join()
+        .unwrap();
+        assert!(wait_dead(pid), "the child outlived its parent thread");
+        let mut q = q;
+        q.reaped = false;
+        drop(q);
+        assert_eq!(state(pid), None);
+    }
+
+    #[test]
+    fn own_process_group() {
+        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+        let pid = q.child().id() as libc::pid_t;
+        // SAFETY: getpgid only queries.
+        assert_eq!(
+            unsafe { libc::getpgid(pid) },
+            pid,
+            "a terminal's Ctrl-C must not reach QEMU"
+        );
+        assert!(q.kill().is_ok());
+    }
+
     #[test]
     fn versions() {
         assert_eq!(
