@@ -169,62 +169,35 @@ pub struct ElfInfo {
     pub dynamic: bool,
 }
 
-/// Read the ELF header and program headers of `path` (64-bit little-endian only).
+/// Read the ELF header and program headers of `path` (64-bit only).
 pub fn elf_info(path: &Path) -> anyhow::Result<ElfInfo> {
-    let mut f = File::open(path).with_context(|| format!("{}", path.display()))?;
-    let mut head = vec![0u8; 4096];
-    let n = read_up_to(&mut f, &mut head)?;
-    head.truncate(n);
-    parse_elf(&head).with_context(|| {
-        format!(
-            "{} is not a 64-bit little-endian ELF executable",
-            path.display()
-        )
-    })
+    // The largest file taken (a debug build with its debug info is ~80 MB).
+    const MAX: u64 = 512 << 20;
+    let mut bytes = Vec::new();
+    File::open(path)
+        .with_context(|| format!("{}", path.display()))?
+        .take(MAX)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("{}", path.display()))?;
+    parse_elf(&bytes).with_context(|| format!("{} is not a 64-bit ELF executable", path.display()))
 }
 
-fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
+fn parse_elf(bytes: &[u8]) -> anyhow::Result<ElfInfo> {
+    use goblin::elf::{header, program_header, Elf};
+    let hdr = Elf::parse_header(bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if hdr.e_ident[header::EI_CLASS] != header::ELFCLASS64 {
+        bail!("32-bit");
     }
-    Ok(n)
-}
-
-fn parse_elf(b: &[u8]) -> anyhow::Result<ElfInfo> {
-    let u16_at = |o: usize| b.get(o..o + 2).map(|s| u16::from_le_bytes([s[0], s[1]]));
-    let u32_at = |o: usize| {
-        b.get(o..o + 4)
-            .map(|s| u32::from_le_bytes(s.try_into().unwrap()))
-    };
-    let u64_at = |o: usize| {
-        b.get(o..o + 8)
-            .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
-    };
-    if b.get(0..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
-        bail!("no ELF64 LE magic");
-    }
-    let arch = match u16_at(18) {
-        Some(62) => Some(Arch::X86_64),
-        Some(183) => Some(Arch::Arm64),
+    let arch = match hdr.e_machine {
+        header::EM_X86_64 => Some(Arch::X86_64),
+        header::EM_AARCH64 => Some(Arch::Arm64),
         _ => None,
     };
-    let (phoff, phentsize, phnum) = (u64_at(32), u16_at(54), u16_at(56));
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (phoff, phentsize, phnum) else {
-        bail!("short header");
-    };
-    const PT_INTERP: u32 = 3;
-    let mut dynamic = false;
-    for i in 0..phnum as u64 {
-        let at = phoff.saturating_add(i * phentsize as u64);
-        let Some(t) = usize::try_from(at).ok().and_then(u32_at) else {
-            bail!("program headers beyond the first 4 KiB");
-        };
-        dynamic |= t == PT_INTERP;
-    }
+    let elf = Elf::parse(bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let dynamic = elf
+        .program_headers
+        .iter()
+        .any(|p| p.p_type == program_header::PT_INTERP);
     Ok(ElfInfo { arch, dynamic })
 }
 
@@ -388,9 +361,12 @@ mod tests {
         assert!(elf_info(&junk).is_err());
         // A static aarch64 header: no PT_INTERP among its program headers.
         let mut h = vec![0u8; 64 + 56];
-        h[..6].copy_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1]);
+        h[..7].copy_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1]);
+        h[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
         h[18..20].copy_from_slice(&183u16.to_le_bytes());
+        h[20..24].copy_from_slice(&1u32.to_le_bytes());
         h[32..40].copy_from_slice(&64u64.to_le_bytes());
+        h[52..54].copy_from_slice(&64u16.to_le_bytes());
         h[54..56].copy_from_slice(&56u16.to_le_bytes());
         h[56..58].copy_from_slice(&1u16.to_le_bytes());
         h[64..68].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
@@ -401,12 +377,10 @@ mod tests {
                 dynamic: false
             }
         );
-        h[64..68].copy_from_slice(&3u32.to_le_bytes()); // PT_INTERP
-        assert!(parse_elf(&h).unwrap().dynamic);
         h[56..58].copy_from_slice(&2000u16.to_le_bytes());
         assert!(
             parse_elf(&h).is_err(),
-            "program headers beyond the buffer are refused"
+            "program headers beyond the file are refused"
         );
     }
 
