@@ -90,6 +90,15 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         max_output: MAX_OUTPUT,
     };
     let initrd = Initramfs::for_job(&job.binary, &jobfile, &libs)?.write_temp()?;
+    let initrd_len = std::fs::metadata(&initrd)?.len();
+    let least = min_memory_mib(initrd_len);
+    if job.memory_mib < least {
+        bail_usage!(
+            "--memory {} MiB cannot boot this guest: its initramfs is {} MiB; give it at least {least} MiB",
+            job.memory_mib,
+            initrd_len.div_ceil(1 << 20)
+        );
+    }
     let machine = Machine {
         arch: job.arch,
         accel: job.accel,
@@ -150,6 +159,13 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
             )
         }
     }
+}
+
+/// The least guest memory worth booting with: the kernel keeps the
+/// initramfs image while it unpacks it into the root file system (twice its
+/// size), and a Debian cloud kernel needs about 128 MiB beside it.
+pub fn min_memory_mib(initrd_bytes: u64) -> u64 {
+    (2 * initrd_bytes).div_ceil(1 << 20) + 128
 }
 
 /// The shared libraries to copy for a dynamic binary, after checking the
@@ -295,6 +311,13 @@ fn panic_line(console: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_floor() {
+        assert_eq!(min_memory_mib(0), 128);
+        assert_eq!(min_memory_mib(4 << 20), 136);
+        assert_eq!(min_memory_mib((80 << 20) + 1), 289);
+    }
 
     #[test]
     fn console_tail_and_panic() {
