@@ -199,8 +199,9 @@ pub struct Machine<'a> {
     pub initrd: &'a Path,
 }
 
-/// The kernel command line: the console, few messages (only panics and
-/// emergencies share the console with the answer), a panic or oops ends the
+/// The kernel command line: the console, kernel errors and worse only (an
+/// OOM kill shows in the log; the guest's init lowers the console level to
+/// emergencies before it writes the answer), a panic or oops ends the
 /// guest at once (`panic=-1` reboots, which `-no-reboot` turns into QEMU
 /// exiting), and the kernel at a fixed address (`nokaslr`, see [`TCG_SEED`]).
 pub fn kernel_cmdline(arch: Arch) -> String {
@@ -208,7 +209,7 @@ pub fn kernel_cmdline(arch: Arch) -> String {
         Arch::X86_64 => "ttyS0",
         Arch::Arm64 => "ttyAMA0",
     };
-    format!("console={console} quiet loglevel=1 panic=-1 oops=panic nokaslr")
+    format!("console={console} quiet loglevel=4 panic=-1 oops=panic nokaslr")
 }
 
 /// Under TCG a guest is deterministic: icount makes its clock and timer
@@ -219,8 +220,9 @@ pub fn kernel_cmdline(arch: Arch) -> String {
 /// real-time clock's start. Two runs of one cell then give the same
 /// instruction counts to the last digit; without them they differed by
 /// about 0.15% (mprotect-toggle 4M 4K on Debian 6.17.13, x86_64 and arm64).
-/// The price: a guest always sees the same layout, so a kernel change that
-/// moves it shows as part of that change.
+/// The price: a guest always sees the same layout, and anything that moves
+/// it (another kernel, guest binary, memory size or command line) shifts
+/// such a figure by up to about 0.2% besides its own effect.
 pub const TCG_SEED: &str = "1";
 /// The guest's wall clock at boot under TCG (it then advances with the
 /// guest's own clock); guests do no networking, so nothing expires.
@@ -376,19 +378,19 @@ mod tests {
         let tail = "-smp 1 -m 1024 -nodefaults -no-user-config -display none -serial stdio -no-reboot -kernel /k/vmlinuz -initrd /t/i.cpio -append";
         assert_eq!(
             line(Arch::X86_64, Accel::Tcg),
-            format!("-M pc -accel tcg -cpu max -icount shift=0,sleep=off -seed 1 -rtc base=2025-01-01T00:00:00,clock=vm {tail} console=ttyS0 quiet loglevel=1 panic=-1 oops=panic nokaslr")
+            format!("-M pc -accel tcg -cpu max -icount shift=0,sleep=off -seed 1 -rtc base=2025-01-01T00:00:00,clock=vm {tail} console=ttyS0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
         );
         assert_eq!(
             line(Arch::Arm64, Accel::Tcg),
-            format!("-M virt -accel tcg -cpu max,pauth-impdef=on -icount shift=0,sleep=off -seed 1 -rtc base=2025-01-01T00:00:00,clock=vm {tail} console=ttyAMA0 quiet loglevel=1 panic=-1 oops=panic nokaslr")
+            format!("-M virt -accel tcg -cpu max,pauth-impdef=on -icount shift=0,sleep=off -seed 1 -rtc base=2025-01-01T00:00:00,clock=vm {tail} console=ttyAMA0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
         );
         assert_eq!(
             line(Arch::X86_64, Accel::Kvm),
-            format!("-M pc -accel kvm -cpu host {tail} console=ttyS0 quiet loglevel=1 panic=-1 oops=panic nokaslr")
+            format!("-M pc -accel kvm -cpu host {tail} console=ttyS0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
         );
         assert_eq!(
             line(Arch::Arm64, Accel::Kvm),
-            format!("-M virt,gic-version=max -accel kvm -cpu host {tail} console=ttyAMA0 quiet loglevel=1 panic=-1 oops=panic nokaslr")
+            format!("-M virt,gic-version=max -accel kvm -cpu host {tail} console=ttyAMA0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
         );
         // The command line is one argument, however many words it has.
         let m = Machine {

@@ -54,7 +54,9 @@ pub struct GuestJob {
 #[derive(Debug)]
 pub struct GuestOutput {
     pub stdout: Vec<u8>,
-    /// The command's exit code in the guest (128+N when killed by signal N).
+    /// The command's exit code in the guest: 128+N when killed by signal N
+    /// (137: SIGKILL, e.g. the guest's OOM killer; the log has its message);
+    /// 125 the guest's init could not read its job, 126 could not start it.
     pub exit_code: i32,
     pub accel: Accel,
     pub qemu_version: String,
