@@ -222,7 +222,8 @@ pub fn kernel_cmdline(arch: Arch) -> String {
 /// about 0.15% (mprotect-toggle 4M 4K on Debian 6.17.13, x86_64 and arm64).
 /// The price: a guest always sees the same layout, and anything that moves
 /// it (another kernel, guest binary, memory size or command line) shifts
-/// such a figure by up to about 0.2% besides its own effect.
+/// such a figure by a few tenths of a percent (0.4% seen) besides its own
+/// effect.
 pub const TCG_SEED: &str = "1";
 /// The guest's wall clock at boot under TCG (it then advances with the
 /// guest's own clock); guests do no networking, so nothing expires.
