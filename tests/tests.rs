@@ -3,6 +3,7 @@ mod common;
 mod bench_cli;
 mod crosscheck_cli;
 mod doctor;
+mod guest_binary;
 mod kernel_cli;
 mod knobs;
 mod layers;

@@ -4,7 +4,7 @@
 //!
 //! `PTELAB_GUEST_BINARY_X86_64` / `PTELAB_GUEST_BINARY_ARM64` name a ready
 //! binary; otherwise ptelab builds one with cargo in the source tree it was
-//! built from (`target/<triple>/release/ptelab`, incremental).
+//! built from (`target/<triple>/guest/ptelab`, incremental).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,9 +16,23 @@ use goblin::elf::{header, program_header, Elf};
 use super::spec::Arch;
 use crate::error::usage;
 
-/// The largest file taken for a guest binary (a release build is 4 MB, one
-/// with debug info about 30 MB).
+/// The largest file taken for a guest binary (a guest build is 4 MB, a
+/// release build with debug info about 30 MB).
 const MAX_BINARY_BYTES: u64 = 256 << 20;
+
+/// The cargo command of a guest build, less `--target`. The `guest`
+/// profile (Cargo.toml) drops debug info; `.cargo/config.toml` links the
+/// musl targets with rust-lld and their self-contained C runtime, so no C
+/// toolchain is needed. Without the `store` feature there is no SQLite to
+/// compile.
+const BUILD: [&str; 6] = [
+    "build",
+    "--profile",
+    "guest",
+    "--bin",
+    "ptelab",
+    "--no-default-features",
+];
 
 /// Where a guest ptelab of `arch` comes from: the override's name and the
 /// build's Rust target.
@@ -50,30 +64,42 @@ fn machine(arch: Arch) -> (u16, &'static str) {
 // Called by `ptelab vm` (issue 11), which lands with the guest runner.
 #[allow(dead_code)]
 pub fn guest_binary(arch: Arch) -> anyhow::Result<PathBuf> {
-    let var = env_var(arch);
-    if let Some(path) = std::env::var_os(var) {
-        let path = PathBuf::from(path);
-        if let Err(why) = check_file(&path, arch) {
-            return Err(usage(format!(
-                "{var}={}: {why}; accepted: a static {} ELF executable such as `cargo build \
-                 --release --target {} --no-default-features` makes",
-                path.display(),
-                machine(arch).1,
-                triple(arch)
-            )));
-        }
-        return Ok(path);
+    if let Some(path) = std::env::var_os(env_var(arch)) {
+        return overridden(arch, PathBuf::from(path));
     }
-    let Some(tree) = source_tree() else {
-        return Err(usage(format!(
-            "no guest binary for {arch}: this ptelab does not run from its source tree ({} \
-             is gone), so it cannot build one; set {var} to a static ptelab for {arch} \
-             (cargo build --release --target {} --no-default-features)",
-            env!("CARGO_MANIFEST_DIR"),
+    match source_tree() {
+        Some(tree) => build(&tree, arch),
+        None => Err(no_source_tree(arch, Path::new(env!("CARGO_MANIFEST_DIR")))),
+    }
+}
+
+/// The binary the environment names, if it is a static one for `arch`.
+fn overridden(arch: Arch, path: PathBuf) -> anyhow::Result<PathBuf> {
+    match check_file(&path, arch) {
+        Ok(()) => Ok(path),
+        Err(why) => Err(usage(format!(
+            "{}={}: {why}; accepted: a static {} ELF executable such as `cargo {} --target {}` \
+             makes",
+            env_var(arch),
+            path.display(),
+            machine(arch).1,
+            BUILD.join(" "),
             triple(arch)
-        )));
-    };
-    build(&tree, arch)
+        ))),
+    }
+}
+
+/// Without a source tree to build in, the override is the only way.
+fn no_source_tree(arch: Arch, tree: &Path) -> anyhow::Error {
+    usage(format!(
+        "no guest binary for {arch}: this ptelab does not run from its source tree ({} is \
+         gone), so it cannot build one; set {} to a static ptelab for {arch} (`cargo {} \
+         --target {}` in ptelab's source tree)",
+        tree.display(),
+        env_var(arch),
+        BUILD.join(" "),
+        triple(arch)
+    ))
 }
 
 /// The source tree this binary was built from, when it is still there.
@@ -89,23 +115,16 @@ fn source_tree() -> Option<PathBuf> {
 /// Build (or find up to date) the guest binary of `arch` in `tree`.
 fn build(tree: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
     let target = triple(arch);
-    let out = tree.join("target").join(target).join("release/ptelab");
+    let out = tree.join("target").join(target).join("guest/ptelab");
     if !up_to_date(tree, &out) {
         check_target_installed(tree, arch)?;
         eprintln!("ptelab: building the guest binary for {arch} (first time: a few minutes)…");
         let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
         cargo
             .current_dir(tree)
-            .args([
-                "build",
-                "--release",
-                "--bin",
-                "ptelab",
-                "--no-default-features",
-            ])
+            .args(BUILD)
             .args(["--target", target, "--target-dir"])
             .arg(tree.join("target"))
-            .envs(build_env(arch))
             // Cargo's progress goes to stderr; keep stdout for ptelab's output.
             .stdout(Stdio::from(std::io::stderr()));
         let status = cargo.status().with_context(|| {
@@ -117,14 +136,9 @@ fn build(tree: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
         if !status.success() {
             anyhow::bail!(
                 "building the guest binary for {arch} failed ({status}): cargo's output is above; \
-                 the command was `cargo build --release --target {target} --no-default-features` \
-                 in {} with {}",
-                tree.display(),
-                build_env(arch)
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                 the command was `cargo {} --target {target}` in {}",
+                BUILD.join(" "),
+                tree.display()
             );
         }
     }
@@ -133,24 +147,9 @@ fn build(tree: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
     Ok(out)
 }
 
-/// The environment of a guest build: rust-lld links the musl targets with
-/// their self-contained C runtime, so no C toolchain is needed; no debug
-/// info, so the initramfs stays small (4 MB rather than 30).
-fn build_env(arch: Arch) -> [(String, &'static str); 3] {
-    let linker = format!(
-        "CARGO_TARGET_{}_LINKER",
-        triple(arch).to_uppercase().replace('-', "_")
-    );
-    [
-        (linker, "rust-lld"),
-        ("CARGO_PROFILE_RELEASE_DEBUG".into(), "false"),
-        ("CARGO_PROFILE_RELEASE_STRIP".into(), "debuginfo"),
-    ]
-}
-
 /// Whether the binary at `out` is newer than every file the build reads, so
-/// cargo need not be asked. (Cargo's own check is slower here: the build
-/// script re-runs whenever git's index changes.)
+/// cargo need not be asked. (Cargo's own check takes longer, and whenever
+/// git's index changes the build script re-runs and ptelab is compiled again.)
 fn up_to_date(tree: &Path, out: &Path) -> bool {
     let Ok(built) = out.metadata().and_then(|m| m.modified()) else {
         return false;
@@ -416,12 +415,49 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_override_is_bad_input_naming_the_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let x86 = dir.path().join("ptelab");
+        std::fs::write(&x86, elf(header::EM_X86_64, header::ET_EXEC, &[LOAD])).unwrap();
+        assert_eq!(overridden(Arch::X86_64, x86.clone()).unwrap(), x86);
+        let err = overridden(Arch::Arm64, x86.clone()).unwrap_err();
+        assert!(crate::error::is_usage(&err));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "PTELAB_GUEST_BINARY_ARM64={}: an ELF file for X86_64 (e_machine 62), not \
+                 aarch64; accepted: a static aarch64 ELF executable such as `cargo build \
+                 --profile guest --bin ptelab --no-default-features --target \
+                 aarch64-unknown-linux-musl` makes",
+                x86.display()
+            )
+        );
+        let err = no_source_tree(Arch::X86_64, Path::new("/gone/ptelab"));
+        assert!(crate::error::is_usage(&err));
+        assert_eq!(
+            err.to_string(),
+            "no guest binary for x86_64: this ptelab does not run from its source tree \
+             (/gone/ptelab is gone), so it cannot build one; set PTELAB_GUEST_BINARY_X86_64 to \
+             a static ptelab for x86_64 (`cargo build --profile guest --bin ptelab \
+             --no-default-features --target x86_64-unknown-linux-musl` in ptelab's source tree)"
+        );
+    }
+
+    #[test]
+    fn a_target_counts_as_installed_with_its_std() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!has_std(&dir.path().join("missing")));
+        assert!(!has_std(dir.path()));
+        std::fs::write(dir.path().join("libcore-0123.rlib"), "").unwrap();
+        assert!(!has_std(dir.path()));
+        std::fs::write(dir.path().join("libstd-0123.rlib"), "").unwrap();
+        assert!(has_std(dir.path()));
+    }
+
+    #[test]
     fn build_settings_per_arch() {
         assert_eq!(triple(Arch::Arm64), "aarch64-unknown-linux-musl");
         assert_eq!(env_var(Arch::Arm64), "PTELAB_GUEST_BINARY_ARM64");
-        let env = build_env(Arch::X86_64);
-        assert_eq!(env[0].0, "CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER");
-        assert_eq!(env[0].1, "rust-lld");
         assert_eq!(
             not_installed(Arch::Arm64),
             "the Rust target aarch64-unknown-linux-musl is not installed, and the guest binary \
@@ -435,10 +471,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path();
         std::fs::create_dir_all(t.join("src/cmd")).unwrap();
-        std::fs::create_dir_all(t.join("target/x/release")).unwrap();
+        std::fs::create_dir_all(t.join("target/x/guest")).unwrap();
         let src = t.join("src/cmd/a.rs");
         std::fs::write(&src, "").unwrap();
-        let out = t.join("target/x/release/ptelab");
+        let out = t.join("target/x/guest/ptelab");
         assert!(!up_to_date(t, &out), "no binary yet");
         let set = |p: &Path, secs: u64| {
             let f = std::fs::File::options().write(true).open(p).unwrap();
@@ -446,7 +482,7 @@ mod tests {
                 .unwrap();
         };
         std::fs::write(&out, "").unwrap();
-        for d in ["src", "src/cmd", "target", "target/x", "target/x/release"] {
+        for d in ["src", "src/cmd", "target", "target/x", "target/x/guest"] {
             let f = std::fs::File::open(t.join(d)).unwrap();
             f.set_modified(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(10))
                 .unwrap();
@@ -459,5 +495,34 @@ mod tests {
         set(&src, 100);
         std::fs::write(t.join("Cargo.lock"), "").unwrap(); // now: newer than the binary
         assert!(!up_to_date(t, &out), "a newer Cargo.lock");
+    }
+
+    /// The real thing: cargo builds both guest binaries (minutes the first
+    /// time; CI installs the targets, see .ci/run), each a static ELF for
+    /// its arch; asked again, nothing is rebuilt.
+    #[test]
+    fn builds_a_static_binary_for_each_arch() {
+        for arch in Arch::ALL {
+            let t0 = std::time::Instant::now();
+            let path = guest_binary(arch).unwrap();
+            let built = mtime(&path);
+            eprintln!(
+                "guest binary for {arch}: {} in {:.1?}",
+                path.display(),
+                t0.elapsed()
+            );
+            assert_eq!(check_file(&path, arch), Ok(()));
+            let t1 = std::time::Instant::now();
+            assert_eq!(guest_binary(arch).unwrap(), path);
+            eprintln!("again: {:.1?}", t1.elapsed());
+            assert_eq!(mtime(&path), built, "rebuilt though up to date");
+        }
+        // This test's own binary is a glibc one: dynamically linked.
+        let me = std::env::current_exe().unwrap();
+        let why = check_file(&me, Arch::host().unwrap()).unwrap_err();
+        assert!(
+            why.starts_with("dynamically linked (interpreter /"),
+            "{why}"
+        );
     }
 }
