@@ -28,6 +28,9 @@ mod workload;
 use cli::flags::{Cli, Command};
 
 fn main() -> ExitCode {
+    if guest::init::is_guest_init() {
+        guest::init::main();
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

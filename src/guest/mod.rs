@@ -1,6 +1,7 @@
 //! Guest kernels: which kernel a guest boots (specs), where Debian's prebuilt
 //! kernels come from (the archive, through apt with a private state), and the
-//! local cache they are kept in. See docs/guests.md.
+//! local cache they are kept in, and running a command in a QEMU guest of
+//! such a kernel (initramfs, qemu, init, frame, run). See docs/guests.md.
 //!
 //! This layer runs external tools (`apt-get`, `apt-cache`, `dpkg-deb`) and
 //! writes only below the user's cache directory; it never touches the
@@ -10,7 +11,20 @@ pub mod binary;
 pub mod cache;
 pub mod debian;
 pub mod fetch;
+// `ptelab vm` (issue 11) wires run::run_guest; until then only tests and
+// the guest's init use these.
+#[cfg(test)]
+mod boot_tests;
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod frame;
 pub mod image;
+pub mod init;
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod initramfs;
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod qemu;
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod run;
 pub mod sources;
 pub mod spec;
 

@@ -1,0 +1,199 @@
+//! ptelab as a guest's init (PID 1): mount what the kernel layer reads, run
+//! the job's command as an ordinary child process (`/init ARGS…`, not PID 1,
+//! so it is the normal CLI), send its stdout back framed on the console
+//! (`frame`), power off.
+//!
+//! The child's stderr goes to the console through a pipe: it is the progress
+//! and log the host keeps in the guest's log file, and a pipe (not a tty)
+//! keeps progress bars out of it.
+
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::frame;
+use super::initramfs::{JobFile, JOB_PATH, JOB_SCHEMA};
+
+/// The largest job file read.
+const MAX_JOB: u64 = 1 << 20;
+
+/// True when this process is a ptelab guest's init: PID 1 with the job file
+/// in place (PID 1 alone could be a container's entry point).
+pub fn is_guest_init() -> bool {
+    std::process::id() == 1 && Path::new(JOB_PATH).exists()
+}
+
+/// Run the guest's job and power off. Never returns.
+pub fn main() -> ! {
+    let problems = mount_all();
+    ensure_stdio();
+    for p in &problems {
+        eprintln!("ptelab-init: {p}");
+    }
+    let frame = match read_job() {
+        Ok(job) => run_job(&job),
+        Err(e) => {
+            eprintln!("ptelab-init: cannot read {JOB_PATH}: {e}");
+            frame::encode(b"", 125, &release())
+        }
+    };
+    // Kernel messages from here on would only get in the frame's way.
+    // SAFETY: SYSLOG_ACTION_CONSOLE_LEVEL takes no buffer.
+    unsafe { libc::klogctl(8, std::ptr::null_mut(), 1) };
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(&frame).and_then(|_| out.flush()) {
+        eprintln!("ptelab-init: cannot write the answer to the console: {e}");
+    }
+    // SAFETY: plain syscalls; tcdrain waits until the serial line has sent
+    // the frame, which power-off would otherwise cut short.
+    unsafe {
+        libc::tcdrain(1);
+        libc::sync();
+        libc::reboot(libc::RB_POWER_OFF);
+    }
+    // Power-off failed: PID 1 must not exit (that panics); the host times out.
+    eprintln!(
+        "ptelab-init: power off failed: {}",
+        std::io::Error::last_os_error()
+    );
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+/// (source, target, fstype) in mount order; `None` fstype makes a directory only.
+const MOUNTS: &[(&str, &str, Option<&str>)] = &[
+    ("proc", "/proc", Some("proc")),
+    ("sysfs", "/sys", Some("sysfs")),
+    ("devtmpfs", "/dev", Some("devtmpfs")),
+    ("tmpfs", "/dev/shm", Some("tmpfs")),
+    ("tmpfs", "/tmp", Some("tmpfs")),
+    ("tmpfs", "/run", Some("tmpfs")),
+    ("", "/run/lock", None),
+    ("tracefs", "/sys/kernel/tracing", Some("tracefs")),
+    ("cgroup2", "/sys/fs/cgroup", Some("cgroup2")),
+];
+
+/// Mount everything; failures are returned to be reported, not fatal (a
+/// kernel without tracefs still runs the rest, and doctor says what is missing).
+fn mount_all() -> Vec<String> {
+    let mut problems = Vec::new();
+    for &(source, target, fstype) in MOUNTS {
+        if let Err(e) = std::fs::create_dir_all(target) {
+            problems.push(format!("cannot create {target}: {e}"));
+            continue;
+        }
+        let Some(fstype) = fstype else { continue };
+        let c = |s: &str| std::ffi::CString::new(s).expect("static string");
+        let (src, tgt, fs) = (c(source), c(target), c(fstype));
+        // SAFETY: NUL-terminated strings that outlive the call; no data.
+        let rc =
+            unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+        if rc != 0 {
+            problems.push(format!(
+                "cannot mount {fstype} on {target}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    problems
+}
+
+/// Give fds 0-2 the console when the kernel could not (no /dev/console then).
+fn ensure_stdio() {
+    // SAFETY: F_GETFD only queries; open/dup2 on a valid path.
+    unsafe {
+        if libc::fcntl(1, libc::F_GETFD) != -1 {
+            return;
+        }
+        let fd = libc::open(c"/dev/console".as_ptr(), libc::O_RDWR);
+        if fd >= 0 {
+            for target in 0..3 {
+                if libc::fcntl(target, libc::F_GETFD) == -1 {
+                    libc::dup2(fd, target);
+                }
+            }
+        }
+    }
+}
+
+fn read_job() -> anyhow::Result<JobFile> {
+    let mut text = Vec::new();
+    std::fs::File::open(JOB_PATH)?
+        .take(MAX_JOB)
+        .read_to_end(&mut text)?;
+    let job: JobFile = serde_json::from_slice(&text)?;
+    anyhow::ensure!(
+        job.schema == JOB_SCHEMA,
+        "schema {} (expected {JOB_SCHEMA})",
+        job.schema
+    );
+    Ok(job)
+}
+
+/// Run the job's command and frame what it printed.
+fn run_job(job: &JobFile) -> Vec<u8> {
+    let mut child = match Command::new("/init")
+        .args(&job.args)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("HOME", "/root")
+        .env("TERM", "dumb")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ptelab-init: cannot start /init: {e}");
+            return frame::encode(b"", 126, &release());
+        }
+    };
+    let mut stderr = child.stderr.take().expect("piped");
+    let forward = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        let mut console = std::io::stderr();
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            let _ = console.write_all(&buf[..n]);
+        }
+    });
+    let mut stdout = Vec::new();
+    let mut pipe = child.stdout.take().expect("piped").take(job.max_output + 1);
+    let read = pipe.read_to_end(&mut stdout);
+    let oversized = stdout.len() as u64 > job.max_output;
+    if oversized {
+        let _ = child.kill();
+    }
+    let code = match child.wait() {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => 127,
+    };
+    let _ = forward.join();
+    if let Err(e) = read {
+        eprintln!("ptelab-init: reading the command's stdout: {e}");
+    }
+    if oversized {
+        eprintln!(
+            "ptelab-init: the command printed more than {} bytes; stopped it",
+            job.max_output
+        );
+        return frame::encode_oversized(stdout.len() as u64, code, &release());
+    }
+    frame::encode(&stdout, code, &release())
+}
+
+/// `uname -r`.
+fn release() -> String {
+    // SAFETY: uname fills the zeroed struct; its fields are NUL-terminated.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return "unknown".into();
+        }
+        std::ffi::CStr::from_ptr(u.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
+}

@@ -1,0 +1,401 @@
+//! The initramfs a guest boots: a newc cpio archive (uncompressed: the kernel
+//! takes it as is and unpacking costs no decompression under TCG) holding
+//! ptelab itself as `/init`, the job it is to run, and the directories the
+//! kernel layer mounts on. No shell, no busybox.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use super::spec::Arch;
+
+/// Where the job sits in the guest; its presence is what tells ptelab,
+/// started as PID 1, that it is a guest's init and not, say, a container's.
+pub const JOB_PATH: &str = "/ptelab/job.json";
+
+/// Directories the guest's init mounts on or the kernel layer expects.
+const DIRS: &[&str] = &[
+    "/dev",
+    "/proc",
+    "/sys",
+    "/tmp",
+    "/run",
+    "/run/lock",
+    "/var",
+    "/var/tmp",
+    "/root",
+    "/ptelab",
+];
+
+/// What the guest's init is to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFile {
+    pub schema: String,
+    /// Arguments of `/init` (ptelab) run as an ordinary child process.
+    pub args: Vec<String>,
+    /// The most stdout the guest sends back; more is an error.
+    pub max_output: u64,
+}
+
+pub const JOB_SCHEMA: &str = "ptelab/guest-job/v1";
+
+enum Content {
+    Dir,
+    File(PathBuf),
+    Bytes(Vec<u8>),
+    /// A character device node (major, minor).
+    Char(u32, u32),
+}
+
+struct Entry {
+    name: String,
+    mode: u32,
+    content: Content,
+}
+
+/// An archive being assembled; entries are written in the order added, so
+/// parents are added before what they contain.
+#[derive(Default)]
+pub struct Initramfs {
+    entries: Vec<Entry>,
+}
+
+impl Initramfs {
+    /// The archive for one job: `binary` as `/init`, the job file, the
+    /// directories, `/dev/console` (so the kernel can give init its
+    /// console before devtmpfs is mounted), and `libs`, host files copied
+    /// to the same paths (the shared libraries of a dynamically linked binary).
+    pub fn for_job(binary: &Path, job: &JobFile, libs: &[PathBuf]) -> anyhow::Result<Initramfs> {
+        let mut a = Initramfs::default();
+        for d in DIRS {
+            a.dir(d);
+        }
+        a.push("/dev/console", 0o600, Content::Char(5, 1));
+        a.push("/init", 0o755, Content::File(binary.to_owned()));
+        a.push(JOB_PATH, 0o644, Content::Bytes(serde_json::to_vec(job)?));
+        for lib in libs {
+            let name = lib.to_str().context("library path is not UTF-8")?;
+            let parts: Vec<&str> = name.split('/').filter(|p| !p.is_empty()).collect();
+            let mut parent = String::new();
+            for part in &parts[..parts.len().saturating_sub(1)] {
+                parent.push('/');
+                parent.push_str(part);
+                a.dir(&parent);
+            }
+            a.push(name, 0o755, Content::File(lib.clone()));
+        }
+        Ok(a)
+    }
+
+    fn dir(&mut self, name: &str) {
+        if !self.entries.iter().any(|e| e.name == name) {
+            self.push(name, 0o755, Content::Dir);
+        }
+    }
+
+    fn push(&mut self, name: &str, mode: u32, content: Content) {
+        self.entries.push(Entry {
+            name: name.trim_start_matches('/').to_string(),
+            mode,
+            content,
+        });
+    }
+
+    /// Write the archive (files are streamed from disk).
+    pub fn write<W: Write>(&self, out: W) -> anyhow::Result<W> {
+        let mut out = out;
+        for (ino, e) in self.entries.iter().enumerate() {
+            let b = cpio::newc::Builder::new(&e.name)
+                .ino(ino as u32 + 1)
+                .nlink(1);
+            out = match &e.content {
+                Content::Dir => b.mode(0o040000 | e.mode).nlink(2).write(out, 0).finish()?,
+                Content::Char(maj, min) => b
+                    .mode(0o020000 | e.mode)
+                    .rdev_major(*maj)
+                    .rdev_minor(*min)
+                    .write(out, 0)
+                    .finish()?,
+                Content::Bytes(data) => {
+                    let mut w = b
+                        .mode(0o100000 | e.mode)
+                        .write(out, size32(data.len() as u64, &e.name)?);
+                    w.write_all(data)?;
+                    w.finish()?
+                }
+                Content::File(path) => {
+                    let f = File::open(path).with_context(|| format!("{}", path.display()))?;
+                    let len = f.metadata()?.len();
+                    let mut w = b.mode(0o100000 | e.mode).write(out, size32(len, &e.name)?);
+                    let copied = io::copy(&mut f.take(len), &mut w)?;
+                    if copied != len {
+                        bail!("{} changed size while being archived", path.display());
+                    }
+                    w.finish()?
+                }
+            };
+        }
+        Ok(cpio::newc::trailer(out)?)
+    }
+
+    /// Write the archive to a new temporary file (removed when dropped).
+    pub fn write_temp(&self) -> anyhow::Result<tempfile::TempPath> {
+        let f = tempfile::Builder::new()
+            .prefix("ptelab-initramfs-")
+            .suffix(".cpio")
+            .tempfile()
+            .context("creating the initramfs")?;
+        let (file, path) = f.into_parts();
+        let w = self
+            .write(BufWriter::new(file))
+            .context("writing the initramfs")?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all().ok();
+        Ok(path)
+    }
+}
+
+fn size32(len: u64, name: &str) -> anyhow::Result<u32> {
+    u32::try_from(len).with_context(|| format!("{name} is too large for a cpio archive"))
+}
+
+/// What the ELF header of a binary says: its arch and whether it needs a
+/// dynamic loader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElfInfo {
+    pub arch: Option<Arch>,
+    pub dynamic: bool,
+}
+
+/// Read the ELF header and program headers of `path` (64-bit only).
+pub fn elf_info(path: &Path) -> anyhow::Result<ElfInfo> {
+    // The largest file taken (a debug build with its debug info is ~80 MB).
+    const MAX: u64 = 512 << 20;
+    let mut bytes = Vec::new();
+    File::open(path)
+        .with_context(|| format!("{}", path.display()))?
+        .take(MAX)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("{}", path.display()))?;
+    parse_elf(&bytes).with_context(|| format!("{} is not a 64-bit ELF executable", path.display()))
+}
+
+fn parse_elf(bytes: &[u8]) -> anyhow::Result<ElfInfo> {
+    use goblin::elf::{header, program_header, Elf};
+    let hdr = Elf::parse_header(bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if hdr.e_ident[header::EI_CLASS] != header::ELFCLASS64 {
+        bail!("32-bit");
+    }
+    let arch = match hdr.e_machine {
+        header::EM_X86_64 => Some(Arch::X86_64),
+        header::EM_AARCH64 => Some(Arch::Arm64),
+        _ => None,
+    };
+    let elf = Elf::parse(bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let dynamic = elf
+        .program_headers
+        .iter()
+        .any(|p| p.p_type == program_header::PT_INTERP);
+    Ok(ElfInfo { arch, dynamic })
+}
+
+/// The shared libraries (and the loader) `ldd` lists for a dynamically
+/// linked binary of this machine, as absolute paths.
+pub fn shared_libs(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let out = std::process::Command::new("ldd")
+        .arg(binary)
+        .output()
+        .context(
+            "running ldd (to find the shared libraries a dynamic ptelab needs in the guest)",
+        )?;
+    if !out.status.success() {
+        bail!(
+            "ldd {}: {}",
+            binary.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(parse_ldd(&String::from_utf8_lossy(&out.stdout)))
+}
+
+fn parse_ldd(text: &str) -> Vec<PathBuf> {
+    let mut libs = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)"
+        let path = match line.split_once("=>") {
+            Some((_, rhs)) => rhs.split_whitespace().next(),
+            None => line.split_whitespace().next(),
+        };
+        if let Some(p) = path.filter(|p| p.starts_with('/')) {
+            if !libs.iter().any(|l: &PathBuf| l == Path::new(p)) {
+                libs.push(PathBuf::from(p));
+            }
+        }
+    }
+    libs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobFile {
+        JobFile {
+            schema: JOB_SCHEMA.into(),
+            args: vec!["doctor".into(), "--json".into()],
+            max_output: 1 << 20,
+        }
+    }
+
+    /// An entry read back: (name, mode, size, rdev, data).
+    type ReadBack = (String, u32, u32, (u32, u32), Vec<u8>);
+
+    /// Read an archive back with the crate's reader.
+    fn read_back(bytes: &[u8]) -> Vec<ReadBack> {
+        let mut out = Vec::new();
+        let mut r: &[u8] = bytes;
+        loop {
+            let mut reader = cpio::newc::Reader::new(r).unwrap();
+            let e = reader.entry().clone();
+            if e.is_trailer() {
+                break;
+            }
+            let mut data = Vec::new();
+            reader.read_to_end(&mut data).unwrap();
+            out.push((
+                e.name().to_string(),
+                e.mode(),
+                e.file_size(),
+                (e.rdev_major(), e.rdev_minor()),
+                data,
+            ));
+            r = reader.finish().unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn archive_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("ptelab");
+        std::fs::write(&bin, b"\x7fELF binary bytes").unwrap();
+        let lib = dir.path().join("lib").join("libfoo.so.1");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"lib").unwrap();
+        let a = Initramfs::for_job(&bin, &job(), std::slice::from_ref(&lib)).unwrap();
+        let bytes = a.write(Vec::new()).unwrap();
+        assert_eq!(bytes.len() % 4, 0);
+        let entries = read_back(&bytes);
+        let find = |n: &str| {
+            entries
+                .iter()
+                .find(|e| e.0 == n)
+                .unwrap_or_else(|| panic!("{n} missing"))
+        };
+        let init = find("init");
+        assert_eq!(
+            (init.1, init.4.as_slice()),
+            (0o100755, &b"\x7fELF binary bytes"[..])
+        );
+        let j: JobFile = serde_json::from_slice(&find("ptelab/job.json").4).unwrap();
+        assert_eq!(j, job());
+        let console = find("dev/console");
+        assert_eq!((console.1, console.3), (0o020600, (5, 1)));
+        for d in ["proc", "sys", "dev", "tmp", "run/lock", "var/tmp"] {
+            assert_eq!(find(d).1, 0o040755, "{d}");
+        }
+        let libname = lib.to_str().unwrap().trim_start_matches('/');
+        assert_eq!(find(libname).4, b"lib");
+        // Parents come before their children.
+        let pos = |n: &str| entries.iter().position(|e| e.0 == n).unwrap();
+        assert!(
+            pos(lib
+                .parent()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .trim_start_matches('/'))
+                < pos(libname)
+        );
+        assert!(pos("run") < pos("run/lock"));
+    }
+
+    #[test]
+    fn cpio_tool_lists_it_when_installed() {
+        let Ok(mut child) = std::process::Command::new("cpio")
+            .args(["-t", "--quiet"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+        else {
+            eprintln!("skipped: no cpio tool");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("ptelab");
+        std::fs::write(&bin, vec![7u8; 10_000]).unwrap();
+        let bytes = Initramfs::for_job(&bin, &job(), &[])
+            .unwrap()
+            .write(Vec::new())
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&bytes).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let list = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            list.lines().any(|l| l == "init") && list.lines().any(|l| l == "ptelab/job.json"),
+            "{list}"
+        );
+    }
+
+    #[test]
+    fn elf_headers() {
+        let me = elf_info(&std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(me.arch, Arch::host());
+        assert!(me.dynamic, "test binaries are linked against glibc");
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk");
+        std::fs::write(&junk, b"#!/bin/sh\n").unwrap();
+        assert!(elf_info(&junk).is_err());
+        // A static aarch64 header: no PT_INTERP among its program headers.
+        let mut h = vec![0u8; 64 + 56];
+        h[..7].copy_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1]);
+        h[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+        h[18..20].copy_from_slice(&183u16.to_le_bytes());
+        h[20..24].copy_from_slice(&1u32.to_le_bytes());
+        h[32..40].copy_from_slice(&64u64.to_le_bytes());
+        h[52..54].copy_from_slice(&64u16.to_le_bytes());
+        h[54..56].copy_from_slice(&56u16.to_le_bytes());
+        h[56..58].copy_from_slice(&1u16.to_le_bytes());
+        h[64..68].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        assert_eq!(
+            parse_elf(&h).unwrap(),
+            ElfInfo {
+                arch: Some(Arch::Arm64),
+                dynamic: false
+            }
+        );
+        h[56..58].copy_from_slice(&2000u16.to_le_bytes());
+        assert!(
+            parse_elf(&h).is_err(),
+            "program headers beyond the file are refused"
+        );
+    }
+
+    #[test]
+    fn ldd_output() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x1)\n\
+                    \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x2)\n\t/lib64/ld-linux-x86-64.so.2 (0x3)\n\tlibm.so.6 => not found\n";
+        assert_eq!(
+            parse_ldd(text),
+            [
+                "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2"
+            ]
+            .map(PathBuf::from)
+        );
+    }
+}

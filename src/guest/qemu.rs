@@ -1,0 +1,523 @@
+//! QEMU for a guest: which accelerator, which binary, which command line,
+//! and a child process that cannot outlive ptelab.
+//!
+//! Under TCG the guest runs with `-icount shift=0,sleep=off`: its clock
+//! advances one nanosecond per guest instruction, so a time difference read
+//! in the guest is an instruction count (exact and repeatable, blind to
+//! cycles and cache misses). Under KVM the guest reads real time.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::spec::Arch;
+use crate::bail_usage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    Kvm,
+    Tcg,
+}
+
+impl Accel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+impl std::fmt::Display for Accel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What `--accel` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccelRequest {
+    Auto,
+    Kvm,
+    Tcg,
+}
+
+/// The accelerator a guest of `arch` gets, and why (one line for progress
+/// and provenance). `--accel kvm` where KVM cannot run the guest is a usage
+/// error that says why and suggests tcg.
+pub fn choose_accel(req: AccelRequest, arch: Arch) -> anyhow::Result<(Accel, String)> {
+    if req == AccelRequest::Tcg {
+        return Ok((
+            Accel::Tcg,
+            "--accel tcg: QEMU TCG, instruction count (icount)".into(),
+        ));
+    }
+    decide(req, arch, kvm_probe(arch))
+}
+
+fn decide(
+    req: AccelRequest,
+    arch: Arch,
+    kvm: Result<String, String>,
+) -> anyhow::Result<(Accel, String)> {
+    match (req, kvm) {
+        (AccelRequest::Tcg, _) => Ok((
+            Accel::Tcg,
+            "--accel tcg: QEMU TCG, instruction count (icount)".into(),
+        )),
+        (_, Ok(why)) => Ok((Accel::Kvm, why)),
+        (AccelRequest::Kvm, Err(why)) => {
+            bail_usage!(
+                "--accel kvm: KVM cannot run a {arch} guest here: {why}; use --accel tcg (or auto)"
+            )
+        }
+        (AccelRequest::Auto, Err(why)) => Ok((
+            Accel::Tcg,
+            format!("no usable KVM ({why}): QEMU TCG, instruction count (icount)"),
+        )),
+    }
+}
+
+/// Whether KVM here can boot a stock kernel of `arch`: `Ok(what)` or `Err(why not)`.
+///
+/// /dev/kvm must open, speak API 12 and create a VM; on x86 it must be
+/// backed by hardware virtualization (kvm_intel or kvm_amd). A PVM host
+/// (the kvm_pvm module: software virtualization for PVM-aware guests) gives
+/// a /dev/kvm that creates VMs and even runs real-mode code, yet a stock
+/// kernel dies early in its decompressor there, so it counts as unusable.
+pub fn kvm_probe(arch: Arch) -> Result<String, String> {
+    let host = Arch::host();
+    if host != Some(arch) {
+        return Err(format!(
+            "KVM runs only guests of this machine's arch ({})",
+            host.map_or(std::env::consts::ARCH, |a| a.name())
+        ));
+    }
+    let kvm = File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .map_err(|e| format!("/dev/kvm: {e}"))?;
+    const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
+    const KVM_CREATE_VM: libc::c_ulong = 0xAE01;
+    // SAFETY: both ioctls take an integer argument; `kvm` is open.
+    let api = unsafe { libc::ioctl(kvm.as_raw_fd(), KVM_GET_API_VERSION as _, 0) };
+    if api != 12 {
+        return Err(format!("/dev/kvm API version {api}, not 12"));
+    }
+    let module = |m: &str| Path::new("/sys/module").join(m).exists();
+    if module("kvm_pvm") {
+        return Err("/dev/kvm is PVM (module kvm_pvm), which cannot boot stock kernels".into());
+    }
+    let vendor = match arch {
+        Arch::X86_64 => match ["kvm_intel", "kvm_amd"].into_iter().find(|m| module(m)) {
+            Some(m) => m,
+            None => {
+                return Err(
+                    "no hardware virtualization module (kvm_intel or kvm_amd) is loaded".into(),
+                )
+            }
+        },
+        Arch::Arm64 => "kvm",
+    };
+    // SAFETY: as above; the returned fd is closed at once.
+    let vm = unsafe { libc::ioctl(kvm.as_raw_fd(), KVM_CREATE_VM as _, 0) };
+    if vm < 0 {
+        return Err(format!(
+            "KVM_CREATE_VM: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: `vm` is a descriptor this function owns.
+    unsafe { libc::close(vm) };
+    Ok(format!("/dev/kvm ({vendor}): KVM, time"))
+}
+
+/// The QEMU system emulator for `arch` and the Debian package holding it.
+pub fn emulator(arch: Arch) -> (&'static str, &'static str) {
+    match arch {
+        Arch::X86_64 => ("qemu-system-x86_64", "qemu-system-x86"),
+        Arch::Arm64 => ("qemu-system-aarch64", "qemu-system-arm"),
+    }
+}
+
+/// The emulator's path on `PATH`; missing is a usage error naming the package.
+pub fn find_emulator(arch: Arch) -> anyhow::Result<PathBuf> {
+    find_in(&std::env::var_os("PATH").unwrap_or_default(), arch)
+}
+
+fn find_in(path: &std::ffi::OsStr, arch: Arch) -> anyhow::Result<PathBuf> {
+    let (bin, pkg) = emulator(arch);
+    for dir in std::env::split_paths(path) {
+        let p = dir.join(bin);
+        if let Ok(m) = p.metadata() {
+            use std::os::unix::fs::PermissionsExt;
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return Ok(p);
+            }
+        }
+    }
+    bail_usage!("{bin} not found on PATH: an {arch} guest needs QEMU; install Debian's {pkg} (apt-get install {pkg})")
+}
+
+/// `QEMU emulator version 7.2.15 (Debian 1:7.2+dfsg-7+deb12u13)` → `7.2.15 (Debian 1:7.2+dfsg-7+deb12u13)`.
+pub fn version(emulator: &Path) -> anyhow::Result<String> {
+    let out = Command::new(emulator)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {} --version", emulator.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_version(&text).with_context(|| {
+        format!(
+            "{} --version printed no version: {}",
+            emulator.display(),
+            text.trim()
+        )
+    })
+}
+
+fn parse_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.contains("version"))?;
+    let v = line.split_once("version ")?.1.trim();
+    (!v.is_empty()).then(|| v.to_string())
+}
+
+/// What a guest boots with.
+pub struct Machine<'a> {
+    pub arch: Arch,
+    pub accel: Accel,
+    pub memory_mib: u64,
+    pub kernel: &'a Path,
+    pub initrd: &'a Path,
+}
+
+/// The kernel command line: the console, kernel errors and worse only (an
+/// OOM kill shows in the log; the guest's init lowers the console level to
+/// emergencies before it writes the answer), a panic or oops ends the
+/// guest at once (`panic=-1` reboots, which `-no-reboot` turns into QEMU
+/// exiting), and the kernel at a fixed address (`nokaslr`, see [`TCG_SEED`]).
+pub fn kernel_cmdline(arch: Arch) -> String {
+    let console = match arch {
+        Arch::X86_64 => "ttyS0",
+        Arch::Arm64 => "ttyAMA0",
+    };
+    format!("console={console} quiet loglevel=4 panic=-1 oops=panic nokaslr")
+}
+
+/// Under TCG a guest is deterministic: icount makes its clock and timer
+/// interrupts a function of the instructions executed, and these fix what
+/// else would vary between boots (with `nokaslr` on the kernel command
+/// line): the seed of QEMU's random number generator (RDRAND/RNDR, hence
+/// the kernel's entropy pool and every address it randomizes) and the
+/// real-time clock's start. Two runs of one cell then give the same
+/// instruction counts to the last digit; without them they differed by
+/// about 0.15% (mprotect-toggle 4M 4K on Debian 6.17.13, x86_64 and arm64).
+/// The price: a guest always sees the same layout, and anything that moves
+/// it (another kernel, guest binary, memory size or command line) shifts
+/// such a figure by a few tenths of a percent (0.4% seen) besides its own
+/// effect.
+pub const TCG_SEED: &str = "1";
+/// The guest's wall clock at boot under TCG (it then advances with the
+/// guest's own clock); guests do no networking, so nothing expires.
+pub const TCG_RTC: &str = "base=2025-01-01T00:00:00,clock=vm";
+
+/// QEMU's arguments (after the emulator's name).
+pub fn args(m: &Machine) -> Vec<OsString> {
+    let (machine, tcg_cpu) = match m.arch {
+        Arch::X86_64 => ("pc", "max"),
+        // pauth-impdef: QEMU's cheap pointer-authentication hash instead of
+        // QARMA; same instructions executed, several times faster under TCG.
+        Arch::Arm64 => ("virt", "max,pauth-impdef=on"),
+    };
+    let mem = m.memory_mib.to_string();
+    let mut a: Vec<&str> = match m.accel {
+        Accel::Tcg => vec![
+            "-M",
+            machine,
+            "-accel",
+            "tcg",
+            "-cpu",
+            tcg_cpu,
+            "-icount",
+            "shift=0,sleep=off",
+            "-seed",
+            TCG_SEED,
+            "-rtc",
+            TCG_RTC,
+        ],
+        Accel::Kvm if m.arch == Arch::Arm64 => {
+            vec![
+                "-M",
+                "virt,gic-version=max",
+                "-accel",
+                "kvm",
+                "-cpu",
+                "host",
+            ]
+        }
+        Accel::Kvm => vec!["-M", machine, "-accel", "kvm", "-cpu", "host"],
+    };
+    // -nodefaults: no NIC, VGA or option ROMs to set up (about 0.4 s of an
+    // x86 boot under TCG, and no firmware noise on the console); the one
+    // serial port is the console, on QEMU's stdout.
+    a.extend(["-smp", "1", "-m", &mem, "-nodefaults", "-no-user-config"]);
+    a.extend(["-display", "none", "-serial", "stdio", "-no-reboot"]);
+    let mut a: Vec<OsString> = a.into_iter().map(OsString::from).collect();
+    a.push("-kernel".into());
+    a.push(m.kernel.into());
+    a.push("-initrd".into());
+    a.push(m.initrd.into());
+    a.push("-append".into());
+    a.push(kernel_cmdline(m.arch).into());
+    a
+}
+
+/// A running QEMU. It dies with ptelab (PR_SET_PDEATHSIG, for the thread
+/// that spawned it, which waits for it), runs in its own process group (a
+/// Ctrl-C at the terminal reaches ptelab, which stops it, not QEMU
+/// directly), and is killed and reaped when dropped.
+pub struct Qemu {
+    child: Child,
+    reaped: bool,
+}
+
+impl Qemu {
+    pub fn spawn(emulator: &Path, args: &[OsString]) -> anyhow::Result<Qemu> {
+        let parent = std::process::id() as libc::pid_t;
+        let mut cmd = Command::new(emulator);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // ptelab died before the prctl: nobody would kill us.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", emulator.display()))?;
+        Ok(Qemu {
+            child,
+            reaped: false,
+        })
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Kill (if still running) and reap.
+    pub fn kill(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let _ = self.child.kill();
+        let s = self.child.wait();
+        self.reaped = true;
+        s
+    }
+
+    /// Wait for QEMU to exit by itself.
+    pub fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let s = self.child.wait();
+        self.reaped = s.is_ok();
+        s
+    }
+}
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.kill();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(arch: Arch, accel: Accel) -> String {
+        let m = Machine {
+            arch,
+            accel,
+            memory_mib: 1024,
+            kernel: Path::new("/k/vmlinuz"),
+            initrd: Path::new("/t/i.cpio"),
+        };
+        args(&m)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn command_lines() {
+        let tail = "-smp 1 -m 1024 -nodefaults -no-user-config -display none -serial stdio -no-reboot -kernel /k/vmlinuz -initrd /t/i.cpio -append";
+        assert_eq!(
+            line(Arch::X86_64, Accel::Tcg),
+            format!("-M pc -accel tcg -cpu max -icount shift=0,sleep=off -seed 1 -rtc base=2025-01-01T00:00:00,clock=vm {tail} console=ttyS0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
+        );
+        assert_eq!(
+            line(Arch::Arm64, Accel::Tcg),
+            format!("-M virt -accel tcg -cpu max,pauth-impdef=on -icount shift=0,sleep=off -seed 1 -rtc base=2025-01-01T00:00:00,clock=vm {tail} console=ttyAMA0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
+        );
+        assert_eq!(
+            line(Arch::X86_64, Accel::Kvm),
+            format!("-M pc -accel kvm -cpu host {tail} console=ttyS0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
+        );
+        assert_eq!(
+            line(Arch::Arm64, Accel::Kvm),
+            format!("-M virt,gic-version=max -accel kvm -cpu host {tail} console=ttyAMA0 quiet loglevel=4 panic=-1 oops=panic nokaslr")
+        );
+        // The command line is one argument, however many words it has.
+        let m = Machine {
+            arch: Arch::X86_64,
+            accel: Accel::Tcg,
+            memory_mib: 512,
+            kernel: Path::new("/a b/k"),
+            initrd: Path::new("/i"),
+        };
+        let a = args(&m);
+        assert_eq!(a[a.len() - 1], OsString::from(kernel_cmdline(Arch::X86_64)));
+        assert_eq!(a[a.len() - 5], OsString::from("/a b/k"));
+    }
+
+    #[test]
+    fn accel_decisions() {
+        let ok = || Ok("/dev/kvm (kvm_intel): KVM, time".to_string());
+        let no =
+            || Err("/dev/kvm is PVM (module kvm_pvm), which cannot boot stock kernels".to_string());
+        assert_eq!(
+            decide(AccelRequest::Auto, Arch::X86_64, ok()).unwrap().0,
+            Accel::Kvm
+        );
+        let (a, why) = decide(AccelRequest::Auto, Arch::X86_64, no()).unwrap();
+        assert_eq!(a, Accel::Tcg);
+        assert!(why.contains("PVM") && why.contains("icount"), "{why}");
+        assert_eq!(
+            decide(AccelRequest::Tcg, Arch::X86_64, ok()).unwrap().0,
+            Accel::Tcg
+        );
+        let e = decide(AccelRequest::Kvm, Arch::Arm64, no()).unwrap_err();
+        assert!(crate::error::is_usage(&e));
+        assert!(e.to_string().contains("use --accel tcg"), "{e}");
+    }
+
+    #[test]
+    fn kvm_never_for_another_arch() {
+        let other = if Arch::host() == Some(Arch::X86_64) {
+            Arch::Arm64
+        } else {
+            Arch::X86_64
+        };
+        let why = kvm_probe(other).unwrap_err();
+        assert!(why.contains("this machine's arch"), "{why}");
+        // Auto never fails, whatever this machine's KVM is.
+        assert!(choose_accel(AccelRequest::Auto, Arch::host().unwrap()).is_ok());
+    }
+
+    /// The process state letter of `pid` (`Z` zombie), None when it is gone.
+    fn state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.chars().next()
+    }
+
+    fn wait_dead(pid: u32) -> bool {
+        for _ in 0..100 {
+            if matches!(state(pid), None | Some('Z')) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[test]
+    fn dropped_process_is_killed_and_reaped() {
+        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+        let pid = q.child().id();
+        assert_eq!(state(pid).map(|s| s != 'Z'), Some(true));
+        drop(q);
+        assert_eq!(state(pid), None, "killed and reaped: no zombie left");
+    }
+
+    #[test]
+    fn process_dies_with_the_thread_that_spawned_it() {
+        // As if ptelab died without running Drop (SIGKILL): PR_SET_PDEATHSIG
+        // kills the child when the spawning thread ends.
+        let (pid, q) = std::thread::spawn(|| {
+            let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+            let pid = q.child().id();
+            // Skip Drop's kill, keep the handle to reap the zombie later.
+            q.reaped = true;
+            (pid, q)
+        })
+        .join()
+        .unwrap();
+        assert!(wait_dead(pid), "the child outlived its parent thread");
+        let mut q = q;
+        q.reaped = false;
+        drop(q);
+        assert_eq!(state(pid), None);
+    }
+
+    #[test]
+    fn own_process_group() {
+        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+        let pid = q.child().id() as libc::pid_t;
+        // SAFETY: getpgid only queries.
+        assert_eq!(
+            unsafe { libc::getpgid(pid) },
+            pid,
+            "a terminal's Ctrl-C must not reach QEMU"
+        );
+        assert!(q.kill().is_ok());
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            parse_version("QEMU emulator version 7.2.15 (Debian 1:7.2+dfsg-7+deb12u13)\nCopyright (c) 2003-2022 Fabrice Bellard\n").as_deref(),
+            Some("7.2.15 (Debian 1:7.2+dfsg-7+deb12u13)")
+        );
+        assert_eq!(parse_version("garbage"), None);
+    }
+
+    #[test]
+    fn missing_emulator_names_the_package() {
+        let (bin, pkg) = emulator(Arch::Arm64);
+        assert_eq!((bin, pkg), ("qemu-system-aarch64", "qemu-system-arm"));
+        assert_eq!(emulator(Arch::X86_64).1, "qemu-system-x86");
+        let empty = tempfile::tempdir().unwrap();
+        let e = find_in(empty.path().as_os_str(), Arch::Arm64).unwrap_err();
+        assert!(crate::error::is_usage(&e));
+        assert_eq!(
+            e.to_string(),
+            "qemu-system-aarch64 not found on PATH: an arm64 guest needs QEMU; install Debian's qemu-system-arm (apt-get install qemu-system-arm)"
+        );
+    }
+}

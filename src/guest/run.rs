@@ -1,0 +1,340 @@
+//! One guest run: build the initramfs, boot the kernel in QEMU, keep the
+//! console in the log file as it comes, and bring back the command's stdout
+//! verified (`frame`). No QEMU outlives this function: a timeout, a panic, a
+//! malformed answer, SIGINT or an error of ours kills and reaps it.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use super::frame::{self, FrameError};
+use super::initramfs::{self, Initramfs, JobFile, JOB_SCHEMA};
+use super::qemu::{self, Machine, Qemu};
+use super::spec::Arch;
+use crate::bail_usage;
+
+// The accelerator choice is part of this module's interface.
+#[cfg_attr(not(test), allow(unused_imports))]
+pub use super::qemu::{choose_accel, Accel, AccelRequest};
+
+/// The most stdout a guest may send back.
+pub const MAX_OUTPUT: u64 = 64 << 20;
+/// Console beyond the answer kept (boot messages, the command's stderr);
+/// a guest that prints more is stopped.
+const CONSOLE_SLACK: u64 = 16 << 20;
+/// Time QEMU gets to exit after the guest finished answering.
+const POWER_OFF_GRACE: Duration = Duration::from_secs(10);
+/// Console lines quoted in an error.
+const TAIL_LINES: usize = 20;
+
+/// One command to run in a guest.
+pub struct GuestJob {
+    pub arch: Arch,
+    pub kernel: PathBuf,
+    /// ptelab for the guest's arch: static, or (same arch as this machine
+    /// only) dynamic, with the shared libraries `ldd` lists copied along.
+    pub binary: PathBuf,
+    /// ptelab's arguments in the guest (`bench …`).
+    pub args: Vec<String>,
+    pub accel: Accel,
+    pub memory_mib: u64,
+    /// From QEMU's start to its exit.
+    pub timeout: Duration,
+    /// The guest's console, written as it comes.
+    pub log: PathBuf,
+    /// Set on SIGINT/SIGTERM (`kernel::thp::interrupted()`): stop the guest.
+    pub interrupted: &'static AtomicBool,
+}
+
+#[derive(Debug)]
+pub struct GuestOutput {
+    pub stdout: Vec<u8>,
+    /// The command's exit code in the guest: 128+N when killed by signal N
+    /// (137: SIGKILL, e.g. the guest's OOM killer; the log has its message);
+    /// 125 the guest's init could not read its job, 126 could not start it.
+    pub exit_code: i32,
+    pub accel: Accel,
+    pub qemu_version: String,
+    /// `uname -r` in the guest, as the guest reported it.
+    pub kernel_release: String,
+    /// From QEMU's start to its exit.
+    pub boot_to_exit: Duration,
+}
+
+/// The full QEMU command line a job boots with (for the log and reports).
+pub fn command_line(emulator: &Path, machine: &Machine) -> String {
+    std::iter::once(emulator.as_os_str().to_owned())
+        .chain(qemu::args(machine))
+        .map(|a| {
+            let s = a.to_string_lossy().into_owned();
+            if s.contains(' ') {
+                format!("\"{s}\"")
+            } else {
+                s
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
+    let emulator = qemu::find_emulator(job.arch)?;
+    let qemu_version = qemu::version(&emulator)?;
+    let libs = libraries(job)?;
+    let jobfile = JobFile {
+        schema: JOB_SCHEMA.into(),
+        args: job.args.clone(),
+        max_output: MAX_OUTPUT,
+    };
+    let initrd = Initramfs::for_job(&job.binary, &jobfile, &libs)?.write_temp()?;
+    let initrd_len = std::fs::metadata(&initrd)?.len();
+    let least = min_memory_mib(initrd_len);
+    if job.memory_mib < least {
+        bail_usage!(
+            "--memory {} MiB cannot boot this guest: its initramfs is {} MiB; give it at least {least} MiB",
+            job.memory_mib,
+            initrd_len.div_ceil(1 << 20)
+        );
+    }
+    let machine = Machine {
+        arch: job.arch,
+        accel: job.accel,
+        memory_mib: job.memory_mib,
+        kernel: &job.kernel,
+        initrd: &initrd,
+    };
+    if let Some(dir) = job.log.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut log =
+        File::create(&job.log).with_context(|| format!("creating {}", job.log.display()))?;
+    writeln!(log, "ptelab: {}", command_line(&emulator, &machine))?;
+    writeln!(log, "ptelab: guest runs: ptelab {}", job.args.join(" "))?;
+
+    let started = Instant::now();
+    let mut q = Qemu::spawn(&emulator, &qemu::args(&machine))?;
+    let stderr = drain_stderr(&mut q)?;
+    let console = pump(job, &mut q, &mut log, started)?;
+    let status = q.wait().context("waiting for QEMU")?;
+    let boot_to_exit = started.elapsed();
+    let qemu_err = stderr.join().unwrap_or_default();
+    if !qemu_err.is_empty() {
+        let _ = writeln!(log, "\nptelab: QEMU stderr:\n{qemu_err}");
+    }
+    let _ = writeln!(
+        log,
+        "\nptelab: QEMU {status} after {:.2} s",
+        boot_to_exit.as_secs_f64()
+    );
+    match frame::decode(&console, MAX_OUTPUT) {
+        Ok(a) => Ok(GuestOutput {
+            stdout: a.stdout,
+            exit_code: a.exit_code,
+            accel: job.accel,
+            qemu_version,
+            kernel_release: a.release,
+            boot_to_exit,
+        }),
+        Err(e) => {
+            let mut why = match (&e, panic_line(&console)) {
+                (FrameError::Missing, Some(p)) => format!("the guest kernel panicked: {p}"),
+                (FrameError::Missing, None) => {
+                    format!("the guest stopped without an answer (QEMU {status})")
+                }
+                _ => e.to_string(),
+            };
+            if !qemu_err.is_empty() {
+                why.push_str(&format!(
+                    "; QEMU: {}",
+                    qemu_err.lines().last().unwrap_or("").trim()
+                ));
+            }
+            bail!(
+                "{why}\n{}console log: {}",
+                tail(&console),
+                job.log.display()
+            )
+        }
+    }
+}
+
+/// The least guest memory worth booting with: the kernel keeps the
+/// initramfs image while it unpacks it into the root file system (twice its
+/// size), and a Debian cloud kernel needs about 128 MiB beside it.
+pub fn min_memory_mib(initrd_bytes: u64) -> u64 {
+    (2 * initrd_bytes).div_ceil(1 << 20) + 128
+}
+
+/// The shared libraries to copy for a dynamic binary, after checking the
+/// binary is an ELF executable for the guest's arch.
+fn libraries(job: &GuestJob) -> anyhow::Result<Vec<PathBuf>> {
+    let info = initramfs::elf_info(&job.binary)?;
+    match info.arch {
+        Some(a) if a == job.arch => {}
+        Some(a) => bail_usage!(
+            "{} is a ptelab for {a}; an {} guest needs one for {}",
+            job.binary.display(),
+            job.arch,
+            job.arch
+        ),
+        None => bail_usage!(
+            "{} is an ELF binary for neither x86_64 nor arm64",
+            job.binary.display()
+        ),
+    }
+    if !info.dynamic {
+        return Ok(Vec::new());
+    }
+    if Arch::host() != Some(job.arch) {
+        bail_usage!(
+            "{} is dynamically linked; an {} guest on this machine needs a static ptelab",
+            job.binary.display(),
+            job.arch
+        );
+    }
+    initramfs::shared_libs(&job.binary)
+}
+
+/// Read the console until QEMU closes it, writing it to the log as it comes;
+/// stop QEMU on timeout, SIGINT, or a console larger than any answer.
+fn pump(job: &GuestJob, q: &mut Qemu, log: &mut File, started: Instant) -> anyhow::Result<Vec<u8>> {
+    let mut out = q.child().stdout.take().context("QEMU's stdout")?;
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n @ 1..) = out.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let cap = frame::encoded_len(MAX_OUTPUT) + CONSOLE_SLACK;
+    let mut console = Vec::new();
+    let mut deadline = started + job.timeout;
+    let mut answered = false;
+    let result = loop {
+        if job.interrupted.load(Ordering::SeqCst) {
+            let _ = q.kill();
+            break Err(anyhow::anyhow!(
+                "interrupted: stopped the guest (QEMU killed)\n{}console log: {}",
+                tail(&console),
+                job.log.display()
+            ));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            let _ = q.kill();
+            if answered {
+                // The answer is in; only the power-off hung.
+                break Ok(());
+            }
+            break Err(anyhow::anyhow!(
+                "the guest did not finish within {} s (QEMU killed); last console lines:\n{}console log: {}",
+                job.timeout.as_secs(),
+                tail(&console),
+                job.log.display()
+            ));
+        }
+        match rx.recv_timeout((deadline - now).min(Duration::from_millis(100))) {
+            Ok(chunk) => {
+                if console.len() as u64 + chunk.len() as u64 > cap {
+                    let _ = q.kill();
+                    break Err(anyhow::anyhow!(
+                        "the guest's console exceeded {} MiB (QEMU killed)\n{}console log: {}",
+                        cap >> 20,
+                        tail(&console),
+                        job.log.display()
+                    ));
+                }
+                log.write_all(&chunk)
+                    .with_context(|| format!("writing {}", job.log.display()))?;
+                // Look for the end line where this chunk could complete it.
+                let from = console.len().saturating_sub(64);
+                console.extend_from_slice(&chunk);
+                if !answered && frame::has_end(&console[from..]) {
+                    answered = true;
+                    deadline = deadline.min(Instant::now() + POWER_OFF_GRACE);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
+        }
+    };
+    let _ = log.flush();
+    if result.is_err() {
+        let _ = q.kill();
+    }
+    let _ = reader.join();
+    result.map(|_| console)
+}
+
+/// QEMU's stderr, read on a thread (a full pipe would stall QEMU); the first
+/// 64 KiB are kept.
+fn drain_stderr(q: &mut Qemu) -> anyhow::Result<std::thread::JoinHandle<String>> {
+    let mut err = q.child().stderr.take().context("QEMU's stderr")?;
+    Ok(std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let _ = (&mut err).take(64 << 10).read_to_end(&mut kept);
+        let _ = std::io::copy(&mut err, &mut std::io::sink());
+        String::from_utf8_lossy(&kept).trim().to_string()
+    }))
+}
+
+/// The console's last lines, printable, each indented; empty when there are none.
+fn tail(console: &[u8]) -> String {
+    let text = String::from_utf8_lossy(console);
+    let lines: Vec<String> = text
+        .split('\n')
+        .map(|l| {
+            l.chars()
+                .filter(|c| !c.is_control() || *c == '\t')
+                .collect::<String>()
+        })
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let from = lines.len().saturating_sub(TAIL_LINES);
+    lines[from..].iter().map(|l| format!("  | {l}\n")).collect()
+}
+
+/// The kernel's panic line, when it panicked.
+fn panic_line(console: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(console);
+    text.lines().find_map(|l| {
+        l.find("Kernel panic - ")
+            .map(|p| l[p..].trim().chars().take(200).collect())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_floor() {
+        assert_eq!(min_memory_mib(0), 128);
+        assert_eq!(min_memory_mib(4 << 20), 136);
+        assert_eq!(min_memory_mib((80 << 20) + 1), 289);
+    }
+
+    #[test]
+    fn console_tail_and_panic() {
+        let c = b"\x1b[0mboot\r\nline 2\r\n[    1.2] Kernel panic - not syncing: VFS: Unable to mount root fs\r\n\r\n";
+        assert_eq!(
+            tail(c),
+            "  | [0mboot\n  | line 2\n  | [    1.2] Kernel panic - not syncing: VFS: Unable to mount root fs\n"
+        );
+        assert_eq!(
+            panic_line(c).as_deref(),
+            Some("Kernel panic - not syncing: VFS: Unable to mount root fs")
+        );
+        assert_eq!(panic_line(b"fine\n"), None);
+        let many: String = (0..100).map(|i| format!("l{i}\n")).collect();
+        assert_eq!(tail(many.as_bytes()).lines().count(), TAIL_LINES);
+        assert!(tail(many.as_bytes()).ends_with("  | l99\n"));
+    }
+}
