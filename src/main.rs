@@ -66,5 +66,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => cmd::report::run(&args),
         Command::Reproduce(args) => cmd::reproduce::run(&args),
         Command::Kernel(args) => cmd::kernel::run(&args),
+        Command::Vm(args) => cmd::vm::run(&args),
     }
 }

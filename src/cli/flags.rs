@@ -52,6 +52,11 @@ pub enum Command {
     Reproduce(ReproduceArgs),
     /// Guest kernels: fetch Debian's into the cache, list cached or offered ones.
     Kernel(super::kernel::KernelArgs),
+    /// Run bench, sweep, crosscheck, doctor or model in QEMU guests of other
+    /// kernels (x86_64 or arm64): `ptelab vm --kernel debian:6.17.13 -- bench
+    /// mprotect-toggle --size 4M`. Under TCG the figures are guest
+    /// instructions, not time (docs/guests.md).
+    Vm(super::vm::VmArgs),
 }
 
 /// Output and database options of the commands that read runs.

@@ -4,3 +4,4 @@ pub mod flags;
 pub mod kernel;
 pub mod plan;
 pub mod values;
+pub mod vm;

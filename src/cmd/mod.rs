@@ -15,6 +15,7 @@ pub mod reproduce;
 pub mod runs;
 pub mod show;
 pub mod sweep;
+pub mod vm;
 
 use std::io::Write;
 use std::path::Path;

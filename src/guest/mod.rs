@@ -11,19 +11,13 @@ pub mod binary;
 pub mod cache;
 pub mod debian;
 pub mod fetch;
-// `ptelab vm` (issue 11) wires run::run_guest; until then only tests and
-// the guest's init use these.
 #[cfg(test)]
 mod boot_tests;
-#[cfg_attr(not(test), allow(dead_code))]
 pub mod frame;
 pub mod image;
 pub mod init;
-#[cfg_attr(not(test), allow(dead_code))]
 pub mod initramfs;
-#[cfg_attr(not(test), allow(dead_code))]
 pub mod qemu;
-#[cfg_attr(not(test), allow(dead_code))]
 pub mod run;
 pub mod sources;
 pub mod spec;

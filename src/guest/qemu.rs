@@ -14,32 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
-use serde::Serialize;
 
 use super::spec::Arch;
 use crate::bail_usage;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Accel {
-    Kvm,
-    Tcg,
-}
-
-impl Accel {
-    pub fn name(self) -> &'static str {
-        match self {
-            Accel::Kvm => "kvm",
-            Accel::Tcg => "tcg",
-        }
-    }
-}
-
-impl std::fmt::Display for Accel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// How QEMU runs a guest (the record layer's type: it is stored with the run).
+pub use crate::record::Accel;
 
 /// What `--accel` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,54 @@
+//! `ptelab vm`: run a ptelab command in QEMU guests of other kernels.
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::flags::StoreOpts;
+use super::values;
+
+/// `--accel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AccelFlag {
+    /// KVM where /dev/kvm can boot the guest, else TCG.
+    Auto,
+    /// Hardware virtualization: figures are time.
+    Kvm,
+    /// QEMU's translator with icount: figures are guest instructions.
+    Tcg,
+}
+
+#[derive(Debug, Args)]
+pub struct VmArgs {
+    /// Guest kernel (repeatable, or comma-separated; one stored run each):
+    /// debian:6.17.13, debian:6.17 (the newest 6.17.x), debian:6.17.13-arm64,
+    /// or the image of your own build (arch/x86/boot/bzImage,
+    /// arch/arm64/boot/Image). See `ptelab kernel`.
+    #[arg(long = "kernel", alias = "kernels", value_name = "SPEC", required = true, value_delimiter = ',')]
+    pub kernels: Vec<String>,
+    /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Accelerator: auto (KVM where it can boot the guest, else TCG), kvm or tcg.
+    #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
+    pub accel: AccelFlag,
+    /// Guest memory (binary suffixes: 512M, 2G).
+    #[arg(long, value_parser = values::size, default_value = "1G", value_name = "SIZE")]
+    pub memory: u64,
+    /// Give up on a guest after this long (boot, command and power-off).
+    #[arg(long, value_parser = values::duration, default_value = "20m", value_name = "DURATION")]
+    pub timeout: Duration,
+    /// Guests run side by side (each takes one host CPU under TCG).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
+    /// Debian mirror URL (default: the Debian archive of apt's sources).
+    #[arg(long, value_name = "URL")]
+    pub mirror: Option<String>,
+    #[command(flatten)]
+    pub out: StoreOpts,
+    /// The command run in each guest, after `--`: bench, sweep, crosscheck,
+    /// doctor or model, with its own flags (e.g. `-- bench mprotect-toggle
+    /// --size 4M`). Results of bench and sweep are stored on this host.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
