@@ -11,4 +11,5 @@ mod model_cli;
 mod report_cli;
 mod store_cli;
 mod store_kill;
+mod vm_cli;
 mod workloads_cli;

@@ -24,7 +24,13 @@ pub struct VmArgs {
     /// debian:6.17.13, debian:6.17 (the newest 6.17.x), debian:6.17.13-arm64,
     /// or the image of your own build (arch/x86/boot/bzImage,
     /// arch/arm64/boot/Image). See `ptelab kernel`.
-    #[arg(long = "kernel", alias = "kernels", value_name = "SPEC", required = true, value_delimiter = ',')]
+    #[arg(
+        long = "kernel",
+        alias = "kernels",
+        value_name = "SPEC",
+        required = true,
+        value_delimiter = ','
+    )]
     pub kernels: Vec<String>,
     /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
     #[arg(long)]

@@ -87,12 +87,18 @@ impl GuestCommand {
         }
         // The guest parses the same flags; parse them here first so that a
         // typo costs no boot.
-        let cli = Cli::try_parse_from(std::iter::once("ptelab".to_string()).chain(words.iter().cloned()))
-            .map_err(|e| crate::error::usage(format!("in the guest command: {}", first_line(&e.to_string()))))?;
+        let cli =
+            Cli::try_parse_from(std::iter::once("ptelab".to_string()).chain(words.iter().cloned()))
+                .map_err(|e| {
+                    crate::error::usage(format!(
+                        "in the guest command: {}",
+                        first_line(&e.to_string())
+                    ))
+                })?;
         let need = match &cli.command {
-            Command::Bench(b) => Some(
-                b.size.unwrap_or_else(|| b.workload.default_size()) * b.measure.regions as u64,
-            ),
+            Command::Bench(b) => {
+                Some(b.size.unwrap_or_else(|| b.workload.default_size()) * b.measure.regions as u64)
+            }
             Command::Sweep(s) => {
                 Some(s.sizes.iter().copied().max().unwrap_or(0) * s.measure.regions as u64)
             }
@@ -167,8 +173,8 @@ struct MeasuredDoc {
 /// The cells and host a measuring guest command answered, checked.
 fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, usize)> {
     let value: Value = serde_json::from_slice(stdout).context("the answer is not JSON")?;
-    let doc: MeasuredDoc =
-        serde_json::from_value(value.clone()).context("the answer is not a ptelab result document")?;
+    let doc: MeasuredDoc = serde_json::from_value(value.clone())
+        .context("the answer is not a ptelab result document")?;
     let cells = match (doc.schema.as_str(), doc.cells) {
         ("ptelab/bench/v1", None) => vec![serde_json::from_value::<CellResult>(value)
             .context("the answer's cell does not fit the record schema")?],
@@ -189,7 +195,8 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     if let Some(need) = command.need {
         let usable = (args.memory.saturating_sub(GUEST_RESERVE) as f64 * MEM_SHARE) as u64;
         if need > usable {
-            let want = ((need as f64 / MEM_SHARE) as u64 + GUEST_RESERVE).next_multiple_of(256 << 20);
+            let want =
+                ((need as f64 / MEM_SHARE) as u64 + GUEST_RESERVE).next_multiple_of(256 << 20);
             bail_usage!(
                 "the largest cell maps {} but a guest of --memory {} leaves it about {}: pass --memory {} or more",
                 crate::text::format::bytes(need as f64),
@@ -312,7 +319,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             );
             code = ExitCode::from(if out.exit_code == 2 { 2 } else { 1 });
             if !command.measures || out.stdout.is_empty() {
-                text.push_str(&format!("{heading}\n{}\n", String::from_utf8_lossy(&out.stdout)));
+                text.push_str(&format!(
+                    "{heading}\n{}\n",
+                    String::from_utf8_lossy(&out.stdout)
+                ));
                 continue;
             }
         }
@@ -331,14 +341,20 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             }
             continue;
         }
-        let (mut host, cells, guest_interrupted, failed) = measured(&out.stdout).with_context(|| {
-            format!(
-                "the {} guest's answer was refused; console log: {}",
-                k.spec,
-                job.log.display()
-            )
-        })?;
-        host.guest = Some(Guest::new(out.accel, &out.qemu_version, &k.source, &k.sha256));
+        let (mut host, cells, guest_interrupted, failed) =
+            measured(&out.stdout).with_context(|| {
+                format!(
+                    "the {} guest's answer was refused; console log: {}",
+                    k.spec,
+                    job.log.display()
+                )
+            })?;
+        host.guest = Some(Guest::new(
+            out.accel,
+            &out.qemu_version,
+            &k.source,
+            &k.sha256,
+        ));
         let run_id = match &store {
             Some(store) => {
                 let id = store.begin(&command.name, &vm_command_line(), &host)?;
@@ -373,7 +389,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             text.push_str("\n\n");
             text.push_str(&cells::render_table_in(&cells, host.metric()));
             if let Some(id) = run_id {
-                text.push_str(&format!("stored as run {id} in {}\n", args.out.db.display()));
+                text.push_str(&format!(
+                    "stored as run {id} in {}\n",
+                    args.out.db.display()
+                ));
             }
             text.push('\n');
         }

@@ -8,11 +8,11 @@
 //! system's apt configuration or state.
 
 pub mod binary;
+#[cfg(test)]
+mod boot_tests;
 pub mod cache;
 pub mod debian;
 pub mod fetch;
-#[cfg(test)]
-mod boot_tests;
 pub mod frame;
 pub mod image;
 pub mod init;

@@ -1,0 +1,210 @@
+//! `ptelab vm`: bad input refused before any boot, and one real guest run
+//! (x86_64, Debian's 6.17.13 from the kernel cache) stored with its
+//! provenance, plus SIGINT during a guest leaving no QEMU behind.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{ptelab, ptelab_std, skip, TempDb};
+
+const KERNEL: &str = "debian:6.17.13";
+
+fn refused(args: &[&str], needle: &str) {
+    let out = ptelab().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn bad_input_is_refused_before_booting() {
+    let k = [
+        "vm",
+        "--kernel",
+        KERNEL,
+        "--arch",
+        "x86_64",
+        "--no-store",
+        "--",
+    ];
+    let with = |tail: &[&'static str]| -> Vec<&str> { k.iter().chain(tail).copied().collect() };
+    refused(
+        &with(&["reproduce", "--quick"]),
+        "accepted commands after -- are bench, sweep, crosscheck, doctor, model",
+    );
+    refused(
+        &with(&["bench", "mprotect-toggle", "--db", "x.db"]),
+        "--db belongs to vm",
+    );
+    refused(
+        &with(&["bench", "mprotect-toggle", "--size", "4Q"]),
+        "in the guest command",
+    );
+    let mut small = with(&["bench", "mprotect-toggle", "--size", "900M"]);
+    small.splice(1..1, ["--memory", "512M"]);
+    refused(&small, "pass --memory 1280M or more");
+    refused(
+        &["vm", "--kernel", "debian:6.17.13-sparc", "--", "doctor"],
+        "",
+    );
+}
+
+/// The cached x86_64 kernel the guest tests boot, or why there is none.
+fn cached_kernel() -> Option<()> {
+    if std::process::Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
+        return None;
+    }
+    let out = ptelab()
+        .args(["kernel", "list", "--json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let cached = list.as_array().is_some_and(|l| {
+        l.iter()
+            .any(|k| k["manifest"]["version"] == "6.17.13" && k["manifest"]["arch"] == "x86_64")
+    });
+    if !cached {
+        skip("Debian's 6.17.13 x86_64 kernel is not cached (ptelab kernel fetch debian:6.17.13 --arch x86_64)");
+        return None;
+    }
+    Some(())
+}
+
+#[test]
+fn a_guest_bench_is_stored_in_instructions_with_its_provenance() {
+    if cached_kernel().is_none() {
+        return;
+    }
+    let db = TempDb::new();
+    let out = ptelab()
+        .args([
+            "vm",
+            "--kernel",
+            KERNEL,
+            "--arch",
+            "x86_64",
+            "--db",
+            db.path(),
+            "--tag",
+            "vmtest",
+        ])
+        .args([
+            "--",
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "400K",
+            "--folio",
+            "4K",
+            "--blocks",
+            "3",
+        ])
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("instr_per_call"), "{text}");
+    assert!(!text.contains("nsec_per_call"), "{text}");
+    let show = ptelab()
+        .args(["show", "vmtest", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let run: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let guest = &run["host"]["guest"];
+    assert_eq!(guest["metric"], "instructions", "{run}");
+    assert_eq!(guest["accel"], "tcg");
+    assert!(guest["kernel_source"].as_str().unwrap().starts_with(KERNEL));
+    assert_eq!(guest["kernel_sha256"].as_str().unwrap().len(), 64);
+    assert!(run["host"]["kernel_release"]
+        .as_str()
+        .unwrap()
+        .starts_with("6.17.13"));
+    let tags = run["run"]["tags"].as_array().unwrap();
+    assert!(tags.iter().any(|t| t == KERNEL) && tags.iter().any(|t| t == "vmtest"));
+    let cell = &run["cells"][0]["cell"];
+    assert_eq!(cell["layout"]["matches"], true);
+    // 400K of order-0 PTEs cost tens of thousands of guest instructions.
+    let per_call = cell["ns_per_call"]["median"].as_f64().unwrap();
+    assert!((5_000.0..5_000_000.0).contains(&per_call), "{per_call}");
+}
+
+/// QEMU processes whose parent is `pid`.
+fn qemu_children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let Some((comm, rest)) = stat.split_once(") ") else {
+            continue;
+        };
+        let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) && comm.contains("(qemu-system") {
+            found.push(child);
+        }
+    }
+    found
+}
+
+#[test]
+fn sigint_during_a_guest_leaves_no_qemu() {
+    if cached_kernel().is_none() {
+        return;
+    }
+    let child = ptelab_std()
+        .args(["vm", "--kernel", KERNEL, "--arch", "x86_64", "--no-store"])
+        .args([
+            "--",
+            "sweep",
+            "mprotect-toggle",
+            "--sizes",
+            "4M,40M",
+            "--folios",
+            "4K",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = Instant::now();
+    let qemu = loop {
+        if let Some(&q) = qemu_children(pid).first() {
+            break q;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "no QEMU started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{qemu}")).exists(),
+        "QEMU {qemu} survived"
+    );
+}
