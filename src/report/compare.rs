@@ -262,22 +262,7 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
     writeln!(out, "{bullet}{}", run_line("A", &view.a, m)).unwrap();
     writeln!(out, "{bullet}{}", run_line("B", &view.b, m)).unwrap();
     let me = &view.method;
-    let indent = if md { "  " } else { "" };
     match &me.replicated {
-        // The time wording keeps its line breaks (scripts and mails quote
-        // it); the longer instruction statistic is wrapped to fit.
-        None if view.metric == Metric::Time => writeln!(
-            out,
-            "{bullet}%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap\n\
-             {indent}CI ({} resamples, seed {}). Verdict: Mann-Whitney U with\n\
-             {indent}Holm across {} cells at alpha {}.",
-            me.statistic,
-            me.confidence * 100.0,
-            me.resamples,
-            m.code(&me.seed),
-            me.family,
-            me.alpha,
-        ),
         None => {
             let text = format!(
                 "%change: {} of B vs A, ± the half-width of its {:.0}% bootstrap CI ({} \
