@@ -242,6 +242,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     };
     let logs = cache.root.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    prune_logs(&logs, KEEP_LOGS);
 
     // Boot the guests, --jobs at a time, each answer kept in kernel order.
     let answers: Vec<Mutex<Option<anyhow::Result<GuestOutput>>>> =
@@ -405,7 +406,99 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// Console logs kept: the newest ones, so the cache does not grow without end.
+const KEEP_LOGS: usize = 200;
+
+/// Remove all but the `keep` newest `*.log` files of `dir` (names start with
+/// their UTC start time, so the name order is the age order).
+fn prune_logs(dir: &std::path::Path, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut logs: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    let old = logs.len().saturating_sub(keep);
+    for p in &logs[..old] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 /// The command line as typed, stored with the run.
 fn vm_command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_logs_are_pruned_newest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        for t in [
+            "2026-11-23T100000Z-a",
+            "2026-11-23T110000Z-b",
+            "2026-11-23T120000Z-c",
+        ] {
+            std::fs::write(dir.path().join(format!("{t}.log")), "x").unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        prune_logs(dir.path(), 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "2026-11-23T110000Z-b.log",
+                "2026-11-23T120000Z-c.log",
+                "notes.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_guest_command_is_checked_on_the_host() {
+        let words = |w: &str| w.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let c = GuestCommand::parse(&words("sweep mprotect-toggle --sizes 4K,40M --regions 2"))
+            .unwrap();
+        assert!(c.measures);
+        assert_eq!(c.need, Some(80 << 20));
+        assert_eq!(c.args[c.args.len() - 2..], ["--no-store", "--json"]);
+        let d = GuestCommand::parse(&words("doctor")).unwrap();
+        assert!(!d.measures && d.need.is_none() && d.args == ["doctor"]);
+        for bad in [
+            "calibrate",
+            "bench mprotect-toggle --tag=x",
+            "bench nonsense",
+        ] {
+            let e = GuestCommand::parse(&words(bad)).err().unwrap();
+            assert!(crate::error::is_usage(&e), "{bad}: {e:#}");
+        }
+    }
+
+    #[test]
+    fn a_guest_answer_is_checked_against_the_record_schema() {
+        assert!(measured(b"not json").is_err());
+        assert!(measured(br#"{"schema":"ptelab/doctor/v1","host":{}}"#).is_err());
+        let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
+        let host = crate::kernel::host::capture().unwrap();
+        let doc = json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell], "failed": []});
+        let (h, cells, interrupted, failed) = measured(doc.to_string().as_bytes()).unwrap();
+        assert_eq!((h, cells.len(), interrupted, failed), (host.clone(), 1, false, 0));
+        let mut bench = serde_json::to_value(&cell).unwrap();
+        let obj = bench.as_object_mut().unwrap();
+        obj.insert("schema".into(), json!("ptelab/bench/v1"));
+        obj.insert("host".into(), serde_json::to_value(&host).unwrap());
+        assert_eq!(
+            measured(bench.to_string().as_bytes()).unwrap().1,
+            vec![cell]
+        );
+    }
 }
