@@ -491,7 +491,10 @@ mod tests {
         let host = crate::kernel::host::capture().unwrap();
         let doc = json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell], "failed": []});
         let (h, cells, interrupted, failed) = measured(doc.to_string().as_bytes()).unwrap();
-        assert_eq!((h, cells.len(), interrupted, failed), (host.clone(), 1, false, 0));
+        assert_eq!(
+            (h, cells.len(), interrupted, failed),
+            (host.clone(), 1, false, 0)
+        );
         let mut bench = serde_json::to_value(&cell).unwrap();
         let obj = bench.as_object_mut().unwrap();
         obj.insert("schema".into(), json!("ptelab/bench/v1"));
