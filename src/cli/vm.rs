@@ -47,6 +47,16 @@ pub struct VmArgs {
     /// Guests run side by side (each takes one host CPU under TCG).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: u32,
+    /// A static executable for the guest's arch to put in the guest
+    /// (repeatable), run with `-- exec NAME ARGS…`: a reference program,
+    /// such as a seed's own reproducer, measured in the same kind of guest.
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<std::path::PathBuf>,
+    /// Kernel parameter added to the guest's command line (repeatable), e.g.
+    /// transparent_hugepage=never for a program that does not ask for its
+    /// folio size the way ptelab does.
+    #[arg(long = "append", value_name = "PARAM")]
+    pub append: Vec<String>,
     /// Debian mirror URL (default: the Debian archive of apt's sources).
     #[arg(long, value_name = "URL")]
     pub mirror: Option<String>,
@@ -54,7 +64,8 @@ pub struct VmArgs {
     pub out: StoreOpts,
     /// The command run in each guest, after `--`: bench, sweep, crosscheck,
     /// doctor or model, with its own flags (e.g. `-- bench mprotect-toggle
-    /// --size 4M`). Results of bench and sweep are stored on this host.
+    /// --size 4M`), or `exec NAME ARGS…` for a program given with --file.
+    /// Results of bench and sweep are stored on this host.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -56,6 +56,8 @@ const HOST_FLAGS: [&str; 4] = ["--db", "--tag", "--json", "--no-store"];
 /// The guest command, checked on the host.
 struct GuestCommand {
     name: String,
+    /// `exec NAME`: the `--file` to run instead of ptelab.
+    program: Option<String>,
     /// Arguments after `ptelab` in the guest.
     args: Vec<String>,
     /// bench and sweep: cells come back and are stored here.
@@ -65,12 +67,35 @@ struct GuestCommand {
 }
 
 impl GuestCommand {
-    fn parse(words: &[String]) -> anyhow::Result<GuestCommand> {
+    fn parse(words: &[String], files: &[PathBuf]) -> anyhow::Result<GuestCommand> {
         let name = words.first().cloned().unwrap_or_default();
+        if name == "exec" {
+            let names: Vec<&str> = files
+                .iter()
+                .filter_map(|f| f.file_name().and_then(|n| n.to_str()))
+                .collect();
+            let Some(program) = words.get(1).filter(|p| names.contains(&p.as_str())) else {
+                bail_usage!(
+                    "exec runs a program given with --file: accepted names are {}",
+                    if names.is_empty() {
+                        "none (no --file given)".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                );
+            };
+            return Ok(GuestCommand {
+                name,
+                program: Some(program.clone()),
+                args: words[2..].to_vec(),
+                measures: false,
+                need: None,
+            });
+        }
         let Some(&(_, measures)) = COMMANDS.iter().find(|(c, _)| *c == name) else {
             let names: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).collect();
             bail_usage!(
-                "'{name}' cannot run in a guest: accepted commands after -- are {}",
+                "'{name}' cannot run in a guest: accepted commands after -- are {}, and exec NAME for a --file",
                 names.join(", ")
             );
         };
@@ -110,6 +135,7 @@ impl GuestCommand {
         }
         Ok(GuestCommand {
             name,
+            program: None,
             args,
             measures,
             need,
@@ -185,7 +211,7 @@ fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, usize
 }
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
-    let command = GuestCommand::parse(&args.command)?;
+    let command = GuestCommand::parse(&args.command, &args.files)?;
     let arch_flag = args.arch.as_deref().map(Arch::parse_flag).transpose()?;
     let specs = args
         .kernels
@@ -256,6 +282,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 kernel: k.image.clone(),
                 binary: binary.clone(),
                 args: command.args.clone(),
+                files: args.files.clone(),
+                append: args.append.clone(),
+                program: command.program.clone(),
                 accel: *accel,
                 memory_mib: args.memory >> 20,
                 timeout: args.timeout,
@@ -463,22 +492,29 @@ mod tests {
         );
     }
 
+    impl GuestCommand {
+        fn parse_words(words: &[String]) -> anyhow::Result<GuestCommand> {
+            GuestCommand::parse(words, &[PathBuf::from("/tmp/mprot")])
+        }
+    }
+
     #[test]
     fn the_guest_command_is_checked_on_the_host() {
         let words = |w: &str| w.split_whitespace().map(String::from).collect::<Vec<_>>();
-        let c = GuestCommand::parse(&words("sweep mprotect-toggle --sizes 4K,40M --regions 2"))
-            .unwrap();
+        let c =
+            GuestCommand::parse_words(&words("sweep mprotect-toggle --sizes 4K,40M --regions 2"))
+                .unwrap();
         assert!(c.measures);
         assert_eq!(c.need, Some(80 << 20));
         assert_eq!(c.args[c.args.len() - 2..], ["--no-store", "--json"]);
-        let d = GuestCommand::parse(&words("doctor")).unwrap();
+        let d = GuestCommand::parse_words(&words("doctor")).unwrap();
         assert!(!d.measures && d.need.is_none() && d.args == ["doctor"]);
         for bad in [
             "calibrate",
             "bench mprotect-toggle --tag=x",
             "bench nonsense",
         ] {
-            let e = GuestCommand::parse(&words(bad)).err().unwrap();
+            let e = GuestCommand::parse_words(&words(bad)).err().unwrap();
             assert!(crate::error::is_usage(&e), "{bad}: {e:#}");
         }
     }

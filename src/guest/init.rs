@@ -134,7 +134,11 @@ fn read_job() -> anyhow::Result<JobFile> {
 
 /// Run the job's command and frame what it printed.
 fn run_job(job: &JobFile) -> Vec<u8> {
-    let mut child = match Command::new("/init")
+    let program = match &job.program {
+        Some(p) => format!("/files/{p}"),
+        None => "/init".to_string(),
+    };
+    let mut child = match Command::new(&program)
         .args(&job.args)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -147,7 +151,7 @@ fn run_job(job: &JobFile) -> Vec<u8> {
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("ptelab-init: cannot start /init: {e}");
+            eprintln!("ptelab-init: cannot start {program}: {e}");
             return frame::encode(b"", 126, &release());
         }
     };

@@ -38,6 +38,9 @@ pub struct JobFile {
     pub args: Vec<String>,
     /// The most stdout the guest sends back; more is an error.
     pub max_output: u64,
+    /// Run `/files/NAME` with `args` instead of ptelab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
 }
 
 pub const JOB_SCHEMA: &str = "ptelab/guest-job/v1";
@@ -88,6 +91,21 @@ impl Initramfs {
             a.push(name, 0o755, Content::File(lib.clone()));
         }
         Ok(a)
+    }
+
+    /// Add host files as `/files/NAME` (NAME: the file name), executable.
+    pub fn with_files(mut self, files: &[PathBuf]) -> anyhow::Result<Initramfs> {
+        if !files.is_empty() {
+            self.dir("/files");
+        }
+        for f in files {
+            let name = f
+                .file_name()
+                .and_then(|n| n.to_str())
+                .with_context(|| format!("{}: no UTF-8 file name", f.display()))?;
+            self.push(&format!("/files/{name}"), 0o755, Content::File(f.clone()));
+        }
+        Ok(self)
     }
 
     fn dir(&mut self, name: &str) {
@@ -247,6 +265,7 @@ mod tests {
             schema: JOB_SCHEMA.into(),
             args: vec!["doctor".into(), "--json".into()],
             max_output: 1 << 20,
+            program: None,
         }
     }
 
@@ -321,6 +340,35 @@ mod tests {
                 < pos(libname)
         );
         assert!(pos("run") < pos("run/lock"));
+    }
+
+    #[test]
+    fn extra_files_go_to_files_executable() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("ptelab");
+        std::fs::write(&bin, b"ptelab").unwrap();
+        let prog = dir.path().join("mprot");
+        std::fs::write(&prog, b"reproducer").unwrap();
+        let mut j = job();
+        j.program = Some("mprot".into());
+        let a = Initramfs::for_job(&bin, &j, &[])
+            .unwrap()
+            .with_files(std::slice::from_ref(&prog))
+            .unwrap();
+        let entries = read_back(&a.write(Vec::new()).unwrap());
+        let find = |n: &str| {
+            entries
+                .iter()
+                .find(|e| e.0 == n)
+                .unwrap_or_else(|| panic!("{n}"))
+        };
+        assert_eq!(find("files").1, 0o040755);
+        assert_eq!(
+            (find("files/mprot").1, find("files/mprot").4.as_slice()),
+            (0o100755, &b"reproducer"[..])
+        );
+        let back: JobFile = serde_json::from_slice(&find("ptelab/job.json").4).unwrap();
+        assert_eq!(back.program.as_deref(), Some("mprot"));
     }
 
     #[test]

@@ -177,6 +177,8 @@ pub struct Machine<'a> {
     pub memory_mib: u64,
     pub kernel: &'a Path,
     pub initrd: &'a Path,
+    /// Kernel parameters added after ptelab's own (`--append`).
+    pub append: &'a [String],
 }
 
 /// The kernel command line: the console, kernel errors and worse only (an
@@ -256,7 +258,12 @@ pub fn args(m: &Machine) -> Vec<OsString> {
     a.push("-initrd".into());
     a.push(m.initrd.into());
     a.push("-append".into());
-    a.push(kernel_cmdline(m.arch).into());
+    let mut cmdline = kernel_cmdline(m.arch);
+    for p in m.append {
+        cmdline.push(' ');
+        cmdline.push_str(p);
+    }
+    a.push(cmdline.into());
     a
 }
 
@@ -346,6 +353,7 @@ mod tests {
             memory_mib: 1024,
             kernel: Path::new("/k/vmlinuz"),
             initrd: Path::new("/t/i.cpio"),
+            append: &[],
         };
         args(&m)
             .iter()
@@ -380,9 +388,23 @@ mod tests {
             memory_mib: 512,
             kernel: Path::new("/a b/k"),
             initrd: Path::new("/i"),
+            append: &[],
         };
         let a = args(&m);
         assert_eq!(a[a.len() - 1], OsString::from(kernel_cmdline(Arch::X86_64)));
+        let extra = ["transparent_hugepage=never".to_string()];
+        let m = Machine {
+            append: &extra,
+            ..m
+        };
+        let a = args(&m);
+        assert_eq!(
+            a[a.len() - 1],
+            OsString::from(format!(
+                "{} transparent_hugepage=never",
+                kernel_cmdline(Arch::X86_64)
+            ))
+        );
         assert_eq!(a[a.len() - 5], OsString::from("/a b/k"));
     }
 

@@ -39,8 +39,15 @@ pub struct GuestJob {
     /// ptelab for the guest's arch: static, or (same arch as this machine
     /// only) dynamic, with the shared libraries `ldd` lists copied along.
     pub binary: PathBuf,
-    /// ptelab's arguments in the guest (`bench …`).
+    /// ptelab's arguments in the guest (`bench …`), or the program's.
     pub args: Vec<String>,
+    /// Static executables for the guest's arch, put in `/files/NAME`.
+    pub files: Vec<PathBuf>,
+    /// Kernel parameters added to ptelab's (`transparent_hugepage=never`).
+    pub append: Vec<String>,
+    /// Run `/files/NAME ARGS` instead of ptelab (a reference program, e.g.
+    /// a seed's own reproducer, measured in the same guest).
+    pub program: Option<String>,
     pub accel: Accel,
     pub memory_mib: u64,
     /// From QEMU's start to its exit.
@@ -90,8 +97,14 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         schema: JOB_SCHEMA.into(),
         args: job.args.clone(),
         max_output: MAX_OUTPUT,
+        program: job.program.clone(),
     };
-    let initrd = Initramfs::for_job(&job.binary, &jobfile, &libs)?.write_temp()?;
+    for f in &job.files {
+        check_static(f, job.arch)?;
+    }
+    let initrd = Initramfs::for_job(&job.binary, &jobfile, &libs)?
+        .with_files(&job.files)?
+        .write_temp()?;
     let initrd_len = std::fs::metadata(&initrd)?.len();
     let least = min_memory_mib(initrd_len);
     if job.memory_mib < least {
@@ -107,6 +120,7 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         memory_mib: job.memory_mib,
         kernel: &job.kernel,
         initrd: &initrd,
+        append: &job.append,
     };
     if let Some(dir) = job.log.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -114,7 +128,10 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
     let mut log =
         File::create(&job.log).with_context(|| format!("creating {}", job.log.display()))?;
     writeln!(log, "ptelab: {}", command_line(&emulator, &machine))?;
-    writeln!(log, "ptelab: guest runs: ptelab {}", job.args.join(" "))?;
+    match &job.program {
+        Some(p) => writeln!(log, "ptelab: guest runs: /files/{p} {}", job.args.join(" "))?,
+        None => writeln!(log, "ptelab: guest runs: ptelab {}", job.args.join(" "))?,
+    }
 
     let started = Instant::now();
     let mut q = Qemu::spawn(&emulator, &qemu::args(&machine))?;
@@ -172,6 +189,20 @@ pub fn min_memory_mib(initrd_bytes: u64) -> u64 {
 
 /// The shared libraries to copy for a dynamic binary, after checking the
 /// binary is an ELF executable for the guest's arch.
+/// A file a guest is to execute besides ptelab: a static ELF for its arch.
+fn check_static(path: &std::path::Path, arch: Arch) -> anyhow::Result<()> {
+    let info = initramfs::elf_info(path).map_err(|e| {
+        crate::error::usage(format!("{}: not an executable ({e:#})", path.display()))
+    })?;
+    if info.arch != Some(arch) || info.dynamic {
+        bail_usage!(
+            "{} must be a static executable for {arch} to run in the guest (e.g. gcc -static)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 fn libraries(job: &GuestJob) -> anyhow::Result<Vec<PathBuf>> {
     let info = initramfs::elf_info(&job.binary)?;
     match info.arch {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fidelity in the guest (issue 11): seed 001's own reproducer
+# (mprot_tw4m_regsize.c, built static) against `ptelab vm … bench
+# mprotect-toggle`, in guests of one kernel with the same options, in the
+# same unit (guest instructions per call under TCG icount).
+#
+# usage: SEED_FILE=MAIL bench/vm-fidelity.sh [KERNEL]   (default debian:6.17.13)
+# MAIL is the seed 001 report that quotes mprot_tw4m_regsize.c between
+# "--- cut here ---" lines; ptelab does not ship it. The guests boot with
+# transparent_hugepage=never: the reproducer does not ask for its folio size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KERNEL=${1:-debian:6.17.13}
+SEED=${SEED_FILE:-}
+[ -r "$SEED" ] || { echo "set SEED_FILE to the seed 001 mail that quotes mprot_tw4m_regsize.c" >&2; exit 2; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+awk '/^mprot_tw4m_regsize.c$/{f=1;next} f&&/^--- cut here ---$/{if(s){exit}s=1;next} f&&s' "$SEED" >"$WORK/mprot_tw4m_regsize.c"
+gcc -Wall -O1 -static -o "$WORK/mprot" "$WORK/mprot_tw4m_regsize.c"
+cargo build --release -q
+P=target/release/ptelab
+VM=("$P" vm --kernel "$KERNEL" --append transparent_hugepage=never)
+printf '%8s %14s %14s %8s\n' size_kib reproducer ptelab ratio
+"${VM[@]}" --no-store --json -- sweep mprotect-toggle --sizes 400K,4M,40M --folios 4K 2>/dev/null |
+    python3 -c 'import json,sys
+for c in json.load(sys.stdin)["guests"][0]["cells"]: print(c["size_bytes"]>>10, c["ns_per_call"]["median"])' >"$WORK/ptelab"
+while read -r kib med; do
+    iters=$((8192000 / kib)); [ "$iters" -lt 100 ] && iters=100
+    r=$("${VM[@]}" --file "$WORK/mprot" -- exec mprot "$kib" 1 "$iters" 2>/dev/null | grep -oP 'Avg: \K[0-9.]+(?= nsec/call)')
+    python3 -c "print(f'{$kib:>8} {$r:>14.0f} {$med:>14.0f} {$med/$r:>8.3f}')"
+done <"$WORK/ptelab"
