@@ -187,8 +187,6 @@ pub fn min_memory_mib(initrd_bytes: u64) -> u64 {
     (2 * initrd_bytes).div_ceil(1 << 20) + 128
 }
 
-/// The shared libraries to copy for a dynamic binary, after checking the
-/// binary is an ELF executable for the guest's arch.
 /// A file a guest is to execute besides ptelab: a static ELF for its arch.
 fn check_static(path: &std::path::Path, arch: Arch) -> anyhow::Result<()> {
     let info = initramfs::elf_info(path).map_err(|e| {
@@ -203,6 +201,8 @@ fn check_static(path: &std::path::Path, arch: Arch) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The shared libraries to copy for a dynamic binary, after checking the
+/// binary is an ELF executable for the guest's arch.
 fn libraries(job: &GuestJob) -> anyhow::Result<Vec<PathBuf>> {
     let info = initramfs::elf_info(&job.binary)?;
     match info.arch {
