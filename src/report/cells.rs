@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use crate::record::{CellResult, Metric};
+use crate::text::format::fixed;
 use crate::text::table::Table;
 use crate::workload::FolioSpec;
 
@@ -91,9 +92,9 @@ pub fn render_table_in(cells: &[CellResult], metric: Metric) -> String {
             };
             t.row([
                 (c.size_bytes / 1024).to_string(),
-                format!("{:.0}", ns.median),
+                fixed(ns.median, 0),
                 ci,
-                format!("{:.1}", c.ns_per_page),
+                fixed(c.ns_per_page, 1),
                 flushes,
                 vmas,
                 lay,

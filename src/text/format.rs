@@ -7,12 +7,23 @@
 pub use crate::workload::size::format_size as size;
 
 /// Nanoseconds as the seeds print them: whole numbers from 100 up, one
-/// decimal below.
+/// decimal below; `n/a` for an undefined figure (a cell with no samples).
 pub fn ns(v: f64) -> String {
-    if v >= 100.0 {
+    if !v.is_finite() {
+        "n/a".into()
+    } else if v >= 100.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.1}")
+    }
+}
+
+/// `v` with `decimals` decimals, or `n/a` for an undefined figure.
+pub fn fixed(v: f64, decimals: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.decimals$}")
+    } else {
+        "n/a".into()
     }
 }
 
@@ -111,6 +122,9 @@ mod tests {
         assert_eq!(ns(100.0), "100");
         assert_eq!(ns(99.94), "99.9");
         assert_eq!(opt_ns(None), "-");
+        assert_eq!(ns(f64::NAN), "n/a");
+        assert_eq!(fixed(385.05, 1), "385.1");
+        assert_eq!(fixed(f64::NAN, 0), "n/a");
     }
 
     #[test]
