@@ -7,17 +7,43 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::common::{assert_success, is_root, knob_snapshot, knob_watch, ptelab, scratch_dir};
+use crate::common::{
+    assert_success, is_root, knob_snapshot, knob_watch, ptelab, scratch_dir, skip,
+};
 
 const GUEST_BUILD: &str = "this ptelab was built without the results database (a guest build)";
 
+/// Whether the Rust standard library for `target` is installed.
+pub fn target_installed(target: &str) -> bool {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(out) = Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", target])
+        .output()
+    else {
+        return false;
+    };
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    out.status.success()
+        && std::fs::read_dir(dir).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
+        })
+}
+
 /// The guest binary for this arch, built once per test run (seconds when up
-/// to date, minutes the first time).
-fn guest_ptelab() -> &'static Path {
+/// to date, minutes the first time); `None`, said why, when the musl target
+/// is not installed (`.ci/run` installs it).
+fn guest_ptelab() -> Option<&'static Path> {
+    let target = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
+    if !target_installed(&target) {
+        skip(&format!(
+            "the Rust target {target} is not installed (rustup target add {target})"
+        ));
+        return None;
+    }
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
+    Some(BIN.get_or_init(|| {
         let tree = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let out = Command::new(cargo)
             .current_dir(tree)
@@ -32,22 +58,24 @@ fn guest_ptelab() -> &'static Path {
             String::from_utf8_lossy(&out.stderr)
         );
         tree.join("target").join(&target).join("guest/ptelab")
-    })
+    }))
 }
 
-fn guest(args: &[&str]) -> std::process::Output {
-    Command::new(guest_ptelab())
-        .args(args)
-        .current_dir(scratch_dir())
-        .output()
-        .unwrap()
+fn guest(args: &[&str]) -> Option<std::process::Output> {
+    Some(
+        Command::new(guest_ptelab()?)
+            .args(args)
+            .current_dir(scratch_dir())
+            .output()
+            .unwrap(),
+    )
 }
 
 #[test]
 fn the_model_prints_what_the_default_build_prints() {
     for arch in ["arm64", "x86_64"] {
         let args = ["model", "mprotect-toggle", "--arch", arch, "--size", "4M"];
-        let g = guest(&args);
+        let Some(g) = guest(&args) else { return };
         assert_success(&g);
         let host = ptelab().args(args).arg("--no-store").output().unwrap();
         assert_success(&host);
@@ -85,7 +113,7 @@ fn asking_a_guest_build_for_the_database_is_bad_input() {
         &["compare", "latest~1", "latest"],
     ];
     for args in cases {
-        let out = guest(args);
+        let Some(out) = guest(args) else { return };
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(GUEST_BUILD), "{args:?}: {err}");
@@ -102,7 +130,7 @@ fn a_guest_build_measures_without_storing() {
     if !is_root() {
         args.push("--allow-unverified");
     }
-    let out = guest(&args);
+    let Some(out) = guest(&args) else { return };
     assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("nsec_per_call"), "{text}");
