@@ -71,7 +71,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     let mut updated = false;
     if apt.index_age().is_none_or(|a| a > INDEX_MAX_AGE) {
         if let Err(e) = apt.update() {
-            check_interrupt(opts.interrupted)?;
+            check_interrupt_after_failure(opts.interrupted)?;
             return offline(cache, spec, *version, *flavour, arch, &mirror, &e);
         }
         updated = true;
@@ -80,7 +80,7 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     if debian::select(&offers, version, *flavour, arch).is_none() && !updated {
         // The index may predate the version asked for.
         if let Err(e) = apt.update() {
-            check_interrupt(opts.interrupted)?;
+            check_interrupt_after_failure(opts.interrupted)?;
             return offline(cache, spec, *version, *flavour, arch, &mirror, &e);
         }
         offers = apt.offers()?;
@@ -270,7 +270,7 @@ fn install(
         .map(|(n, v, _)| (n.clone(), v.clone()))
         .collect();
     if let Err(e) = apt.download(&want, &debs) {
-        stop()?;
+        check_interrupt_after_failure(interrupted)?;
         return Err(e);
     }
     stop()?;
@@ -287,10 +287,11 @@ fn install(
             .arg(&root)
             .status()
             .context("running dpkg-deb -x")?;
-        stop()?;
         if !st.success() {
+            check_interrupt_after_failure(interrupted)?;
             bail!("dpkg-deb -x {} failed ({st})", deb.display());
         }
+        stop()?;
         if image_package.is_none() && find_image(&root, &offer.release).is_some() {
             image_package = Some(Package {
                 name: name.clone(),
@@ -368,6 +369,18 @@ fn install(
     let cached = staging.commit(cache, &manifest)?;
     eprintln!("ptelab: cached {}", cached.dir.display());
     Ok(cached)
+}
+
+/// After a tool failed: was it because of SIGINT/SIGTERM? The signal reaches
+/// the tool (same process group) as it reaches ptelab, and the tool may die
+/// of it before ptelab's signal thread has set the flag, so wait up to half
+/// a second for the flag before calling the failure a failure.
+fn check_interrupt_after_failure(interrupted: &AtomicBool) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    while !interrupted.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    check_interrupt(interrupted)
 }
 
 fn check_interrupt(interrupted: &AtomicBool) -> anyhow::Result<()> {
