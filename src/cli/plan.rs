@@ -20,7 +20,7 @@ fn mem(b: u64) -> String {
 }
 
 /// Share of MemAvailable a cell may use; the rest is left to the system.
-const MEM_SHARE: f64 = 0.9;
+pub const MEM_SHARE: f64 = 0.9;
 
 /// Workloads the kernel backend implements.
 pub const KERNEL_WORKLOADS: [WorkloadKind; 5] = [

@@ -89,7 +89,7 @@ pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     }
     let all_match = outcome.rows.iter().all(|r| r.matches);
     if let Some(store) = super::open_store(&args.out)? {
-        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let command = crate::kernel::host::invocation();
         let id = store.begin_run("crosscheck", &command, &host, &args.out.tags)?;
         for c in &outcome.model_cells {
             store.insert_model_cell(id, c)?;

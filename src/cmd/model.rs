@@ -100,7 +100,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
     let cells = model_cells(&plan)?;
     if let Some(store) = super::open_store(&args.out)? {
         let host = crate::kernel::host::capture()?;
-        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let command = crate::kernel::host::invocation();
         let run = store.begin_run("model", &command, &host, &args.out.tags)?;
         for (_, rec) in &cells {
             store.insert_model_cell(run, rec)?;

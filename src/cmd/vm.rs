@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use super::{print_json, print_text};
 use crate::bail_usage;
 use crate::cli::flags::{Cli, Command};
+use crate::cli::plan::MEM_SHARE;
 use crate::cli::vm::{AccelFlag, VmArgs};
 use crate::guest::binary::guest_binary;
 use crate::guest::cache::Cache;
@@ -35,11 +36,9 @@ use crate::guest::{Arch, KernelSpec};
 use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::report::cells;
 
-/// Memory a guest keeps for its kernel and the initramfs (measured: a 1G
-/// Debian cloud guest reports about 880M MemAvailable under ptelab).
+/// Memory a guest keeps for its kernel, the initramfs and ptelab itself;
+/// the rest is MemAvailable in the guest (docs/guests.md gives the figure).
 const GUEST_RESERVE: u64 = 192 << 20;
-/// Share of what is left that a cell may use: the plan's own rule.
-const MEM_SHARE: f64 = 0.9;
 
 /// Guest commands and whether their results come back to be stored.
 const COMMANDS: [(&str, bool); 5] = [
@@ -211,7 +210,11 @@ fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, usize
 }
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
-    let command = GuestCommand::parse(&args.command, &args.files)?;
+    let mut command = GuestCommand::parse(&args.command, &args.files)?;
+    // `vm --json` asks every guest command for its JSON document too.
+    if args.out.json && !command.measures && command.program.is_none() {
+        command.args.push("--json".into());
+    }
     let arch_flag = args.arch.as_deref().map(Arch::parse_flag).transpose()?;
     let specs = args
         .kernels
@@ -387,7 +390,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         ));
         let run_id = match &store {
             Some(store) => {
-                let id = store.begin(&command.name, &vm_command_line(), &host)?;
+                let id = store.begin(&command.name, &crate::kernel::host::invocation(), &host)?;
                 for c in &cells {
                     store.cell(id, c)?;
                 }
@@ -454,11 +457,6 @@ fn prune_logs(dir: &std::path::Path, keep: usize) {
     for p in &logs[..old] {
         let _ = std::fs::remove_file(p);
     }
-}
-
-/// The command line as typed, stored with the run.
-fn vm_command_line() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -20,6 +20,11 @@ use serde::{Deserialize, Serialize};
 use super::{procfs, thp};
 pub use crate::record::Host;
 
+/// How ptelab was invoked, as stored with every run.
+pub fn invocation() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
 const UNKNOWN: &str = "unknown";
 
 /// Capture the host. Fails only when even the kernel release is unreadable

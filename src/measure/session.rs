@@ -196,7 +196,7 @@ pub fn run(
     let thp_knobs = guard
         .as_ref()
         .map_or_else(|| host.thp_knobs.clone(), |g| g.original().clone());
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = crate::kernel::host::invocation();
     let run_id = match store {
         Some(s) => Some(s.begin(kind, &command, &host)?),
         None => None,
