@@ -12,6 +12,7 @@ mod cli;
 mod cmd;
 mod crosscheck;
 mod error;
+mod fleet;
 mod guest;
 mod kernel;
 mod measure;

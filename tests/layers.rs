@@ -30,13 +30,20 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     ("guest", &["record", "workload", "text", "error"]),
     (
+        "fleet",
+        &[
+            "guest", "store", "kernel", "record", "workload", "text", "error",
+        ],
+    ),
+    (
         "report",
         &["analysis", "store", "record", "workload", "text", "error"],
     ),
     (
         "reproduce",
         &[
-            "report", "analysis", "store", "measure", "record", "workload", "text", "error",
+            "report", "analysis", "fleet", "guest", "store", "measure", "record", "workload",
+            "text", "error",
         ],
     ),
     (
@@ -58,6 +65,7 @@ const RULES: &[(&str, &[&str])] = &[
             "reproduce",
             "report",
             "analysis",
+            "fleet",
             "store",
             "crosscheck",
             "measure",

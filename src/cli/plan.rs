@@ -19,9 +19,6 @@ fn mem(b: u64) -> String {
     crate::text::format::bytes(b as f64)
 }
 
-/// Share of MemAvailable a cell may use; the rest is left to the system.
-pub const MEM_SHARE: f64 = 0.9;
-
 /// Workloads the kernel backend implements.
 pub const KERNEL_WORKLOADS: [WorkloadKind; 5] = [
     WorkloadKind::MprotectToggle,
@@ -87,7 +84,7 @@ pub fn kernel_plan(
     };
     // Memory first: refuse before anything is mapped.
     let avail = host::mem_available_bytes()?;
-    let limit = (avail as f64 * MEM_SHARE) as u64;
+    let limit = (avail as f64 * crate::kernel::procfs::MEM_SHARE) as u64;
     let max_size = sizes.iter().copied().max().unwrap_or(0);
     let need = max_size.saturating_mul(opts.regions as u64);
     if need > limit {

@@ -11,34 +11,23 @@
 //! Under TCG the guest runs with icount, so its figures are instructions.
 //! Other commands (`doctor`, `model`, `crosscheck`) print the guest's output.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use anyhow::Context;
 use clap::Parser;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{print_json, print_text};
 use crate::bail_usage;
 use crate::cli::flags::{Cli, Command};
-use crate::cli::plan::MEM_SHARE;
 use crate::cli::vm::{AccelFlag, VmArgs};
-use crate::guest::binary::guest_binary;
+use crate::fleet::{self, Fleet, Job, Kernel, Measured, Settings};
 use crate::guest::cache::Cache;
-use crate::guest::fetch::{self, Resolved};
-use crate::guest::qemu::{choose_accel, AccelRequest};
-use crate::guest::run::{run_guest, GuestJob, GuestOutput};
+use crate::guest::fetch;
+use crate::guest::qemu::AccelRequest;
 use crate::guest::{Arch, KernelSpec};
-use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::report::cells;
-
-/// Memory a guest keeps for its kernel, the initramfs and ptelab itself;
-/// the rest is MemAvailable in the guest (docs/guests.md gives the figure).
-const GUEST_RESERVE: u64 = 192 << 20;
 
 /// Guest commands and whether their results come back to be stored.
 const COMMANDS: [(&str, bool); 5] = [
@@ -149,66 +138,6 @@ fn first_line(text: &str) -> &str {
         .trim_start_matches("error: ")
 }
 
-/// One kernel, resolved.
-struct Kernel {
-    spec: KernelSpec,
-    arch: Arch,
-    image: PathBuf,
-    /// `debian:6.17.13 linux-image-… 6.17.13-1`, or the image's path.
-    source: String,
-    sha256: String,
-}
-
-fn resolve(cache: &Cache, spec: KernelSpec, opts: &fetch::Options) -> anyhow::Result<Kernel> {
-    Ok(match fetch::resolve(cache, &spec, opts)? {
-        Resolved::Debian { entry, .. } => {
-            let m = &entry.manifest;
-            Kernel {
-                arch: m.arch,
-                image: entry.image(),
-                source: format!("{spec} {} {}", m.package.name, m.package.version),
-                sha256: m.sha256.clone(),
-                spec,
-            }
-        }
-        Resolved::Image(img) => Kernel {
-            arch: img.arch,
-            source: img.image.display().to_string(),
-            image: img.image,
-            sha256: img.sha256,
-            spec,
-        },
-    })
-}
-
-/// What a measuring command prints with `--json` (bench: one cell with
-/// the host beside it; sweep: `cells`).
-#[derive(Deserialize)]
-struct MeasuredDoc {
-    schema: String,
-    host: Host,
-    #[serde(default)]
-    cells: Option<Vec<CellResult>>,
-    #[serde(default)]
-    interrupted: bool,
-    #[serde(default)]
-    failed: Vec<Value>,
-}
-
-/// The cells and host a measuring guest command answered, checked.
-fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, usize)> {
-    let value: Value = serde_json::from_slice(stdout).context("the answer is not JSON")?;
-    let doc: MeasuredDoc = serde_json::from_value(value.clone())
-        .context("the answer is not a ptelab result document")?;
-    let cells = match (doc.schema.as_str(), doc.cells) {
-        ("ptelab/bench/v1", None) => vec![serde_json::from_value::<CellResult>(value)
-            .context("the answer's cell does not fit the record schema")?],
-        ("ptelab/sweep/v1" | "ptelab/bench/v1", Some(cells)) => cells,
-        (other, _) => anyhow::bail!("the answer has schema '{other}', not a bench or sweep result"),
-    };
-    Ok((doc.host, cells, doc.interrupted, doc.failed.len()))
-}
-
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut command = GuestCommand::parse(&args.command, &args.files)?;
     // `vm --json` asks every guest command for its JSON document too.
@@ -222,119 +151,56 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         .map(|s| KernelSpec::parse(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let Some(need) = command.need {
-        let usable = (args.memory.saturating_sub(GUEST_RESERVE) as f64 * MEM_SHARE) as u64;
-        if need > usable {
-            let want =
-                ((need as f64 / MEM_SHARE) as u64 + GUEST_RESERVE).next_multiple_of(256 << 20);
-            bail_usage!(
-                "the largest cell maps {} but a guest of --memory {} leaves it about {}: pass --memory {} or more",
-                crate::text::format::bytes(need as f64),
-                crate::text::format::bytes(args.memory as f64),
-                crate::text::format::bytes(usable as f64),
-                crate::workload::size::format_size(want)
-            );
-        }
+        fleet::check_fits(need, args.memory)?;
     }
-    let request = match args.accel {
+    let accel = match args.accel {
         AccelFlag::Auto => AccelRequest::Auto,
         AccelFlag::Kvm => AccelRequest::Kvm,
         AccelFlag::Tcg => AccelRequest::Tcg,
     };
-    let interrupted = crate::kernel::signals::interrupted();
 
     // Everything that can fail on bad input happens before the first boot.
     let cache = Cache::from_env()?;
     let opts = fetch::Options {
         arch: arch_flag,
         mirror: args.mirror.clone(),
-        interrupted,
+        interrupted: crate::kernel::signals::interrupted(),
     };
     let mut kernels = Vec::new();
     for spec in specs {
         eprintln!("ptelab: kernel {spec} …");
-        kernels.push(resolve(&cache, spec, &opts)?);
+        kernels.push(Kernel::resolve(&cache, spec, &opts)?);
     }
-    let mut per_arch: BTreeMap<Arch, (PathBuf, Accel, String)> = BTreeMap::new();
-    for k in &kernels {
-        if let std::collections::btree_map::Entry::Vacant(e) = per_arch.entry(k.arch) {
-            let (accel, why) = choose_accel(request, k.arch)?;
-            e.insert((guest_binary(k.arch)?, accel, why));
-        }
-    }
-    for (arch, (_, _, why)) in &per_arch {
-        eprintln!("ptelab: {} guests: {why}", arch.name());
-    }
+    let settings = Settings {
+        accel,
+        memory: args.memory,
+        timeout: args.timeout,
+        jobs: args.jobs,
+        files: args.files.clone(),
+        append: args.append.clone(),
+    };
+    let fleet = Fleet::prepare(&cache, settings, &kernels)?;
     let store = if command.measures && !args.out.no_store {
         Some(crate::store::Store::open(&args.out.db)?)
     } else {
         None
     };
-    let logs = cache.root.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-    prune_logs(&logs, KEEP_LOGS);
-
-    // Boot the guests, --jobs at a time, each answer kept in kernel order.
-    let answers: Vec<Mutex<Option<anyhow::Result<GuestOutput>>>> =
-        kernels.iter().map(|_| Mutex::new(None)).collect();
-    let jobs: Vec<GuestJob> = kernels
+    let jobs: Vec<Job> = kernels
         .iter()
-        .map(|k| {
-            let (binary, accel, _) = &per_arch[&k.arch];
-            GuestJob {
-                arch: k.arch,
-                kernel: k.image.clone(),
-                binary: binary.clone(),
-                args: command.args.clone(),
-                files: args.files.clone(),
-                append: args.append.clone(),
-                program: command.program.clone(),
-                accel: *accel,
-                memory_mib: args.memory >> 20,
-                timeout: args.timeout,
-                log: logs.join(format!(
-                    "{}-{}-{}.log",
-                    crate::guest::cache::now_rfc3339().replace(':', ""),
-                    k.sha256.get(..12).unwrap_or("image"),
-                    command.name
-                )),
-                interrupted,
-            }
+        .map(|k| Job {
+            kernel: k,
+            name: command.name.clone(),
+            args: command.args.clone(),
+            program: command.program.clone(),
         })
         .collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..(args.jobs as usize).min(jobs.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(job) = jobs.get(i) else { break };
-                if interrupted.load(Ordering::SeqCst) {
-                    break;
-                }
-                eprintln!(
-                    "ptelab: booting {} ({} guest, {}) -- log {}",
-                    kernels[i].spec,
-                    job.arch.name(),
-                    job.accel.name(),
-                    job.log.display()
-                );
-                let answer = run_guest(job);
-                *answers[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
-            });
-        }
-    });
-    if interrupted.load(Ordering::SeqCst) {
-        anyhow::bail!("interrupted: no guest is left running");
-    }
+    let finished = fleet.run(&jobs)?;
 
     let mut text = String::new();
     let mut docs = Vec::new();
     let mut code = ExitCode::SUCCESS;
-    for ((k, job), answer) in kernels.iter().zip(&jobs).zip(answers) {
-        let answer = answer
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .expect("every guest ran");
-        let out = answer?;
+    for (k, done) in kernels.iter().zip(finished) {
+        let out = done.answer?;
         let heading = format!(
             "== {}: Linux {} ({} guest, {}, {})",
             k.spec,
@@ -348,7 +214,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 "ptelab: the guest command exited {} on {}; console log: {}",
                 out.exit_code,
                 k.spec,
-                job.log.display()
+                done.log.display()
             );
             code = ExitCode::from(if out.exit_code == 2 { 2 } else { 1 });
             if !command.measures || out.stdout.is_empty() {
@@ -374,34 +240,15 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             }
             continue;
         }
-        let (mut host, cells, guest_interrupted, failed) =
-            measured(&out.stdout).with_context(|| {
-                format!(
-                    "the {} guest's answer was refused; console log: {}",
-                    k.spec,
-                    job.log.display()
-                )
-            })?;
-        host.guest = Some(Guest::new(
-            out.accel,
-            &out.qemu_version,
-            &k.source,
-            &k.sha256,
-        ));
+        let m = Measured::parse(&out.stdout, k, &out).with_context(|| {
+            format!(
+                "the {} guest's answer was refused; console log: {}",
+                k.spec,
+                done.log.display()
+            )
+        })?;
         let run_id = match &store {
-            Some(store) => {
-                let id = store.begin(&command.name, &crate::kernel::host::invocation(), &host)?;
-                for c in &cells {
-                    store.cell(id, c)?;
-                }
-                store.finish(id, guest_interrupted, cells.is_empty() && failed > 0)?;
-                let mut tags = args.out.tags.clone();
-                if let KernelSpec::Debian { .. } = k.spec {
-                    tags.push(k.spec.to_string());
-                }
-                store.add_tags(id, &tags)?;
-                Some(id)
-            }
+            Some(store) => Some(m.store(store, &command.name, k, &args.out.tags)?),
             None => None,
         };
         if args.out.json {
@@ -410,17 +257,21 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 "kernel_source": k.source,
                 "kernel_sha256": k.sha256,
                 "arch": k.arch.name(),
-                "metric": host.metric().name(),
-                "host": host,
+                "metric": m.host.metric().name(),
+                "host": m.host,
                 "run_id": run_id,
-                "log": job.log,
+                "log": done.log,
                 "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
-                "cells": cells,
+                "cells": m.cells,
+                "failed": m.failed,
             }));
         } else {
             text.push_str(&heading);
             text.push_str("\n\n");
-            text.push_str(&cells::render_table_in(&cells, host.metric()));
+            text.push_str(&cells::render_table_in(&m.cells, m.host.metric()));
+            for f in &m.failed {
+                text.push_str(&format!("not measured: {f}\n"));
+            }
             if let Some(id) = run_id {
                 text.push_str(&format!(
                     "stored as run {id} in {}\n",
@@ -438,57 +289,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Console logs kept: the newest ones, so the cache does not grow without end.
-const KEEP_LOGS: usize = 200;
-
-/// Remove all but the `keep` newest `*.log` files of `dir` (names start with
-/// their UTC start time, so the name order is the age order).
-fn prune_logs(dir: &std::path::Path, keep: usize) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut logs: Vec<PathBuf> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
-    let old = logs.len().saturating_sub(keep);
-    for p in &logs[..old] {
-        let _ = std::fs::remove_file(p);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn old_logs_are_pruned_newest_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        for t in [
-            "2026-11-23T100000Z-a",
-            "2026-11-23T110000Z-b",
-            "2026-11-23T120000Z-c",
-        ] {
-            std::fs::write(dir.path().join(format!("{t}.log")), "x").unwrap();
-        }
-        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
-        prune_logs(dir.path(), 2);
-        let mut left: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            [
-                "2026-11-23T110000Z-b.log",
-                "2026-11-23T120000Z-c.log",
-                "notes.txt"
-            ]
-        );
-    }
 
     impl GuestCommand {
         fn parse_words(words: &[String]) -> anyhow::Result<GuestCommand> {
@@ -515,27 +318,5 @@ mod tests {
             let e = GuestCommand::parse_words(&words(bad)).err().unwrap();
             assert!(crate::error::is_usage(&e), "{bad}: {e:#}");
         }
-    }
-
-    #[test]
-    fn a_guest_answer_is_checked_against_the_record_schema() {
-        assert!(measured(b"not json").is_err());
-        assert!(measured(br#"{"schema":"ptelab/doctor/v1","host":{}}"#).is_err());
-        let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
-        let host = crate::kernel::host::capture().unwrap();
-        let doc = json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell], "failed": []});
-        let (h, cells, interrupted, failed) = measured(doc.to_string().as_bytes()).unwrap();
-        assert_eq!(
-            (h, cells.len(), interrupted, failed),
-            (host.clone(), 1, false, 0)
-        );
-        let mut bench = serde_json::to_value(&cell).unwrap();
-        let obj = bench.as_object_mut().unwrap();
-        obj.insert("schema".into(), json!("ptelab/bench/v1"));
-        obj.insert("host".into(), serde_json::to_value(&host).unwrap());
-        assert_eq!(
-            measured(bench.to_string().as_bytes()).unwrap().1,
-            vec![cell]
-        );
     }
 }

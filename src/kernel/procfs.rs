@@ -36,6 +36,9 @@ pub fn online_cpus() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
+/// Share of MemAvailable a cell may use; the rest is left to the system.
+pub const MEM_SHARE: f64 = 0.9;
+
 /// /proc/meminfo, values in bytes.
 pub fn meminfo() -> anyhow::Result<procfs::Meminfo> {
     procfs::Meminfo::current().context("reading /proc/meminfo")

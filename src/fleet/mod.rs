@@ -1,0 +1,468 @@
+//! Guest runs across kernels: the engine behind `ptelab vm`, `reproduce
+//! --kernels` and `bisect`. It resolves (and fetches) kernels, builds the
+//! guest binary of each arch, boots jobs `--jobs` at a time, and turns a
+//! measuring command's answer into cells stored with their provenance.
+//!
+//! A measuring answer is untrusted (it crossed the guest's console): it is
+//! size-limited and checksummed by `guest::frame`, then parsed here against
+//! the record schema before anything is stored.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::bail_usage;
+use crate::guest::binary::guest_binary;
+use crate::guest::cache::Cache;
+use crate::guest::fetch::{self, Resolved};
+use crate::guest::qemu::{choose_accel, AccelRequest};
+use crate::guest::run::{run_guest, GuestJob, GuestOutput};
+use crate::guest::{Arch, KernelSpec};
+use crate::kernel::procfs::MEM_SHARE;
+use crate::record::{Accel, CellResult, CellSink, Guest, Host};
+use crate::store::Store;
+
+/// Memory a guest keeps for its kernel, the initramfs and ptelab itself;
+/// the rest is MemAvailable in the guest (docs/guests.md gives the figure).
+pub const GUEST_RESERVE: u64 = 192 << 20;
+
+/// Console logs kept: the newest ones, so the cache does not grow without end.
+const KEEP_LOGS: usize = 200;
+
+/// One kernel, resolved (and fetched when it came from Debian).
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub spec: KernelSpec,
+    pub arch: Arch,
+    pub image: PathBuf,
+    /// `debian:6.17.13 linux-image-… 6.17.13-1`, or the image's path.
+    pub source: String,
+    pub sha256: String,
+}
+
+impl Kernel {
+    pub fn resolve(
+        cache: &Cache,
+        spec: KernelSpec,
+        opts: &fetch::Options,
+    ) -> anyhow::Result<Kernel> {
+        Ok(match fetch::resolve(cache, &spec, opts)? {
+            Resolved::Debian { entry, .. } => {
+                let m = &entry.manifest;
+                Kernel {
+                    arch: m.arch,
+                    image: entry.image(),
+                    source: format!("{spec} {} {}", m.package.name, m.package.version),
+                    sha256: m.sha256.clone(),
+                    spec,
+                }
+            }
+            Resolved::Image(img) => Kernel {
+                arch: img.arch,
+                source: img.image.display().to_string(),
+                image: img.image,
+                sha256: img.sha256,
+                spec,
+            },
+        })
+    }
+
+    /// The tag a stored run of this kernel gets (`debian:6.17.13`), when
+    /// the kernel has a name worth tagging by.
+    pub fn tag(&self) -> Option<String> {
+        matches!(self.spec, KernelSpec::Debian { .. }).then(|| self.spec.to_string())
+    }
+}
+
+/// The bytes a guest of `memory` bytes leaves a measuring command.
+pub fn usable_memory(memory: u64) -> u64 {
+    (memory.saturating_sub(GUEST_RESERVE) as f64 * MEM_SHARE) as u64
+}
+
+/// The guest memory that fits cells mapping `need` bytes (256 MiB steps).
+pub fn memory_for(need: u64) -> u64 {
+    ((need as f64 / MEM_SHARE) as u64 + GUEST_RESERVE).next_multiple_of(256 << 20)
+}
+
+/// Refuse, before any boot, cells that cannot fit a guest of `memory`.
+pub fn check_fits(need: u64, memory: u64) -> anyhow::Result<()> {
+    let usable = usable_memory(memory);
+    if need > usable {
+        bail_usage!(
+            "the largest cell maps {} but a guest of --memory {} leaves it about {}: pass --memory {} or more",
+            crate::text::format::bytes(need as f64),
+            crate::text::format::bytes(memory as f64),
+            crate::text::format::bytes(usable as f64),
+            crate::workload::size::format_size(memory_for(need))
+        );
+    }
+    Ok(())
+}
+
+/// How every guest of a fleet boots.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub accel: AccelRequest,
+    /// Guest memory in bytes.
+    pub memory: u64,
+    /// From QEMU's start to its exit, per guest.
+    pub timeout: Duration,
+    /// Guests booted at once.
+    pub jobs: u32,
+    /// Static executables put in the guest's `/files`.
+    pub files: Vec<PathBuf>,
+    /// Kernel parameters added to ptelab's.
+    pub append: Vec<String>,
+}
+
+/// One guest boot: a command on a kernel.
+#[derive(Clone, Debug)]
+pub struct Job<'a> {
+    pub kernel: &'a Kernel,
+    /// Short name for the log file and progress (`sweep`).
+    pub name: String,
+    /// ptelab's arguments in the guest, or the program's.
+    pub args: Vec<String>,
+    /// `exec NAME`: run `/files/NAME` instead of ptelab.
+    pub program: Option<String>,
+}
+
+/// A finished boot: the guest's answer and where its console went.
+pub struct Finished {
+    pub log: PathBuf,
+    pub answer: anyhow::Result<GuestOutput>,
+}
+
+/// The guest binary and accelerator of one arch.
+struct ArchSetup {
+    binary: PathBuf,
+    accel: Accel,
+}
+
+/// Kernels, guest binaries and logs, ready to boot jobs.
+pub struct Fleet {
+    settings: Settings,
+    per_arch: BTreeMap<Arch, ArchSetup>,
+    logs: PathBuf,
+    interrupted: &'static AtomicBool,
+}
+
+impl Fleet {
+    /// Choose the accelerator and build the guest binary of every arch in
+    /// `kernels` (printing why that accelerator), so that nothing that can
+    /// fail on this machine waits until after a boot.
+    pub fn prepare(cache: &Cache, settings: Settings, kernels: &[Kernel]) -> anyhow::Result<Fleet> {
+        let mut per_arch = BTreeMap::new();
+        for k in kernels {
+            if per_arch.contains_key(&k.arch) {
+                continue;
+            }
+            let (accel, why) = choose_accel(settings.accel, k.arch)?;
+            eprintln!("ptelab: {} guests: {why}", k.arch.name());
+            per_arch.insert(
+                k.arch,
+                ArchSetup {
+                    binary: guest_binary(k.arch)?,
+                    accel,
+                },
+            );
+        }
+        let logs = cache.root.join("logs");
+        std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        prune_logs(&logs, KEEP_LOGS);
+        Ok(Fleet {
+            settings,
+            per_arch,
+            logs,
+            interrupted: crate::kernel::signals::interrupted(),
+        })
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// Boot every job, `--jobs` at a time; answers come back in job order.
+    /// Each boot is announced, and each end with how many are done. An
+    /// interruption stops the boots not yet started and is an error (no
+    /// guest is left running: `run_guest` kills its own QEMU).
+    pub fn run(&self, jobs: &[Job]) -> anyhow::Result<Vec<Finished>> {
+        let logs: Vec<PathBuf> = jobs.iter().map(|j| self.log_path(j)).collect();
+        let answers: Vec<Mutex<Option<anyhow::Result<GuestOutput>>>> =
+            jobs.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let total = jobs.len();
+        std::thread::scope(|s| {
+            for _ in 0..(self.settings.jobs.max(1) as usize).min(total) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(job) = jobs.get(i) else { break };
+                    if self.interrupted() {
+                        break;
+                    }
+                    let setup = &self.per_arch[&job.kernel.arch];
+                    eprintln!(
+                        "ptelab: booting {} ({} guest, {}) for {} -- log {}",
+                        job.kernel.spec,
+                        job.kernel.arch.name(),
+                        setup.accel.name(),
+                        job.name,
+                        logs[i].display()
+                    );
+                    let answer = run_guest(&self.guest_job(job, setup, &logs[i]));
+                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    if total > 1 {
+                        eprintln!(
+                            "ptelab: guest {n}/{total} done ({} {}{})",
+                            job.kernel.spec,
+                            job.name,
+                            match &answer {
+                                Ok(o) => format!(", {:.1} s", o.boot_to_exit.as_secs_f64()),
+                                Err(_) => ", failed".into(),
+                            }
+                        );
+                    }
+                    *answers[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
+                });
+            }
+        });
+        if self.interrupted() {
+            anyhow::bail!("interrupted: no guest is left running");
+        }
+        Ok(answers
+            .into_iter()
+            .zip(logs)
+            .map(|(a, log)| Finished {
+                log,
+                answer: a
+                    .into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("every job ran"),
+            })
+            .collect())
+    }
+
+    fn guest_job(&self, job: &Job, setup: &ArchSetup, log: &Path) -> GuestJob {
+        GuestJob {
+            arch: job.kernel.arch,
+            kernel: job.kernel.image.clone(),
+            binary: setup.binary.clone(),
+            args: job.args.clone(),
+            files: self.settings.files.clone(),
+            append: self.settings.append.clone(),
+            program: job.program.clone(),
+            accel: setup.accel,
+            memory_mib: self.settings.memory >> 20,
+            timeout: self.settings.timeout,
+            log: log.to_path_buf(),
+            interrupted: self.interrupted,
+        }
+    }
+
+    fn log_path(&self, job: &Job) -> PathBuf {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        // Start time first, so that the name order is the age order
+        // (`prune_logs`); a sequence number keeps same-second jobs apart.
+        self.logs.join(format!(
+            "{}-{}-{}-{}.log",
+            crate::guest::cache::now_rfc3339().replace(':', ""),
+            job.kernel.sha256.get(..12).unwrap_or("image"),
+            job.name,
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ))
+    }
+}
+
+/// What a measuring command prints with `--json` (bench: one cell with
+/// the host beside it; sweep: `cells`).
+#[derive(Deserialize)]
+struct MeasuredDoc {
+    schema: String,
+    host: Host,
+    #[serde(default)]
+    cells: Option<Vec<CellResult>>,
+    #[serde(default)]
+    interrupted: bool,
+    #[serde(default)]
+    failed: Vec<Value>,
+}
+
+/// The cells a measuring guest command answered, with the guest's host
+/// record and where and how it ran.
+#[derive(Debug)]
+pub struct Measured {
+    pub host: Host,
+    pub cells: Vec<CellResult>,
+    pub interrupted: bool,
+    /// Cells the guest could not measure, each with its reason.
+    pub failed: Vec<String>,
+}
+
+impl Measured {
+    /// Parse and check a measuring answer (`bench`/`sweep --json`) of a
+    /// guest of `kernel`, and record the guest's provenance in its host.
+    pub fn parse(stdout: &[u8], kernel: &Kernel, out: &GuestOutput) -> anyhow::Result<Measured> {
+        let mut m = measured(stdout)?;
+        m.host.guest = Some(Guest::new(
+            out.accel,
+            &out.qemu_version,
+            &kernel.source,
+            &kernel.sha256,
+        ));
+        Ok(m)
+    }
+
+    /// Store as one run of `command`, tagged with `tags` and the kernel's name.
+    pub fn store(
+        &self,
+        store: &Store,
+        command: &str,
+        kernel: &Kernel,
+        tags: &[String],
+    ) -> anyhow::Result<i64> {
+        let id = store.begin(command, &crate::kernel::host::invocation(), &self.host)?;
+        for c in &self.cells {
+            store.cell(id, c)?;
+        }
+        store.finish(
+            id,
+            self.interrupted,
+            self.cells.is_empty() && !self.failed.is_empty(),
+        )?;
+        let mut tags = tags.to_vec();
+        tags.extend(kernel.tag());
+        store.add_tags(id, &tags)?;
+        Ok(id)
+    }
+}
+
+fn measured(stdout: &[u8]) -> anyhow::Result<Measured> {
+    let value: Value = serde_json::from_slice(stdout).context("the answer is not JSON")?;
+    let doc: MeasuredDoc = serde_json::from_value(value.clone())
+        .context("the answer is not a ptelab result document")?;
+    let cells = match (doc.schema.as_str(), doc.cells) {
+        ("ptelab/bench/v1", None) => vec![serde_json::from_value::<CellResult>(value)
+            .context("the answer's cell does not fit the record schema")?],
+        ("ptelab/sweep/v1" | "ptelab/bench/v1", Some(cells)) => cells,
+        (other, _) => anyhow::bail!("the answer has schema '{other}', not a bench or sweep result"),
+    };
+    let failed = doc
+        .failed
+        .iter()
+        .map(|f| match f {
+            Value::String(s) => s.clone(),
+            Value::Object(o) => {
+                let cell = o.get("cell").and_then(Value::as_str).unwrap_or("a cell");
+                let why = o
+                    .get("error")
+                    .or_else(|| o.get("why"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("failed");
+                format!("{cell}: {why}")
+            }
+            other => other.to_string(),
+        })
+        .collect();
+    Ok(Measured {
+        host: doc.host,
+        cells,
+        interrupted: doc.interrupted,
+        failed,
+    })
+}
+
+/// Remove all but the `keep` newest `*.log` files of `dir` (names start with
+/// their UTC start time, so the name order is the age order).
+fn prune_logs(dir: &Path, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut logs: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    let old = logs.len().saturating_sub(keep);
+    for p in &logs[..old] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn old_logs_are_pruned_newest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        for t in [
+            "2026-11-23T100000Z-a",
+            "2026-11-23T110000Z-b",
+            "2026-11-23T120000Z-c",
+        ] {
+            std::fs::write(dir.path().join(format!("{t}.log")), "x").unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        prune_logs(dir.path(), 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "2026-11-23T110000Z-b.log",
+                "2026-11-23T120000Z-c.log",
+                "notes.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_guest_answer_is_checked_against_the_record_schema() {
+        assert!(measured(b"not json").is_err());
+        assert!(measured(br#"{"schema":"ptelab/doctor/v1","host":{}}"#).is_err());
+        let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
+        let host = crate::kernel::host::capture().unwrap();
+        let doc = json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell],
+            "failed": [{"cell": "reclaim 64M 64K", "error": "layout mismatch"}]});
+        let m = measured(doc.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            (m.host, m.cells.len(), m.interrupted, m.failed),
+            (
+                host.clone(),
+                1,
+                false,
+                vec!["reclaim 64M 64K: layout mismatch".to_string()]
+            )
+        );
+        let mut bench = serde_json::to_value(&cell).unwrap();
+        let obj = bench.as_object_mut().unwrap();
+        obj.insert("schema".into(), json!("ptelab/bench/v1"));
+        obj.insert("host".into(), serde_json::to_value(&host).unwrap());
+        assert_eq!(
+            measured(bench.to_string().as_bytes()).unwrap().cells,
+            vec![cell]
+        );
+    }
+
+    #[test]
+    fn memory_fits_are_refused_with_the_memory_that_would_fit() {
+        let g = 1u64 << 30;
+        assert!(check_fits(400 << 20, g).is_ok());
+        let e = check_fits(g, g).unwrap_err();
+        assert!(crate::error::is_usage(&e));
+        assert!(e.to_string().contains("--memory"), "{e}");
+        assert!(usable_memory(memory_for(g)) >= g);
+    }
+}
