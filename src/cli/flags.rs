@@ -368,10 +368,20 @@ pub struct ReportArgs {
 pub struct ReproduceArgs {
     /// Seeds to reproduce (000..004; default all).
     pub seeds: Vec<String>,
-    /// Small sizes and short budgets: finishes in under 3 minutes.
+    /// Small sizes and short budgets: finishes in minutes.
     #[arg(long)]
     pub quick: bool,
-    /// HTML report path.
+    /// Also measure each seed in QEMU guests of other kernels: `auto` (the
+    /// Debian kernels just before and just after each seed's change), or
+    /// Debian kernel specs for every seed (debian:6.16.12,debian:6.17.13).
+    #[arg(long, value_delimiter = ',', value_name = "auto|SPEC")]
+    pub kernels: Vec<String>,
+    /// Guest arches (comma-separated): x86_64, arm64 [default: both].
+    #[arg(long, value_delimiter = ',', value_name = "ARCH")]
+    pub arch: Vec<String>,
+    #[command(flatten)]
+    pub guest: crate::cli::vm::GuestOpts,
+    /// HTML report path (.html) or Markdown (.md).
     #[arg(short, long, default_value = "ptelab-report.html")]
     pub output: PathBuf,
     #[command(flatten)]

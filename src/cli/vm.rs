@@ -18,6 +18,24 @@ pub enum AccelFlag {
     Tcg,
 }
 
+/// How guests boot: shared by every command that runs guests.
+#[derive(Clone, Debug, Args)]
+pub struct GuestOpts {
+    /// Accelerator: auto (KVM where it can boot the guest, else TCG), kvm or tcg.
+    #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
+    pub accel: AccelFlag,
+    /// Give up on a guest after this long (boot, command and power-off).
+    #[arg(long, value_parser = values::duration, default_value = "20m", value_name = "DURATION")]
+    pub timeout: Duration,
+    /// Guests run side by side (each takes one host CPU under TCG; default:
+    /// one for vm, every online CPU for reproduce).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: Option<u32>,
+    /// Debian mirror URL (default: the Debian archive of apt's sources).
+    #[arg(long, value_name = "URL")]
+    pub mirror: Option<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct VmArgs {
     /// Guest kernel (repeatable, or comma-separated; one stored run each):
@@ -35,18 +53,11 @@ pub struct VmArgs {
     /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
     #[arg(long)]
     pub arch: Option<String>,
-    /// Accelerator: auto (KVM where it can boot the guest, else TCG), kvm or tcg.
-    #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
-    pub accel: AccelFlag,
+    #[command(flatten)]
+    pub guest: GuestOpts,
     /// Guest memory (binary suffixes: 512M, 2G).
     #[arg(long, value_parser = values::size, default_value = "1G", value_name = "SIZE")]
     pub memory: u64,
-    /// Give up on a guest after this long (boot, command and power-off).
-    #[arg(long, value_parser = values::duration, default_value = "20m", value_name = "DURATION")]
-    pub timeout: Duration,
-    /// Guests run side by side (each takes one host CPU under TCG).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub jobs: u32,
     /// A static executable for the guest's arch to put in the guest
     /// (repeatable), run with `-- exec NAME ARGS…`: a reference program,
     /// such as a seed's own reproducer, measured in the same kind of guest.
@@ -57,9 +68,6 @@ pub struct VmArgs {
     /// folio size the way ptelab does.
     #[arg(long = "append", value_name = "PARAM")]
     pub append: Vec<String>,
-    /// Debian mirror URL (default: the Debian archive of apt's sources).
-    #[arg(long, value_name = "URL")]
-    pub mirror: Option<String>,
     #[command(flatten)]
     pub out: StoreOpts,
     /// The command run in each guest, after `--`: bench, sweep, crosscheck,

@@ -49,6 +49,30 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How the guests of `--accel` boot (vm, reproduce --kernels).
+pub fn fleet_settings(
+    opts: &crate::cli::vm::GuestOpts,
+    memory: u64,
+    default_jobs: u32,
+    files: Vec<std::path::PathBuf>,
+    append: Vec<String>,
+) -> crate::fleet::Settings {
+    use crate::cli::vm::AccelFlag;
+    use crate::guest::qemu::AccelRequest;
+    crate::fleet::Settings {
+        accel: match opts.accel {
+            AccelFlag::Auto => AccelRequest::Auto,
+            AccelFlag::Kvm => AccelRequest::Kvm,
+            AccelFlag::Tcg => AccelRequest::Tcg,
+        },
+        memory,
+        timeout: opts.timeout,
+        jobs: opts.jobs.unwrap_or(default_jobs),
+        files,
+        append,
+    }
+}
+
 /// The database a measuring command writes its run to, None with
 /// `--no-store`. A guest build (no `store` feature) has none: it runs as with
 /// `--no-store` unless asked to store (`--tag`, `--db`), and then its store

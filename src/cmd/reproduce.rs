@@ -20,6 +20,7 @@ use crate::measure::session::KernelPlan;
 use crate::model::{model_cells, parse_arch, parse_strategies, ModelPlan};
 use crate::record::CellSink;
 use crate::report::view::ReportBuilder;
+use crate::reproduce::in_guests;
 use crate::reproduce::{claims, seeds, Evidence, Seed};
 use crate::store::Store;
 
@@ -57,6 +58,13 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|s| args.seeds.is_empty() || args.seeds.iter().any(|a| a == s.id))
         .collect();
+    // Guest flags are checked before anything is measured.
+    let guests = in_guests::request(
+        &args.kernels,
+        &args.arch,
+        args.guest.mirror.clone(),
+        args.quick,
+    )?;
 
     // Kernel cells: one plan over every seed; workloads the kernel backend
     // cannot run (yet, or on this machine) are recorded, not fatal.
@@ -125,8 +133,23 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // Guests last: the session above pinned this process to one CPU, and
+    // the fleet lets its guests use every CPU again.
+    if let Some(req) = &guests {
+        let settings = super::fleet_settings(
+            &args.guest,
+            1 << 30,
+            crate::kernel::procfs::online_cpus() as u32,
+            Vec::new(),
+            Vec::new(),
+        );
+        let mut tags = args.out.tags.clone();
+        tags.push("reproduce".into());
+        ev.guests = in_guests::measure(&chosen, req, settings, store.as_ref(), &tags)?;
+    }
+
     let chosen_ids: Vec<&str> = chosen.iter().map(|s| s.id).collect();
-    let rows = claims::judge(&chosen_ids, &ev, args.quick);
+    let rows = claims::judge_all(&chosen_ids, &ev, args.quick);
     if args.out.json {
         crate::cmd::print_json(&json!({
             "schema": "ptelab/reproduce/v1",
@@ -137,6 +160,9 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             "claims": rows,
             "cells": ev.cells,
             "unavailable": ev.unavailable.iter().map(|(w, why)| json!({"workload": w, "why": why})).collect::<Vec<_>>(),
+            "guests": ev.guests.runs,
+            "guest_notes": ev.guests.notes.iter().map(|(s, why)| json!({"seeds": s, "why": why})).collect::<Vec<_>>(),
+            "guest_arches_missing": ev.guests.missing.iter().map(|(a, why)| json!({"arch": a.name(), "why": why})).collect::<Vec<_>>(),
         }))?;
     } else {
         let mut text = format!(
@@ -162,6 +188,24 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                     writeln!(text, "    {line}")?;
                 }
             }
+            for k in &seed.guest {
+                for arch in crate::guest::Arch::ALL {
+                    if let Some(g) = ev.guests.grid(arch, k.workload) {
+                        writeln!(text, "  measured in {}, one column per kernel:", g.heading)?;
+                        for line in g.table().text(" | ").lines() {
+                            writeln!(text, "    {line}")?;
+                        }
+                    }
+                }
+            }
+            for (_, why) in ev
+                .guests
+                .notes
+                .iter()
+                .filter(|(s, _)| s.split(',').any(|s| s == seed.id))
+            {
+                writeln!(text, "  not measured in a guest: {why}")?;
+            }
             for (w, why) in ev
                 .unavailable
                 .iter()
@@ -183,12 +227,15 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 writeln!(text, "    {:>9}: {}", "verdict", r.verdict)?;
             }
         }
+        for (arch, why) in &ev.guests.missing {
+            writeln!(text, "\nno {} guests: {why}", arch.name())?;
+        }
         if let Some(id) = outcome.run_id {
             writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?;
         }
         match (&store, outcome.run_id) {
             (Some(s), Some(id)) => {
-                write_report(s, id, &rows, args)?;
+                write_report(s, id, &rows, &chosen, &ev, args)?;
                 writeln!(text, "report: {}", args.output.display())?;
             }
             _ => writeln!(
@@ -210,6 +257,8 @@ fn write_report(
     store: &Store,
     run_id: i64,
     rows: &[crate::reproduce::ClaimRow],
+    chosen: &[&Seed],
+    ev: &Evidence,
     args: &ReproduceArgs,
 ) -> anyhow::Result<()> {
     let format = super::ReportFormat::from_path(&args.output)?;
@@ -221,6 +270,15 @@ fn write_report(
             .model_run(&name, &run);
     for r in rows {
         builder = builder.claim(r.clone());
+    }
+    for seed in chosen {
+        for k in &seed.guest {
+            for arch in crate::guest::Arch::ALL {
+                if let Some(g) = ev.guests.grid(arch, k.workload) {
+                    builder = builder.kernel_section(g.section(seed.id));
+                }
+            }
+        }
     }
     let bytes = format.render(&builder.build())?;
     std::fs::write(&args.output, bytes)

@@ -21,11 +21,10 @@ use serde_json::{json, Value};
 use super::{print_json, print_text};
 use crate::bail_usage;
 use crate::cli::flags::{Cli, Command};
-use crate::cli::vm::{AccelFlag, VmArgs};
-use crate::fleet::{self, Fleet, Job, Kernel, Measured, Settings};
+use crate::cli::vm::VmArgs;
+use crate::fleet::{self, Fleet, Job, Kernel, Measured};
 use crate::guest::cache::Cache;
 use crate::guest::fetch;
-use crate::guest::qemu::AccelRequest;
 use crate::guest::{Arch, KernelSpec};
 use crate::report::cells;
 
@@ -153,17 +152,12 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     if let Some(need) = command.need {
         fleet::check_fits(need, args.memory)?;
     }
-    let accel = match args.accel {
-        AccelFlag::Auto => AccelRequest::Auto,
-        AccelFlag::Kvm => AccelRequest::Kvm,
-        AccelFlag::Tcg => AccelRequest::Tcg,
-    };
 
     // Everything that can fail on bad input happens before the first boot.
     let cache = Cache::from_env()?;
     let opts = fetch::Options {
         arch: arch_flag,
-        mirror: args.mirror.clone(),
+        mirror: args.guest.mirror.clone(),
         interrupted: crate::kernel::signals::interrupted(),
     };
     let mut kernels = Vec::new();
@@ -171,14 +165,13 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         eprintln!("ptelab: kernel {spec} …");
         kernels.push(Kernel::resolve(&cache, spec, &opts)?);
     }
-    let settings = Settings {
-        accel,
-        memory: args.memory,
-        timeout: args.timeout,
-        jobs: args.jobs,
-        files: args.files.clone(),
-        append: args.append.clone(),
-    };
+    let settings = super::fleet_settings(
+        &args.guest,
+        args.memory,
+        1,
+        args.files.clone(),
+        args.append.clone(),
+    );
     let fleet = Fleet::prepare(&cache, settings, &kernels)?;
     let store = if command.measures && !args.out.no_store {
         Some(crate::store::Store::open(&args.out.db)?)

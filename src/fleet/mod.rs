@@ -23,6 +23,7 @@ use crate::guest::cache::Cache;
 use crate::guest::fetch::{self, Resolved};
 use crate::guest::qemu::{choose_accel, AccelRequest};
 use crate::guest::run::{run_guest, GuestJob, GuestOutput};
+use crate::guest::spec::Version;
 use crate::guest::{Arch, KernelSpec};
 use crate::kernel::procfs::MEM_SHARE;
 use crate::record::{Accel, CellResult, CellSink, Guest, Host};
@@ -44,6 +45,8 @@ pub struct Kernel {
     /// `debian:6.17.13 linux-image-… 6.17.13-1`, or the image's path.
     pub source: String,
     pub sha256: String,
+    /// The upstream version, when known before booting (Debian's).
+    pub version: Option<Version>,
 }
 
 impl Kernel {
@@ -60,6 +63,7 @@ impl Kernel {
                     image: entry.image(),
                     source: format!("{spec} {} {}", m.package.name, m.package.version),
                     sha256: m.sha256.clone(),
+                    version: entry.version(),
                     spec,
                 }
             }
@@ -68,6 +72,7 @@ impl Kernel {
                 source: img.image.display().to_string(),
                 image: img.image,
                 sha256: img.sha256,
+                version: None,
                 spec,
             },
         })
@@ -184,6 +189,11 @@ impl Fleet {
         })
     }
 
+    /// The accelerator guests of `arch` run under (`prepare` saw the arch).
+    pub fn accel(&self, arch: Arch) -> Option<Accel> {
+        self.per_arch.get(&arch).map(|a| a.accel)
+    }
+
     pub fn interrupted(&self) -> bool {
         self.interrupted.load(Ordering::SeqCst)
     }
@@ -207,6 +217,9 @@ impl Fleet {
                     if self.interrupted() {
                         break;
                     }
+                    // A pinned caller (reproduce's session) must not keep
+                    // every guest on its one CPU.
+                    let _ = crate::kernel::procfs::unpin_thread();
                     let setup = &self.per_arch[&job.kernel.arch];
                     eprintln!(
                         "ptelab: booting {} ({} guest, {}) for {} -- log {}",

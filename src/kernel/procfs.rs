@@ -36,6 +36,24 @@ pub fn online_cpus() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
+/// Let this thread (and what it spawns) run on every online CPU again: a
+/// measuring session pins its process to one CPU, and guests started after
+/// it must not share that one.
+pub fn unpin_thread() -> anyhow::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes in
+    // bounds (indices below CPU_SETSIZE).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..online_cpus().min(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error()).context("allowing every CPU again");
+        }
+    }
+    Ok(())
+}
+
 /// Share of MemAvailable a cell may use; the rest is left to the system.
 pub const MEM_SHARE: f64 = 0.9;
 

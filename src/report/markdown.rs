@@ -16,7 +16,7 @@ use crate::report::phrase::{
     params_suffix, phase_suffix, ratio_ci, run_title, thp_brief, tool_line, vmas,
 };
 use crate::report::view::{
-    ClaimRow, ComparisonInfo, ModelTable, ReportModel, RunInfo, WorkloadSection,
+    ClaimRow, ComparisonInfo, KernelSection, ModelTable, ReportModel, RunInfo, WorkloadSection,
 };
 use crate::text::format::{counter, ns, opt_ns, size};
 use crate::text::table::{markdown_code, markdown_escape as md, Table};
@@ -25,6 +25,14 @@ use crate::text::table::{markdown_code, markdown_escape as md, Table};
 pub fn render_markdown(model: &ReportModel) -> anyhow::Result<Vec<u8>> {
     let mut out = String::new();
     writeln!(out, "# {}\n", md(&model.title))?;
+    // What a reader came for first: every claim, then the cells across
+    // kernels, then the detail.
+    if !model.claims.is_empty() {
+        claims(&mut out, &model.claims)?;
+    }
+    for k in &model.kernels {
+        kernel_section(&mut out, k)?;
+    }
     for (i, r) in model.runs.iter().enumerate() {
         let same = model.runs[..i]
             .iter()
@@ -42,9 +50,6 @@ pub fn render_markdown(model: &ReportModel) -> anyhow::Result<Vec<u8>> {
     }
     for t in &model.models {
         model_table(&mut out, t)?;
-    }
-    if !model.claims.is_empty() {
-        claims(&mut out, &model.claims)?;
     }
     while out.ends_with("\n\n") {
         out.pop();
@@ -455,6 +460,24 @@ fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A seed's cells across kernels: the table, ready to paste in a reply.
+fn kernel_section(out: &mut String, k: &KernelSection) -> anyhow::Result<()> {
+    writeln!(out, "## Seed {}: {}\n", md(&k.seed), md(&k.heading))?;
+    let mut t = Table::new();
+    for (i, c) in k.columns.iter().enumerate() {
+        t = if i == 0 {
+            t.left(c.clone())
+        } else {
+            t.right(c.clone())
+        };
+    }
+    for r in &k.rows {
+        t.row(r.clone());
+    }
+    writeln!(out, "{}", t.markdown())?;
+    Ok(())
+}
+
 /// One bullet per claim (a table would not fit 80 columns): the claim and
 /// its verdict, then the published, measured and modelled figures.
 fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
@@ -468,7 +491,7 @@ fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
         );
         for (what, v) in [
             ("published", &c.published),
-            ("measured here", &c.measured),
+            ("measured", &c.measured),
             ("model", &c.model),
         ] {
             if let Some(v) = v {

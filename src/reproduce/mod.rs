@@ -9,12 +9,16 @@
 //! `measured` (a number from this run on this kernel), `model` (the model's
 //! counts), or `not measurable here` with the reason.
 
+pub mod changes;
 pub mod claims;
+pub mod guests;
+pub mod in_guests;
 
 use ptelab_model::workload::ModelOutcome;
 
 use crate::record::CellResult;
 use crate::workload::{FolioSpec, WorkloadKind};
+use guests::{GuestCells, GuestEvidence, Role};
 
 /// A figure quoted from a seed document.
 #[derive(Clone, Debug)]
@@ -53,6 +57,8 @@ pub struct Seed {
     pub published: Vec<Published>,
     pub kernel: Vec<KernelCells>,
     pub model: Vec<ModelCells>,
+    /// Cells measured in QEMU guests of the kernels around its change.
+    pub guest: Vec<GuestCells>,
 }
 
 /// (arch, workload, size, folio) of a model cell.
@@ -66,6 +72,8 @@ pub struct Evidence {
     pub model: Vec<(ModelKey, Vec<ModelOutcome>)>,
     /// Kernel cells that could not run, with the reason.
     pub unavailable: Vec<(WorkloadKind, String)>,
+    /// Cells measured in guests of other kernels (`--kernels`).
+    pub guests: GuestEvidence,
 }
 
 impl Evidence {
@@ -99,14 +107,6 @@ impl Evidence {
             .find(|((a, wk, s, f), _)| a == arch && *wk == w && *s == size && *f == folio)
             .and_then(|(_, v)| v.iter().find(|o| o.strategy == strategy))
     }
-
-    /// Why a workload has no kernel cells, when it has none.
-    pub fn why_unavailable(&self, w: WorkloadKind) -> Option<&str> {
-        self.unavailable
-            .iter()
-            .find(|(wk, _)| *wk == w)
-            .map(|(_, why)| why.as_str())
-    }
 }
 
 pub use crate::report::view::ClaimRow;
@@ -114,11 +114,37 @@ pub use crate::report::view::ClaimRow;
 const K: u64 = 1 << 10;
 const M: u64 = 1 << 20;
 
+/// Region sizes of seed 001's sweep measured in guests: its published rows
+/// up to 40000 KiB (quick) or 400000 KiB (a 1 GiB guest's limit).
+pub fn toggle_guest_sizes(quick: bool) -> Vec<u64> {
+    let n = if quick { 5 } else { 6 };
+    (0..n).map(|i| 4 * K * 10u64.pow(i)).collect()
+}
+
+/// seed 000's region: the seed's 1G, or 64M with `--quick` (stated in
+/// every row that uses it).
+pub fn ro_rw_size(quick: bool) -> u64 {
+    if quick {
+        64 * M
+    } else {
+        1 << 30
+    }
+}
+
+/// seed 004's page cache: scaled from the seed's 10G to fit a guest.
+pub fn reclaim_size(quick: bool) -> u64 {
+    if quick {
+        64 * M
+    } else {
+        256 * M
+    }
+}
+
 /// The seed catalogue. `quick` shrinks sizes and grids to fit in minutes.
 pub fn seeds(quick: bool) -> Vec<Seed> {
     let f4k = FolioSpec::Base;
     let f64k = FolioSpec::Mthp(64 * K);
-    let ro_rw_size = if quick { 64 * M } else { 1 << 30 };
+    let ro_rw_size = ro_rw_size(quick);
     let toggle_sizes: Vec<u64> = if quick {
         vec![4 * K, 40 * K, 400 * K, 4000 * K, 40000 * K]
     } else {
@@ -138,14 +164,14 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
             title: "mm: optimize mprotect() by PTE batching (Dev Jain, v5)",
             published: vec![
                 Published {
-                    what: "1G, mprotect RO then RW 40 times, T1 = PTE-mapped 2M THP, T2 = 64K mTHP, T3 = 4K",
-                    figure: "before: T1 2.1 s, T2 2 s, T3 1 s; after: T1 0.65 s, T2 0.7 s, T3 1.1 s",
-                    on: "arm64 Apple M3",
+                    what: "\"Mapping 1G of memory\", mprotect read-only then read-write 40 times; T1 = PTE-mapped PMD-THPs, T2 = 64K mTHPs, T3 = 4K pages",
+                    figure: "\"Before the patchset: T1: 2.1 seconds T2: 2 seconds T3: 1 second / After the patchset: T1: 0.65 seconds T2: 0.7 seconds T3: 1.1 seconds\"",
+                    on: "arm64, Apple M3 (cover letter)",
                 },
                 Published {
                     what: "same test",
-                    figure: "before: T1 3.75 s, T2 3.7 s, T3 3.85 s; after: T1 3.7 s, T2 3.7 s, T3 3.9 s",
-                    on: "x86",
+                    figure: "\"Before the patchset: T1: 3.75 seconds T2: 3.7 seconds T3: 3.85 seconds / After the patchset: T1: 3.7 seconds T2: 3.7 seconds T3: 3.9 seconds\"",
+                    on: "x86 (cover letter)",
                 },
             ],
             kernel: vec![KernelCells {
@@ -165,19 +191,25 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                     })
                 })
                 .collect(),
+            guest: vec![GuestCells {
+                roles: vec![Role::Before("mprotect-batching"), Role::After("mprotect-batching")],
+                workload: WorkloadKind::MprotectRoRw,
+                sizes: vec![ro_rw_size],
+                folios: vec![FolioSpec::PmdPte, f64k, f4k],
+            }],
         },
         Seed {
             id: "001",
             title: "[REGRESSION] mm/mprotect: 2x+ slowdown for >=400KiB regions since PTE batching (Luke Yang)",
             published: vec![
                 Published {
-                    what: "mprot_tw4m_regsize, nsec per mprotect call, 4 / 40 / 400 / 4000 / 40000 KiB",
-                    figure: "v6.16: 1713 / 2071 / 3453 / 18804 / 172613",
+                    what: "\"Results (nsec per mprotect call)\", 4 / 40 / 400 / 4000 / 40000 / 400000 KiB",
+                    figure: "v6.16: 1713 / 2071 / 3453 / 18804 / 172613 / 1699301",
                     on: "AMD EPYC Zen 3 (Milan)",
                 },
                 Published {
                     what: "same",
-                    figure: "v6.17-rc1: 1775 / 2362 / 5993 / 44116 / 427731",
+                    figure: "v6.17-rc1: 1775 / 2362 / 5993 / 44116 / 427731 / 4252714",
                     on: "AMD EPYC Zen 3 (Milan)",
                 },
             ],
@@ -189,14 +221,26 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 size: 4000 * K,
                 folio: f4k,
             }],
+            guest: vec![GuestCells {
+                roles: vec![
+                    Role::Before("mprotect-batching"),
+                    Role::After("mprotect-batching"),
+                    Role::Before("small-folio-mprotect"),
+                    Role::After("small-folio-mprotect"),
+                    Role::Newest,
+                ],
+                workload: WorkloadKind::MprotectToggle,
+                sizes: toggle_guest_sizes(quick),
+                folios: vec![f4k],
+            }],
         },
         Seed {
             id: "002",
             title: "mm: optimize mremap() by PTE batching (Dev Jain, v4)",
             published: vec![Published {
-                what: "1M of 64K folios: mmap, memset, mremap to addr+1M, munmap; 10,000 times",
-                figure: "1.9 s -> 1.2 s (37%); no regression for small folios",
-                on: "arm64 Apple M3",
+                what: "\"Mapping 1M of memory with 64K folios, memsetting it, remapping it to src + 1M, and munmapping it 10,000 times\"",
+                figure: "\"the average execution time reduces from 1.9 to 1.2 seconds, giving a 37% performance optimization, on Apple M3 (arm64). No regression is observed for small folios.\"",
+                on: "arm64 Apple M3 (cover letter)",
             }],
             kernel: vec![KernelCells { workload: WorkloadKind::MremapMove, sizes: vec![M], folios: vec![f4k, f64k] }],
             model: [f4k, f64k]
@@ -211,14 +255,20 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                     })
                 })
                 .collect(),
+            guest: vec![GuestCells {
+                roles: vec![Role::Before("mremap-batching"), Role::After("mremap-batching")],
+                workload: WorkloadKind::MremapMove,
+                sizes: vec![M],
+                folios: vec![f64k, f4k],
+            }],
         },
         Seed {
             id: "003",
             title: "arm64/mm: Elide TLB flush in certain pte protection transitions (Dev Jain, v2)",
             published: vec![Published {
-                what: "none->rw mprotect transition, average time",
-                figure: "3.2 us -> 2.85 us (12.3%)",
-                on: "arm64, based on 6.18-rc1",
+                what: "\"measuring the average time taken for the none->rw transition\"",
+                figure: "\"a reduction from 3.2 microseconds to 2.85 microseconds, giving a 12.3% improvement\"",
+                on: "arm64, \"Based on 6.18-rc1\"",
             }],
             kernel: vec![KernelCells {
                 workload: WorkloadKind::ProtTransition,
@@ -234,18 +284,24 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                     folio: f4k,
                 })
                 .to_vec(),
+            guest: vec![GuestCells {
+                roles: vec![Role::Before("arm64-pte-needs-flush"), Role::After("arm64-pte-needs-flush")],
+                workload: WorkloadKind::ProtTransition,
+                sizes: vec![4 * K, 400 * K],
+                folios: vec![f4k],
+            }],
         },
         Seed {
             id: "004",
             title: "arm64: implement test_and_clear_young_ptes (Baolin Wang)",
             published: vec![Published {
-                what: "MGLRU on, 10G clean file folios in a memcg, memory.reclaim of 8G",
-                figure: "real 0.470 s -> 0.180 s (60%+ on arm64; about 15% on x86)",
-                on: "arm64 32-core server; an x86 machine",
+                what: "\"Enable MGLRU, then allocate 10G clean file-backed folios by mmap() in a memory cgroup, and try to reclaim 8G file-backed folios via the memory.reclaim interface.\"",
+                figure: "\"W/o patchset: real 0m0.470s ... W/ patchset: real 0m0.180s\"; \"60%+ performance improvement on my Arm64 32-core server (and about 15% improvement on my X86 machine)\"",
+                on: "arm64 32-core server; an x86 machine (no x86 timings given)",
             }],
             kernel: vec![KernelCells {
                 workload: WorkloadKind::Reclaim,
-                sizes: vec![if quick { 64 * M } else { 256 * M }],
+                sizes: vec![reclaim_size(quick)],
                 folios: vec![f4k, f64k],
             }],
             model: ["x86_64", "arm64"]
@@ -257,6 +313,12 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                     folio: f64k,
                 })
                 .to_vec(),
+            guest: vec![GuestCells {
+                roles: vec![Role::Before("mglru-young-batching"), Role::After("mglru-young-batching")],
+                workload: WorkloadKind::Reclaim,
+                sizes: vec![reclaim_size(quick)],
+                folios: vec![f64k, f4k],
+            }],
         },
     ]
 }

@@ -53,6 +53,8 @@ struct Page<'a> {
     models: Vec<ModelBlock<'a>>,
     /// The claims table (HTML, escaped by [`Table`]).
     claims: Option<String>,
+    /// Cells across kernels, per seed: heading, table (HTML), plot (SVG).
+    kernels: Vec<(String, String, Option<String>)>,
     /// The runs were measured in different units (time, instructions).
     metric_note: Option<&'a str>,
 }
@@ -103,6 +105,28 @@ impl<'a> Page<'a> {
                 .collect(),
             models: model.models.iter().map(ModelBlock::new).collect(),
             claims: (!model.claims.is_empty()).then(|| claims_table(&model.claims)),
+            kernels: model
+                .kernels
+                .iter()
+                .map(|k| {
+                    let mut t = Table::new();
+                    for (i, c) in k.columns.iter().enumerate() {
+                        t = if i == 0 {
+                            t.left(c.clone())
+                        } else {
+                            t.right(c.clone())
+                        };
+                    }
+                    for r in &k.rows {
+                        t.row(r.clone());
+                    }
+                    (
+                        format!("seed {}: {}", k.seed, k.heading),
+                        t.html(),
+                        k.plot.as_ref().map(|p| plotter.plot(p)),
+                    )
+                })
+                .collect(),
             metric_note: model.metric_note.as_deref(),
         }
     }
@@ -467,7 +491,7 @@ fn claims_table(claims: &[ClaimRow]) -> String {
         .left("seed")
         .left("claim")
         .left("published")
-        .left("measured here")
+        .left("measured")
         .left("model")
         .left("verdict");
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());

@@ -15,6 +15,7 @@ pub struct ReportBuilder<'a> {
     baseline: Option<Baseline<'a>>,
     model_runs: Vec<(&'a str, &'a StoredRun)>,
     claims: Vec<ClaimRow>,
+    kernels: Vec<KernelSection>,
 }
 
 impl<'a> ReportBuilder<'a> {
@@ -25,6 +26,7 @@ impl<'a> ReportBuilder<'a> {
             baseline: None,
             model_runs: Vec::new(),
             claims: Vec::new(),
+            kernels: Vec::new(),
         }
     }
 
@@ -49,6 +51,12 @@ impl<'a> ReportBuilder<'a> {
 
     /// A published-vs-measured-vs-model row.
     #[allow(dead_code)] // for `ptelab reproduce`
+    /// A seed's cells across kernels (reproduce --kernels).
+    pub fn kernel_section(mut self, section: KernelSection) -> Self {
+        self.kernels.push(section);
+        self
+    }
+
     pub fn claim(mut self, claim: ClaimRow) -> Self {
         self.claims.push(claim);
         self
@@ -91,6 +99,7 @@ impl<'a> ReportBuilder<'a> {
             workloads,
             models,
             claims: self.claims,
+            kernels: self.kernels,
             metric_note: metric_note(
                 self.runs
                     .iter()

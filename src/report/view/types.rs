@@ -27,6 +27,10 @@ pub struct ReportModel {
     pub models: Vec<ModelTable>,
     /// Published figure vs measured vs model, with a verdict per claim.
     pub claims: Vec<ClaimRow>,
+    /// Cells measured across kernels in guests (reproduce --kernels), one
+    /// section per (seed, workload, arch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelSection>,
     /// Set when the measured runs were not all measured in one metric (time
     /// and guest instructions): says which is which. Each run keeps its own
     /// plots; nothing draws the two units on one axis.
@@ -404,4 +408,18 @@ pub struct ClaimRow {
     pub measured: Option<String>,
     pub model: Option<String>,
     pub verdict: String,
+}
+
+/// One workload of a seed measured in guests of several kernels: a table
+/// in the seed's shape (one column per kernel) and a plot of the per-call
+/// figure against region size, one line per kernel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelSection {
+    pub seed: String,
+    /// Arch, unit and accelerator: `x86_64 guests, instructions per call (TCG …)`.
+    pub heading: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Absent when the cells have one size only.
+    pub plot: Option<Plot>,
 }

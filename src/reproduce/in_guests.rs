@@ -1,0 +1,336 @@
+//! Running the seeds' guest cells: which kernels (`guests::plan`, from
+//! Debian's offers or the kernels given), fetching them, booting the guests
+//! through the fleet, and storing what comes back. A guest that fails or an
+//! arch that cannot run guests here becomes a note on the claims it leaves
+//! unmeasured, never a silent gap or an abort of the whole reproduce.
+
+use super::guests::{plan, GuestEvidence, GuestRun, KernelChoice, PlannedRun};
+use super::Seed;
+use crate::fleet::{self, Fleet, Job, Kernel, Measured, Settings};
+use crate::guest::cache::Cache;
+use crate::guest::debian::by_flavour;
+use crate::guest::fetch;
+use crate::guest::spec::{Flavour, Version};
+use crate::guest::{Arch, KernelSpec};
+use crate::record::Accel;
+use crate::store::Store;
+use crate::workload::size::format_size;
+
+/// What `--kernels` and `--arch` asked for.
+pub struct Request {
+    pub choice: KernelChoice,
+    pub arches: Vec<Arch>,
+    pub mirror: Option<String>,
+    pub quick: bool,
+}
+
+/// Parse `--kernels` (`auto` or Debian specs) and `--arch` (default both).
+pub fn request(
+    kernels: &[String],
+    arches: &[String],
+    mirror: Option<String>,
+    quick: bool,
+) -> anyhow::Result<Option<Request>> {
+    if kernels.is_empty() {
+        if !arches.is_empty() {
+            crate::bail_usage!(
+                "--arch chooses the guests' arches: give --kernels auto or --kernels SPEC,… too"
+            );
+        }
+        return Ok(None);
+    }
+    let choice = if kernels.len() == 1 && kernels[0] == "auto" {
+        KernelChoice::Auto
+    } else {
+        let mut versions = Vec::new();
+        for k in kernels {
+            match KernelSpec::parse(k)? {
+                KernelSpec::Debian {
+                    version,
+                    flavour: Flavour::Cloud,
+                    arch: None,
+                } if version.patch.is_some() => versions.push(version),
+                _ => crate::bail_usage!(
+                    "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
+                     and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
+                     run other kernels, your own builds included, with ptelab vm --kernel"
+                ),
+            }
+        }
+        versions.sort();
+        versions.dedup();
+        KernelChoice::Given(versions)
+    };
+    let mut list = Vec::new();
+    for a in arches {
+        let arch = Arch::parse_flag(a)?;
+        if !list.contains(&arch) {
+            list.push(arch);
+        }
+    }
+    if list.is_empty() {
+        list = Arch::ALL.to_vec();
+    }
+    Ok(Some(Request {
+        choice,
+        arches: list,
+        mirror,
+        quick,
+    }))
+}
+
+/// The guest flags of a run: a short budget under TCG, whose instruction
+/// counts repeat exactly (docs/guests.md), the host's under KVM.
+fn budget(accel: Accel, quick: bool) -> Vec<String> {
+    let (time, blocks) = match (accel, quick) {
+        (Accel::Tcg, true) => ("200ms", 1),
+        (Accel::Tcg, false) => ("1s", 1),
+        (Accel::Kvm, true) => ("1s", 3),
+        (Accel::Kvm, false) => ("3s", 10),
+    };
+    vec![
+        "--time".into(),
+        time.into(),
+        "--blocks".into(),
+        blocks.to_string(),
+    ]
+}
+
+fn guest_args(run: &PlannedRun, accel: Accel, quick: bool) -> Vec<String> {
+    let join = |v: Vec<String>| v.join(",");
+    let mut args = vec![
+        "sweep".to_string(),
+        run.workload.name().to_string(),
+        "--sizes".into(),
+        join(run.sizes.iter().map(|s| format_size(*s)).collect()),
+        "--folios".into(),
+        join(run.folios.iter().map(|f| f.to_string()).collect()),
+    ];
+    args.extend(budget(accel, quick));
+    args.extend(["--no-store".to_string(), "--json".to_string()]);
+    args
+}
+
+/// The cloud kernels Debian offers for `arch`.
+fn offered(cache: &Cache, arch: Arch, mirror: Option<&str>) -> anyhow::Result<Vec<Version>> {
+    let (offers, _) = fetch::available(cache, arch, mirror)?;
+    Ok(by_flavour(&offers, arch)
+        .remove(&Flavour::Cloud)
+        .unwrap_or_default())
+}
+
+/// Measure `seeds` in guests as `req` asks; store each guest run when a
+/// store is given (tagged with `tags` and the kernel).
+pub fn measure(
+    seeds: &[&Seed],
+    req: &Request,
+    mut settings: Settings,
+    store: Option<&Store>,
+    tags: &[String],
+) -> anyhow::Result<GuestEvidence> {
+    let mut ev = GuestEvidence {
+        asked: req.arches.clone(),
+        ..GuestEvidence::default()
+    };
+    let cache = Cache::from_env()?;
+    let interrupted = crate::kernel::signals::interrupted();
+    let mut planned: Vec<PlannedRun> = Vec::new();
+    for &arch in &req.arches {
+        if let Err(e) = crate::guest::qemu::find_emulator(arch) {
+            ev.missing.push((arch, format!("{e:#}")));
+            continue;
+        }
+        let offers = match &req.choice {
+            KernelChoice::Auto => match offered(&cache, arch, req.mirror.as_deref()) {
+                Ok(v) => v,
+                Err(e) => {
+                    ev.missing
+                        .push((arch, format!("no list of Debian kernels: {e:#}")));
+                    continue;
+                }
+            },
+            KernelChoice::Given(_) => Vec::new(),
+        };
+        let p = plan(seeds, arch, &req.choice, &offers);
+        ev.notes
+            .extend(p.notes.into_iter().map(|(s, why)| (s.to_string(), why)));
+        planned.extend(p.runs);
+    }
+    if planned.is_empty() {
+        return Ok(ev);
+    }
+
+    // Every kernel, fetched before the first boot.
+    let opts = |arch| fetch::Options {
+        arch: Some(arch),
+        mirror: req.mirror.clone(),
+        interrupted,
+    };
+    let mut kernels: Vec<Kernel> = Vec::new();
+    for run in &planned {
+        if kernels
+            .iter()
+            .any(|k| k.arch == run.arch && k.version == Some(run.version))
+        {
+            continue;
+        }
+        let spec = KernelSpec::Debian {
+            version: run.version,
+            flavour: Flavour::Cloud,
+            arch: Some(run.arch),
+        };
+        eprintln!("ptelab: kernel {spec} ({}) …", run.arch.name());
+        kernels.push(Kernel::resolve(&cache, spec, &opts(run.arch))?);
+    }
+    let need = planned
+        .iter()
+        .flat_map(|r| r.sizes.iter().copied())
+        .max()
+        .unwrap_or(0);
+    settings.memory = settings.memory.max(fleet::memory_for(need));
+    let mut usable = Vec::new();
+    for arch in req.arches.iter().copied() {
+        let ks: Vec<Kernel> = kernels.iter().filter(|k| k.arch == arch).cloned().collect();
+        if ks.is_empty() {
+            continue;
+        }
+        // One arch that cannot run guests (no musl target, no KVM asked
+        // for) leaves the other one running.
+        match Fleet::prepare(&cache, settings.clone(), &ks) {
+            Ok(f) => usable.push((arch, f)),
+            Err(e) => ev.missing.push((arch, format!("{e:#}"))),
+        }
+    }
+    // One fleet per arch keeps each arch's guest binary; the arches' jobs
+    // run one fleet after the other, each --jobs wide.
+    for (arch, fleet) in &usable {
+        let accel = fleet.accel(*arch).expect("prepared for this arch");
+        let runs: Vec<&PlannedRun> = planned.iter().filter(|r| r.arch == *arch).collect();
+        let jobs: Vec<Job> = runs
+            .iter()
+            .map(|r| Job {
+                kernel: kernels
+                    .iter()
+                    .find(|k| k.arch == r.arch && k.version == Some(r.version))
+                    .expect("every planned kernel was resolved"),
+                name: r.workload.name().to_string(),
+                args: guest_args(r, accel, req.quick),
+                program: None,
+            })
+            .collect();
+        let finished = fleet.run(&jobs)?;
+        for ((run, job), done) in runs.iter().zip(&jobs).zip(finished) {
+            let seeds = run.seeds.join(",");
+            let out = match done.answer {
+                Ok(out) => out,
+                Err(e) => {
+                    ev.notes.push((
+                        seeds,
+                        format!("{} guest {}: {e:#}", arch.name(), job.kernel.spec),
+                    ));
+                    continue;
+                }
+            };
+            let m = match Measured::parse(&out.stdout, job.kernel, &out) {
+                Ok(m) => m,
+                Err(e) => {
+                    ev.notes.push((
+                        seeds,
+                        format!(
+                            "{} guest {} exited {}: {e:#}; console log: {}",
+                            arch.name(),
+                            job.kernel.spec,
+                            out.exit_code,
+                            done.log.display()
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            let run_id = match store {
+                Some(s) => Some(m.store(s, "reproduce", job.kernel, tags)?),
+                None => None,
+            };
+            ev.runs.push(GuestRun {
+                arch: *arch,
+                kernel: job.kernel.spec.to_string(),
+                release: out.kernel_release.clone(),
+                metric: m.host.metric(),
+                workload: run.workload,
+                cells: m.cells,
+                failed: m.failed,
+                run_id,
+            });
+        }
+    }
+    Ok(ev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{FolioSpec, WorkloadKind};
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn kernels_and_arches_are_checked_before_anything_runs() {
+        assert!(request(&[], &[], None, true).unwrap().is_none());
+        let r = request(&strings(&["auto"]), &[], None, true)
+            .unwrap()
+            .unwrap();
+        assert!(matches!(r.choice, KernelChoice::Auto));
+        assert_eq!(r.arches, Arch::ALL.to_vec());
+        let r = request(
+            &strings(&["debian:6.17.13", "debian:6.16.12"]),
+            &strings(&["arm64"]),
+            None,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.arches, [Arch::Arm64]);
+        let KernelChoice::Given(v) = r.choice else {
+            panic!("given")
+        };
+        assert_eq!(v[0].to_string(), "6.16.12");
+        for bad in [
+            &["debian:6.17"][..],
+            &["debian:6.17.13-arm64"],
+            &["/boot/vmlinuz"],
+            &["debian:6.17.13-rt"],
+        ] {
+            let e = request(&strings(bad), &[], None, true).err().unwrap();
+            assert!(crate::error::is_usage(&e), "{bad:?}: {e:#}");
+        }
+        let e = request(&strings(&["auto"]), &strings(&["sparc"]), None, true)
+            .err()
+            .unwrap();
+        assert!(crate::error::is_usage(&e));
+        let e = request(&[], &strings(&["arm64"]), None, true)
+            .err()
+            .unwrap();
+        assert!(crate::error::is_usage(&e));
+    }
+
+    #[test]
+    fn a_tcg_guest_gets_a_short_deterministic_budget() {
+        let run = PlannedRun {
+            arch: Arch::X86_64,
+            version: Version::parse("6.17.8").unwrap(),
+            workload: WorkloadKind::MprotectToggle,
+            sizes: vec![4 << 10, 400 << 10],
+            folios: vec![FolioSpec::Base, FolioSpec::Mthp(64 << 10)],
+            seeds: vec!["001"],
+        };
+        assert_eq!(
+            guest_args(&run, Accel::Tcg, true).join(" "),
+            "sweep mprotect-toggle --sizes 4K,400K --folios 4K,64K --time 200ms --blocks 1 --no-store --json"
+        );
+        assert!(guest_args(&run, Accel::Kvm, false)
+            .join(" ")
+            .contains("--time 3s --blocks 10"));
+    }
+}
