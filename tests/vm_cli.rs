@@ -53,6 +53,11 @@ fn bad_input_is_refused_before_booting() {
 
 /// The cached x86_64 kernel the guest tests boot, or why there is none.
 fn cached_kernel() -> Option<()> {
+    cached("6.17.13")
+}
+
+/// Is Debian's `version` for x86_64 in the kernel cache (and QEMU here)?
+fn cached(version: &str) -> Option<()> {
     if std::process::Command::new("qemu-system-x86_64")
         .arg("--version")
         .output()
@@ -68,10 +73,10 @@ fn cached_kernel() -> Option<()> {
     let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let cached = list.as_array().is_some_and(|l| {
         l.iter()
-            .any(|k| k["manifest"]["version"] == "6.17.13" && k["manifest"]["arch"] == "x86_64")
+            .any(|k| k["manifest"]["version"] == version && k["manifest"]["arch"] == "x86_64")
     });
     if !cached {
-        skip("Debian's 6.17.13 x86_64 kernel is not cached (ptelab kernel fetch debian:6.17.13 --arch x86_64)");
+        skip(&format!("Debian's {version} x86_64 kernel is not cached (ptelab kernel fetch debian:{version} --arch x86_64)"));
         return None;
     }
     Some(())
@@ -207,4 +212,85 @@ fn sigint_during_a_guest_leaves_no_qemu() {
         !std::path::Path::new(&format!("/proc/{qemu}")).exists(),
         "QEMU {qemu} survived"
     );
+}
+
+/// `reproduce --kernels`: seed 002 on x86_64 guests of the kernels before
+/// and after mremap batching. Every claim gets a verdict word with what was
+/// compared; the arm64 claim says it was not asked for; the Markdown report
+/// leads with the claims and has the table across kernels.
+#[test]
+fn reproduce_measures_a_seed_in_guests_of_the_kernels_around_its_change() {
+    if cached("6.16.12").is_none() || cached("6.17.13").is_none() {
+        return;
+    }
+    let _knobs = crate::common::knob_watch();
+    let db = TempDb::new();
+    let md = db.dir().join("report.md");
+    let out = ptelab()
+        .args([
+            "reproduce",
+            "002",
+            "--quick",
+            "--kernels",
+            "debian:6.16.12,debian:6.17.13",
+            "--arch",
+            "x86_64",
+            "--json",
+            "--db",
+            db.path(),
+            "-o",
+        ])
+        .arg(&md)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let guests = doc["guests"].as_array().unwrap();
+    assert_eq!(guests.len(), 2, "{stderr}");
+    for g in guests {
+        assert_eq!(g["metric"], "instructions");
+        assert_eq!(g["arch"], "x86_64");
+        assert_eq!(g["cells"].as_array().unwrap().len(), 2, "{g}");
+    }
+    let claims = doc["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 2);
+    let words = [
+        "reproduced",
+        "partly reproduced",
+        "not reproduced",
+        "not measured",
+    ];
+    for c in claims {
+        let v = c["verdict"].as_str().unwrap();
+        assert!(words.iter().any(|w| v.starts_with(w)), "{v}");
+    }
+    // The arm64 claim: no arm64 guests were asked for, and it says so.
+    assert!(claims[0]["verdict"]
+        .as_str()
+        .unwrap()
+        .starts_with("not measured"));
+    assert!(claims[0]["measured"]
+        .as_str()
+        .unwrap()
+        .contains("not asked for"));
+    // The small-folio claim compares x86_64 guests 6.16.12 -> 6.17.13 in
+    // instructions.
+    let m = claims[1]["measured"].as_str().unwrap();
+    assert!(
+        m.contains("x86_64 guests 6.16.12 -> 6.17.13, instructions per call"),
+        "{m}"
+    );
+    // Nothing is stored twice, and every guest run reads back.
+    let runs = ptelab()
+        .args(["runs", "--db", db.path(), "--json"])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 3, "host run + 2 guest runs");
+    let report = std::fs::read_to_string(&md).unwrap();
+    let claims_at = report.find("## Claims").unwrap();
+    let kernels_at = report.find("## Seed 002: x86_64 guests").unwrap();
+    let env_at = report.find("## Environment").unwrap();
+    assert!(claims_at < kernels_at && kernels_at < env_at, "{report}");
 }

@@ -461,4 +461,64 @@ mod tests {
         let workloads = catalogue.iter().flat_map(|s| &s.guest).count();
         assert_eq!(p.runs.len(), 2 * workloads);
     }
+
+    /// Two kernels of seed 001's sweep, as the guests would answer.
+    fn evidence() -> GuestEvidence {
+        use crate::record::fixtures::fixture;
+        let run = |release: &str, figures: &[(u64, f64)]| GuestRun {
+            arch: Arch::X86_64,
+            kernel: format!("debian:{}", &release[..release.find('+').unwrap()]),
+            release: release.into(),
+            metric: Metric::Instructions,
+            workload: WorkloadKind::MprotectToggle,
+            cells: figures
+                .iter()
+                .map(|&(kib, v)| fixture(kib, v, FolioSpec::Base))
+                .collect(),
+            failed: Vec::new(),
+            run_id: Some(1),
+        };
+        GuestEvidence {
+            runs: vec![
+                run(
+                    "6.17.8+deb13-cloud-amd64",
+                    &[(400, 38535.0), (4000, 362317.0)],
+                ),
+                run(
+                    "6.16.12+deb13-cloud-amd64",
+                    &[(400, 20984.0), (4000, 186344.0)],
+                ),
+            ],
+            asked: vec![Arch::X86_64],
+            ..GuestEvidence::default()
+        }
+    }
+
+    #[test]
+    fn the_kernel_table_has_one_column_per_kernel_oldest_first() {
+        let g = evidence();
+        let grid = g.grid(Arch::X86_64, WorkloadKind::MprotectToggle).unwrap();
+        insta::assert_snapshot!(format!("{}\n{}", grid.heading, grid.table().text(" | ")));
+        let s = grid.section("001");
+        insta::assert_snapshot!(grid.table().markdown());
+        let plot = s.plot.unwrap();
+        assert_eq!(plot.series.len(), 2);
+        assert_eq!(plot.series[0].label, "6.16.12 4K");
+        assert_eq!(plot.y.unit, Unit::Instructions);
+        assert!(g.grid(Arch::Arm64, WorkloadKind::MprotectToggle).is_none());
+        assert_eq!(
+            g.bracket(
+                Arch::X86_64,
+                WorkloadKind::MprotectToggle,
+                "mprotect-batching"
+            )
+            .unwrap()
+            .1
+            .to_string(),
+            "6.17.8"
+        );
+        assert!(g
+            .why_missing(Arch::Arm64, None, WorkloadKind::MprotectToggle)
+            .contains("not asked for"));
+    }
 }

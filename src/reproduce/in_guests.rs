@@ -83,7 +83,7 @@ pub fn request(
 /// counts repeat exactly (docs/guests.md), the host's under KVM.
 fn budget(accel: Accel, quick: bool) -> Vec<String> {
     let (time, blocks) = match (accel, quick) {
-        (Accel::Tcg, true) => ("200ms", 1),
+        (Accel::Tcg, true) => ("100ms", 1),
         (Accel::Tcg, false) => ("1s", 1),
         (Accel::Kvm, true) => ("1s", 3),
         (Accel::Kvm, false) => ("3s", 10),
@@ -327,7 +327,7 @@ mod tests {
         };
         assert_eq!(
             guest_args(&run, Accel::Tcg, true).join(" "),
-            "sweep mprotect-toggle --sizes 4K,400K --folios 4K,64K --time 200ms --blocks 1 --no-store --json"
+            "sweep mprotect-toggle --sizes 4K,400K --folios 4K,64K --time 100ms --blocks 1 --no-store --json"
         );
         assert!(guest_args(&run, Accel::Kvm, false)
             .join(" ")
