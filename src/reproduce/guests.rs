@@ -341,6 +341,9 @@ impl GuestEvidence {
                 }
             }
         }
+        if keys.is_empty() {
+            return None;
+        }
         let has_phase = keys.iter().any(|k| k.1.is_some());
         let mut columns = vec!["folio".to_string()];
         if has_phase {
