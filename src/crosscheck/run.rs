@@ -7,7 +7,7 @@ use ptelab_model::{run_model, ArchConfig, FlushOp, ModelConfig, Prot, Strategy};
 
 use super::file::{self, SharedFile};
 use super::model::{shared_file_spec, standard_spec, with_exclusive, Sim};
-use super::probe::{self, FlushProbe, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
+use super::probe::{self, FlushProbe, Hold, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
 use super::{
     add_note, flush_row, model_flush_set, page_row, render_flushes, render_pages, Row, RowKey,
 };
@@ -144,19 +144,24 @@ impl Ctx<'_> {
 
 /// Populate a region of `size` bytes in `folio` (knobs configured by the
 /// guard) and check its layout; `Err(row)` when the layout is not the one
-/// asked for.
+/// asked for. With `room`, the `size` bytes above the region are held free
+/// (the mremap destination) from the moment it is mapped.
 fn populated(
     guard: &mut KnobGuard,
     key: &RowKey,
     size: u64,
     folio: FolioSpec,
     room: bool,
-) -> anyhow::Result<Result<Region, Row>> {
+) -> anyhow::Result<Result<(Region, Option<Hold>), Row>> {
     guard.configure_for(folio)?;
-    let mut r = if room {
-        Region::map_with_room(size, folio, size as usize, PMD_SIZE as usize)?
+    let (mut r, hold) = if room {
+        let r = Region::map_with_room(size, folio, size as usize, PMD_SIZE as usize)?;
+        // SAFETY: the end of the region, the start of its free room.
+        let hold = Hold::new(unsafe { r.addr().add(r.len()) }, r.len())
+            .context("the mremap destination above the region")?;
+        (r, Some(hold))
     } else {
-        Region::map(size, folio, false)?
+        (Region::map(size, folio, false)?, None)
     };
     r.populate()?;
     let l = layout::observe(r.addr(), r.len(), folio)?;
@@ -170,7 +175,7 @@ fn populated(
         row.note = l.mismatch.clone();
         return Ok(Err(row));
     }
-    Ok(Ok(r))
+    Ok(Ok((r, hold)))
 }
 
 /// Run the whole plan.
@@ -292,7 +297,7 @@ fn grid_cell(
     strategy: Strategy,
 ) -> anyhow::Result<()> {
     let room = w == WorkloadKind::MremapMove;
-    let r = match populated(guard, key, size, folio, room)? {
+    let (r, hold) = match populated(guard, key, size, folio, room)? {
         Ok(r) => r,
         Err(row) => {
             ctx.rows.push(row);
@@ -350,7 +355,8 @@ fn grid_cell(
             )?;
         }
         WorkloadKind::MremapMove => {
-            mremap_cell(ctx, key, &r, &mut sim, reference, &splits)?;
+            let hold = hold.context("no room held for mremap")?;
+            mremap_cell(ctx, key, &r, hold, &mut sim, reference, &splits)?;
         }
         WorkloadKind::Reclaim => {}
     }
@@ -412,6 +418,7 @@ fn mremap_cell(
     ctx: &mut Ctx<'_>,
     key: &RowKey,
     r: &Region,
+    hold: Hold,
     sim: &mut Sim,
     reference: &[ptelab_model::CallRecord],
     splits: &std::collections::BTreeMap<String, u64>,
@@ -420,9 +427,9 @@ fn mremap_cell(
     let from = r.addr();
     // SAFETY: the end of the region, the start of its free room.
     let to = unsafe { from.add(len) };
-    if region::vmas_overlapping(to as usize, len)? != 0 {
-        anyhow::bail!("the mremap destination above the region is not free");
-    }
+    // Whichever of source and destination is empty stays held, released
+    // just before the mremap that fills it (nothing allocates in between).
+    let mut hold = Some(hold);
     let passes: &[bool] = if ctx.soft_dirty {
         &[false, true]
     } else {
@@ -435,7 +442,9 @@ fn mremap_cell(
             sim.clear_soft_dirty();
         }
         let k = key.with_scenario(format!("{pfx}mremap(MREMAP_MAYMOVE|MREMAP_FIXED)"));
+        drop(hold.take());
         let b = ctx.probe.call(|| region::mremap_fixed(from, len, to))?;
+        let mut source = Some(Hold::new(from, len).context("the vacated source")?);
         let m = sim.mremap_up()?;
         let mut row = flush_row(&k, &b, &m);
         if !clear {
@@ -459,7 +468,9 @@ fn mremap_cell(
         }
         // Move back (uncounted) so the region owns its pages again; the model
         // is rebuilt in the same state (moved twice = same page table).
+        drop(source.take());
         region::mremap_fixed(to, len, from)?;
+        hold = Some(Hold::new(to, len).context("the mremap destination")?);
         sim.move_back()?;
     }
     Ok(())
@@ -557,7 +568,7 @@ fn scenario_region(
         scenario: scenario.into(),
     };
     Ok(match populated(guard, &key, size, folio, false)? {
-        Ok(r) => Some((key, r)),
+        Ok((r, _)) => Some((key, r)),
         Err(row) => {
             ctx.rows.push(row);
             None
