@@ -27,6 +27,7 @@ use crate::bail_usage;
 use crate::cli::flags::{Cli, Command};
 use crate::cli::plan::MEM_SHARE;
 use crate::cli::vm::{AccelFlag, VmArgs};
+use crate::crosscheck::summary::{headline, render_document};
 use crate::guest::binary::guest_binary;
 use crate::guest::cache::Cache;
 use crate::guest::fetch::{self, Resolved};
@@ -132,6 +133,10 @@ impl GuestCommand {
         if measures {
             args.extend(["--no-store".to_string(), "--json".to_string()]);
         }
+        // crosscheck answers with its document; the host renders it.
+        if name == "crosscheck" && !args.iter().any(|a| a == "--json") {
+            args.push("--json".to_string());
+        }
         Ok(GuestCommand {
             name,
             program: None,
@@ -212,7 +217,11 @@ fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, usize
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut command = GuestCommand::parse(&args.command, &args.files)?;
     // `vm --json` asks every guest command for its JSON document too.
-    if args.out.json && !command.measures && command.program.is_none() {
+    if args.out.json
+        && !command.measures
+        && command.program.is_none()
+        && !command.args.iter().any(|a| a == "--json")
+    {
         command.args.push("--json".into());
     }
     let arch_flag = args.arch.as_deref().map(Arch::parse_flag).transpose()?;
@@ -328,6 +337,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
 
     let mut text = String::new();
     let mut docs = Vec::new();
+    let mut crosschecks = Vec::new();
     let mut code = ExitCode::SUCCESS;
     for ((k, job), answer) in kernels.iter().zip(&jobs).zip(answers) {
         let answer = answer
@@ -351,13 +361,39 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 job.log.display()
             );
             code = ExitCode::from(if out.exit_code == 2 { 2 } else { 1 });
-            if !command.measures || out.stdout.is_empty() {
+            // crosscheck exits 1 for a mismatch, with its document.
+            let document = command.name == "crosscheck" && out.exit_code == 1;
+            if (!command.measures && !document) || out.stdout.is_empty() {
                 text.push_str(&format!(
                     "{heading}\n{}\n",
                     String::from_utf8_lossy(&out.stdout)
                 ));
                 continue;
             }
+        }
+        if command.name == "crosscheck" {
+            let doc: Value = serde_json::from_slice(&out.stdout).with_context(|| {
+                format!(
+                    "the {} guest's crosscheck answer is not JSON; console log: {}",
+                    k.spec,
+                    job.log.display()
+                )
+            })?;
+            let (rendered, summary) = render_document(&doc)?;
+            crosschecks.push(summary);
+            if args.out.json {
+                docs.push(json!({
+                    "kernel": k.spec.to_string(),
+                    "kernel_release": out.kernel_release,
+                    "arch": k.arch.name(),
+                    "accel": out.accel.name(),
+                    "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
+                    "output": doc,
+                }));
+            } else {
+                text.push_str(&format!("{heading}\n{rendered}\n"));
+            }
+            continue;
         }
         if !command.measures {
             let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -429,6 +465,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             }
             text.push('\n');
         }
+    }
+    if !crosschecks.is_empty() {
+        eprintln!("ptelab: crosscheck in guests: {}", headline(&crosschecks));
     }
     if args.out.json {
         print_json(&json!({ "schema": "ptelab/vm/v1", "guests": docs }))?;

@@ -28,6 +28,8 @@ pub struct Plan {
     pub sizes: Vec<u64>,
     pub folios: Vec<FolioSpec>,
     pub strategy: Strategy,
+    /// The model's arch: this kernel's (x86-64, or arm64 with 4K pages).
+    pub arch: ArchConfig,
     /// Run the batching scenarios (mixed AnonExclusive, mid-folio range).
     pub scenarios: bool,
     /// The kernel tracks soft-dirty (`CONFIG_MEM_SOFT_DIRTY`): compare
@@ -45,9 +47,12 @@ pub struct Outcome {
 
 /// Everything one lockstep step needs.
 struct Ctx<'a> {
-    probe: &'a mut FlushProbe,
+    /// `None` where the kernel has no `tlb:tlb_flush` tracepoint (arm64).
+    probe: Option<&'a mut FlushProbe>,
     rows: &'a mut Vec<Row>,
     soft_dirty: bool,
+    arch: ArchConfig,
+    strategy: Strategy,
 }
 
 fn prot_of(p: i32) -> Prot {
@@ -59,6 +64,23 @@ fn prot_of(p: i32) -> Prot {
 }
 
 impl Ctx<'_> {
+    /// One mm call on the kernel with its `tlb:tlb_flush` records, or
+    /// `None` for the records where the kernel emits none.
+    fn kernel_call(
+        &mut self,
+        f: impl FnOnce() -> anyhow::Result<()>,
+    ) -> anyhow::Result<Option<std::collections::BTreeMap<String, u64>>> {
+        match self.probe.as_deref_mut() {
+            Some(p) => p.call(f).map(Some),
+            None => f().map(|()| None),
+        }
+    }
+
+    /// A new simulation of the standard layout.
+    fn standard(&self, pages: u64, folio_pages: u64, room: bool) -> Sim {
+        Sim::standard(&self.arch, self.strategy, pages, folio_pages, room)
+    }
+
     /// mprotect `[off, off+len)` pages on both sides, uncounted.
     fn mprotect_quiet(
         &mut self,
@@ -89,11 +111,9 @@ impl Ctx<'_> {
     ) -> anyhow::Result<()> {
         // SAFETY: offset within the region.
         let a = unsafe { r.addr().add(off as usize * PAGE_SIZE) };
-        let b = self
-            .probe
-            .call(|| probe::mprotect(a, len as usize * PAGE_SIZE, prot))?;
+        let b = self.kernel_call(|| probe::mprotect(a, len as usize * PAGE_SIZE, prot))?;
         let m = sim.mprotect(off, len, prot_of(prot))?;
-        let mut row = flush_row(key, &b, &m);
+        let mut row = flush_row(key, b.as_ref(), &m);
         if let Some(reference) = reference {
             if super::model_flush_set(reference) != super::model_flush_set(&m) {
                 row.note = Some(format!(
@@ -101,6 +121,7 @@ impl Ctx<'_> {
                     super::render_flushes(&super::model_flush_set(reference))
                 ));
                 row.matches = false;
+                row.unobservable = false;
             }
         }
         self.rows.push(row);
@@ -109,14 +130,14 @@ impl Ctx<'_> {
 
     /// Write every page on both sides; compare which pages faulted.
     fn retouch(&mut self, key: &RowKey, addr: *mut u8, sim: &mut Sim) {
-        let k = probe::write_faults(addr, sim.pages as usize);
+        let k = probe::write_faults(addr, sim.pages() as usize);
         let m = sim.retouch();
         self.rows.push(page_row(key, "write faults", &k, &m));
     }
 
     /// pagemap bits after the call.
     fn pagemap(&mut self, key: &RowKey, addr: *const u8, sim: &Sim) -> anyhow::Result<()> {
-        let e = probe::pagemap(addr, sim.pages as usize)?;
+        let e = probe::pagemap(addr, sim.pages() as usize)?;
         let s = sim.state();
         self.rows.push(page_row(
             key,
@@ -182,10 +203,21 @@ fn populated(
 pub fn run_plan(
     plan: &Plan,
     guard: &mut KnobGuard,
-    probe: &mut FlushProbe,
+    probe: Option<&mut FlushProbe>,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
+    let mut ctx = Ctx {
+        probe,
+        rows: &mut out.rows,
+        soft_dirty: plan.soft_dirty,
+        arch: plan.arch,
+        strategy: plan.strategy,
+    };
+    let (contpte, bbml2) = match plan.arch {
+        ArchConfig::X86 => (false, false),
+        ArchConfig::Arm64(a) => (a.contpte, a.bbml2),
+    };
     for &w in &plan.workloads {
         // Reclaim's model counts rmap walks, nothing a crosscheck probe sees.
         let Some(mw) = (w != WorkloadKind::Reclaim).then(|| crate::model::model_workload(w)) else {
@@ -211,7 +243,7 @@ pub fn run_plan(
                 progress(&cell);
                 let mut cfg = ModelConfig::new(
                     mw,
-                    ArchConfig::X86,
+                    plan.arch,
                     plan.strategy,
                     size,
                     folio.folio_bytes(),
@@ -222,10 +254,10 @@ pub fn run_plan(
                     workload: w,
                     size_bytes: size,
                     folio,
-                    arch: "x86_64".into(),
+                    arch: plan.arch.name().into(),
                     strategy: plan.strategy.name().into(),
                     params: serde_json::json!({"granule": "4K", "offset_pages": 0,
-                        "contpte": false, "bbml2": false, "kernel": reference.kernel,
+                        "contpte": contpte, "bbml2": bbml2, "kernel": reference.kernel,
                         "crosscheck": true}),
                     counters: reference.per_call(),
                 });
@@ -235,39 +267,18 @@ pub fn run_plan(
                     folio: folio.to_string(),
                     scenario: String::new(),
                 };
-                let mut ctx = Ctx {
-                    probe,
-                    rows: &mut out.rows,
-                    soft_dirty: plan.soft_dirty,
-                };
-                grid_cell(
-                    &mut ctx,
-                    guard,
-                    &key,
-                    w,
-                    size,
-                    folio,
-                    &reference.calls,
-                    plan.strategy,
-                )
-                .with_context(|| format!("crosscheck of {cell}"))?;
+                grid_cell(&mut ctx, guard, &key, w, size, folio, &reference.calls)
+                    .with_context(|| format!("crosscheck of {cell}"))?;
             }
         }
     }
     if plan.scenarios {
-        let mut ctx = Ctx {
-            probe,
-            rows: &mut out.rows,
-            soft_dirty: plan.soft_dirty,
-        };
         progress("scenario fork-mixed-exclusive");
-        mixed_exclusive(&mut ctx, guard, plan.strategy).context("scenario fork-mixed-exclusive")?;
+        mixed_exclusive(&mut ctx, guard).context("scenario fork-mixed-exclusive")?;
         progress("scenario mid-folio-range");
-        mid_folio(&mut ctx, guard, plan.strategy).context("scenario mid-folio-range")?;
+        mid_folio(&mut ctx, guard).context("scenario mid-folio-range")?;
         progress("scenario shared-file-writenotify");
-        if let Some(why) =
-            shared_file(&mut ctx, plan.strategy).context("scenario shared-file-writenotify")?
-        {
+        if let Some(why) = shared_file(&mut ctx).context("scenario shared-file-writenotify")? {
             out.skipped.push(format!("shared-file-writenotify: {why}"));
         }
     }
@@ -294,7 +305,6 @@ fn grid_cell(
     size: u64,
     folio: FolioSpec,
     reference: &[ptelab_model::CallRecord],
-    strategy: Strategy,
 ) -> anyhow::Result<()> {
     let room = w == WorkloadKind::MremapMove;
     let (r, hold) = match populated(guard, key, size, folio, room)? {
@@ -306,7 +316,7 @@ fn grid_cell(
     };
     let pages = size / PAGE_SIZE as u64;
     let fp = folio.folio_bytes() / PAGE_SIZE as u64;
-    let mut sim = Sim::standard(strategy, pages, fp, room);
+    let mut sim = ctx.standard(pages, fp, room);
     let prefix = if w == WorkloadKind::ProtTransition {
         |p: i32| {
             if p == libc::PROT_NONE {
@@ -378,7 +388,7 @@ fn prot_pair_cell(
     first: i32,
     prefix: fn(i32) -> &'static str,
 ) -> anyhow::Result<()> {
-    let all = sim.pages;
+    let all = sim.pages();
     for (i, p) in [first, RW].into_iter().enumerate() {
         let k = key.with_scenario(prefix(p));
         let refr = reference.get(i).map(|c| c.flushes.as_slice());
@@ -443,14 +453,15 @@ fn mremap_cell(
         }
         let k = key.with_scenario(format!("{pfx}mremap(MREMAP_MAYMOVE|MREMAP_FIXED)"));
         drop(hold.take());
-        let b = ctx.probe.call(|| region::mremap_fixed(from, len, to))?;
+        let b = ctx.kernel_call(|| region::mremap_fixed(from, len, to))?;
         let mut source = Some(Hold::new(from, len).context("the vacated source")?);
         let m = sim.mremap_up()?;
-        let mut row = flush_row(&k, &b, &m);
+        let mut row = flush_row(&k, b.as_ref(), &m);
         if !clear {
             if let Some(c) = reference.first() {
                 if super::model_flush_set(&c.flushes) != super::model_flush_set(&m) {
                     row.matches = false;
+                    row.unobservable = false;
                     row.note = Some("model self-check: run_model differs".into());
                 }
             }
@@ -483,11 +494,7 @@ fn mremap_cell(
 /// this mm only), setting PageAnonExclusive on exactly those pages. mprotect
 /// RO then RW upgrades only those PTEs (docs/kernel.md §4.3
 /// `commit_anon_folio_batch`), so re-touch faults on the others.
-fn mixed_exclusive(
-    ctx: &mut Ctx<'_>,
-    guard: &mut KnobGuard,
-    strategy: Strategy,
-) -> anyhow::Result<()> {
+fn mixed_exclusive(ctx: &mut Ctx<'_>, guard: &mut KnobGuard) -> anyhow::Result<()> {
     let folio = FolioSpec::Mthp(64 << 10);
     let size = 64u64 << 10;
     let Some((key, r)) = scenario_region(
@@ -523,9 +530,9 @@ fn mixed_exclusive(
         row.note = Some("the write fault copied instead of reusing the folio's pages".into());
     }
     ctx.rows.push(row);
-    let spec = with_exclusive(standard_spec(16, 16, false), 0, exclusive);
+    let spec = with_exclusive(standard_spec(&ctx.arch, 16, 16, false), 0, exclusive);
     let start = spec.base;
-    let mut sim = Sim::new(strategy, &spec, start, 16);
+    let mut sim = Sim::new(&ctx.arch, ctx.strategy, &spec, start, 16);
     let splits = probe::split_stats();
     ctx.mprotect_counted(
         &key.with_scenario("fork-mixed-exclusive: mprotect(PROT_READ)"),
@@ -578,7 +585,7 @@ fn scenario_region(
 
 /// Scenario (c): mprotect of `[4 pages, len - 4 pages)` of a region of four
 /// 64K folios: batches start and end mid-folio, the VMA splits in three.
-fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard, strategy: Strategy) -> anyhow::Result<()> {
+fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard) -> anyhow::Result<()> {
     let folio = FolioSpec::Mthp(64 << 10);
     let size = 256u64 << 10;
     let pages = 64;
@@ -586,7 +593,7 @@ fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard, strategy: Strategy) -> an
     else {
         return Ok(());
     };
-    let mut sim = Sim::standard(strategy, pages, 16, false);
+    let mut sim = ctx.standard(pages, 16, false);
     let splits = probe::split_stats();
     let (off, len) = (4, pages - 8);
     for (name, p) in [
@@ -621,7 +628,7 @@ const PAGE_MKWRITE_FS: [&str; 4] = ["ext4", "xfs", "btrfs", "f2fs"];
 /// 32-35 written (dirty, writable), mprotect RO then RW, re-touch. v6.17+
 /// makes a clean PTE writable when its batch's merged dirty bit is set;
 /// the rows' notes give v6.16's per-PTE answer. `Some(why)` when skipped.
-fn shared_file(ctx: &mut Ctx<'_>, strategy: Strategy) -> anyhow::Result<Option<String>> {
+fn shared_file(ctx: &mut Ctx<'_>) -> anyhow::Result<Option<String>> {
     let dir = file::dir();
     let fs = file::fs_type(&dir)?;
     if !PAGE_MKWRITE_FS.contains(&fs) {
@@ -670,9 +677,9 @@ fn shared_file(ctx: &mut Ctx<'_>, strategy: Strategy) -> anyhow::Result<Option<S
     ctx.rows.push(row);
     let dirty = file::dirty_pages();
     f.write(&dirty);
-    let spec = shared_file_spec(fp, &dirty, ctx.soft_dirty);
-    let mut sim = Sim::new_file(strategy, &spec, spec.base, pages);
-    let mut v616 = Sim::new_file(Strategy::PerPte, &spec, spec.base, pages);
+    let spec = shared_file_spec(&ctx.arch, fp, &dirty, ctx.soft_dirty);
+    let mut sim = Sim::new_file(&ctx.arch, ctx.strategy, &spec, spec.base, pages);
+    let mut v616 = Sim::new_file(&ctx.arch, Strategy::PerPte, &spec, spec.base, pages);
     let splits = probe::split_stats();
     let mut k = key.clone();
     for (name, p) in [("PROT_READ", libc::PROT_READ), ("PROT_READ|PROT_WRITE", RW)] {
