@@ -64,8 +64,8 @@ fn crosscheck_in_a_6_17_guest_matches_the_batched_model() {
         return;
     }
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let vm: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    let vm: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
     let doc = &vm["guests"][0]["output"];
     assert_eq!(doc["schema"], "ptelab/crosscheck/v1", "{vm}");
     assert_eq!(doc["arch"], "x86_64");
@@ -92,7 +92,9 @@ fn crosscheck_in_a_6_17_guest_matches_the_batched_model() {
     assert_eq!(retouch["kernel"], "none of 16", "{retouch}");
     let n = rows.len();
     assert!(
-        stderr.contains(&format!("crosscheck in guests: {n}/{n} rows match on x86_64 6.17.13")),
+        stderr.contains(&format!(
+            "crosscheck in guests: {n}/{n} rows match on x86_64 6.17.13"
+        )),
         "{stderr}"
     );
 }

@@ -252,7 +252,11 @@ pub const NOT_OBSERVABLE: &str = "not observable";
 /// has no `tlb:tlb_flush` tracepoint (arm64): the row then shows every
 /// flush of the model (arm64 `contpte_convert` TLBIs included) and is
 /// unobservable.
-pub fn flush_row(key: &RowKey, breakdown: Option<&BTreeMap<String, u64>>, model: &[FlushOp]) -> Row {
+pub fn flush_row(
+    key: &RowKey,
+    breakdown: Option<&BTreeMap<String, u64>>,
+    model: &[FlushOp],
+) -> Row {
     let Some(breakdown) = breakdown else {
         let mut all = FlushSet::new();
         for f in model {
@@ -322,7 +326,10 @@ pub fn render_table(header: &str, rows: &[Row]) -> String {
     }
     out.push_str(&t.text("  "));
     let unobservable = rows.iter().filter(|r| r.unobservable).count();
-    let bad = rows.iter().filter(|r| !r.matches && !r.unobservable).count();
+    let bad = rows
+        .iter()
+        .filter(|r| !r.matches && !r.unobservable)
+        .count();
     let _ = write!(
         out,
         "{} rows: {} match, {} mismatch",
@@ -434,7 +441,10 @@ mod tests {
             ],
         );
         assert!(r.unobservable && !r.matches);
-        assert_eq!((r.kernel.as_str(), r.model.as_str()), (NOT_OBSERVABLE, "16 pages x2"));
+        assert_eq!(
+            (r.kernel.as_str(), r.model.as_str()),
+            (NOT_OBSERVABLE, "16 pages x2")
+        );
     }
 
     #[test]

@@ -241,13 +241,8 @@ pub fn run_plan(
                     continue;
                 }
                 progress(&cell);
-                let mut cfg = ModelConfig::new(
-                    mw,
-                    plan.arch,
-                    plan.strategy,
-                    size,
-                    folio.folio_bytes(),
-                );
+                let mut cfg =
+                    ModelConfig::new(mw, plan.arch, plan.strategy, size, folio.folio_bytes());
                 cfg.check_tlb = size <= (64 << 20);
                 let reference = run_model(&cfg).with_context(|| format!("model of {cell}"))?;
                 out.model_cells.push(ModelCellRecord {

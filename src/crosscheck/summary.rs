@@ -62,8 +62,8 @@ pub struct Summary {
 impl Summary {
     /// Summarize one crosscheck document.
     pub fn from_json(doc: &Value) -> anyhow::Result<Summary> {
-        let d: Doc = serde_json::from_value(doc.clone())
-            .context("not a crosscheck result document")?;
+        let d: Doc =
+            serde_json::from_value(doc.clone()).context("not a crosscheck result document")?;
         if d.schema != super::SCHEMA {
             bail!(
                 "the document has schema '{}', not {}",
@@ -296,7 +296,10 @@ mod tests {
         let d = doc(
             "x86_64",
             "6.17.13",
-            vec![row("tlb flushes", true, false), row("write faults", false, false)],
+            vec![
+                row("tlb flushes", true, false),
+                row("write faults", false, false),
+            ],
         );
         let (text, s) = render_document(&d).unwrap();
         assert!(text.starts_with(
