@@ -156,7 +156,11 @@ pub fn render_document(doc: &Value) -> anyhow::Result<(String, Summary)> {
         "crosscheck: kernel {} ({}) vs model strategy {} ({})",
         d.kernel, d.arch, d.strategy, d.strategy_kernel
     );
-    let mut out = super::render_table(&header, &d.rows);
+    let mut out = String::new();
+    if !d.strategy_reason.is_empty() {
+        let _ = writeln!(out, "strategy: {}", d.strategy_reason);
+    }
+    out.push_str(&super::render_table(&header, &d.rows));
     for s in &d.skipped {
         let _ = writeln!(out, "skipped: {s}");
     }
@@ -303,7 +307,8 @@ mod tests {
         );
         let (text, s) = render_document(&d).unwrap();
         assert!(text.starts_with(
-            "crosscheck: kernel 6.17.13 (x86_64) vs model strategy batched (v6.17, v6.18)\n"
+            "strategy: Linux 6.17 …\ncrosscheck: kernel 6.17.13 (x86_64) vs model strategy \
+             batched (v6.17, v6.18)\n"
         ));
         assert!(text.contains("2 rows: 1 match, 1 mismatch\n"), "{text}");
         assert!(text.contains("FINDING: mprotect-toggle 64K 64K"), "{text}");
