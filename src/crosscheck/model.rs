@@ -432,6 +432,41 @@ mod tests {
     }
 
     #[test]
+    fn clear_refs_retouch_tells_per_pte_from_batched_kernels() {
+        // The guests' discriminating row: per-PTE keeps each PTE's own
+        // (cleared) soft-dirty bit, so nothing is upgraded and every page
+        // faults; batched merges dirty with pte_mkdirty(), which sets it.
+        let run = |s| {
+            let mut sim = Sim::standard(&X86A, s, 16, 16, false);
+            sim.clear_soft_dirty();
+            sim.mprotect_all(Prot::Read).unwrap();
+            sim.mprotect_all(Prot::ReadWrite).unwrap();
+            sim.retouch()
+        };
+        assert_eq!(run(Strategy::PerPte), vec![true; 16]);
+        assert_eq!(run(Strategy::Batched), vec![false; 16]);
+    }
+
+    #[test]
+    fn arm64_sim_has_no_soft_dirty_and_upgrades_on_rw() {
+        let arm = ArchConfig::arm64(ptelab_model::Granule::K4);
+        for s in [Strategy::PerPte, Strategy::Batched] {
+            let mut sim = Sim::standard(&arm, s, 16, 16, false);
+            assert!(matches!(sim, Sim::Arm64(_)));
+            // NONE flushes the 64K block (and v6.16 repaints it).
+            assert!(!sim.mprotect_all(Prot::None).unwrap().is_empty());
+            sim.mprotect_all(Prot::ReadWrite).unwrap();
+            sim.clear_soft_dirty(); // nothing on arm64
+            sim.mprotect_all(Prot::Read).unwrap();
+            sim.mprotect_all(Prot::ReadWrite).unwrap();
+            let st = sim.state();
+            assert_eq!(st.present, vec![true; 16]);
+            assert_eq!(st.soft_dirty, vec![false; 16], "{s}");
+            assert_eq!(sim.retouch(), vec![false; 16], "{s}");
+        }
+    }
+
+    #[test]
     fn mremap_moves_the_region_up() {
         let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 16, true);
         let f = s.mremap_up().unwrap();
