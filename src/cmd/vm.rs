@@ -27,7 +27,6 @@ use crate::bail_usage;
 use crate::cli::flags::{Cli, Command};
 use crate::cli::plan::MEM_SHARE;
 use crate::cli::vm::{AccelFlag, VmArgs};
-use crate::crosscheck::summary::{headline, render_document};
 use crate::guest::binary::guest_binary;
 use crate::guest::cache::Cache;
 use crate::guest::fetch::{self, Resolved};
@@ -379,7 +378,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                     job.log.display()
                 )
             })?;
-            let (rendered, summary) = render_document(&doc)?;
+            let (rendered, summary) = crate::crosscheck::summary::render_document(&doc)?;
             crosschecks.push(summary);
             if args.out.json {
                 docs.push(json!({
@@ -467,7 +466,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if !crosschecks.is_empty() {
-        eprintln!("ptelab: crosscheck in guests: {}", headline(&crosschecks));
+        eprintln!(
+            "ptelab: crosscheck in guests: {}",
+            crate::crosscheck::summary::headline(&crosschecks)
+        );
     }
     if args.out.json {
         print_json(&json!({ "schema": "ptelab/vm/v1", "guests": docs }))?;
