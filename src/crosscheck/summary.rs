@@ -316,6 +316,36 @@ mod tests {
         assert_eq!(s.mismatched.len(), 1);
     }
 
+    /// What `vm -- crosscheck` prints per arm64 guest: the reason, the rows
+    /// (an unobservable flush row among them), the count line, a finding.
+    #[test]
+    fn arm64_guest_text_snapshot() {
+        let mut d = doc(
+            "arm64",
+            "6.17.13+deb13-cloud-arm64",
+            vec![
+                row("tlb flushes", false, true),
+                row("write faults", true, false),
+                row("pagemap present", false, false),
+            ],
+        );
+        let rows = d["rows"].as_array_mut().unwrap();
+        rows[0]["scenario"] = json!("mprotect(PROT_READ|PROT_WRITE)");
+        rows[0]["model"] = json!("1 pages x1");
+        rows[1]["scenario"] = json!("re-touch after RW");
+        (rows[1]["kernel"], rows[1]["model"]) = (json!("none of 16"), json!("none of 16"));
+        rows[2]["scenario"] = json!("mprotect(PROT_READ|PROT_WRITE)");
+        (rows[2]["kernel"], rows[2]["model"]) = (json!("0-14 (15 of 16)"), json!("all 16"));
+        rows[2]["note"] = json!("first difference at page 15: kernel false, model true");
+        d["strategy_reason"] = json!(
+            "Linux 6.17 on arm64 -> model strategy batched (v6.17, v6.18): 6.17 or 6.18: \
+             mprotect and mremap batch PTEs per folio (v6.17-rc1)"
+        );
+        let (text, s) = render_document(&d).unwrap();
+        insta::assert_snapshot!(text);
+        insta::assert_snapshot!("arm64_guest_line", s.line());
+    }
+
     #[test]
     fn other_documents_are_refused() {
         assert!(Summary::from_json(&json!({"schema": "ptelab/doctor/v1"})).is_err());
