@@ -2,6 +2,7 @@ mod common;
 
 mod bench_cli;
 mod crosscheck_cli;
+mod crosscheck_guest;
 mod doctor;
 mod guest_binary;
 mod kernel_cli;

@@ -120,6 +120,10 @@ impl GuestCommand {
         if measures {
             args.extend(["--no-store".to_string(), "--json".to_string()]);
         }
+        // crosscheck answers with its document; the host renders it.
+        if name == "crosscheck" && !args.iter().any(|a| a == "--json") {
+            args.push("--json".to_string());
+        }
         Ok(GuestCommand {
             name,
             program: None,
@@ -140,7 +144,11 @@ fn first_line(text: &str) -> &str {
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut command = GuestCommand::parse(&args.command, &args.files)?;
     // `vm --json` asks every guest command for its JSON document too.
-    if args.out.json && !command.measures && command.program.is_none() {
+    if args.out.json
+        && !command.measures
+        && command.program.is_none()
+        && !command.args.iter().any(|a| a == "--json")
+    {
         command.args.push("--json".into());
     }
     let arch_flag = args.arch.as_deref().map(Arch::parse_flag).transpose()?;
@@ -191,6 +199,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
 
     let mut text = String::new();
     let mut docs = Vec::new();
+    let mut crosschecks = Vec::new();
     let mut code = ExitCode::SUCCESS;
     for (k, done) in kernels.iter().zip(finished) {
         let out = done.answer?;
@@ -210,13 +219,36 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 done.log.display()
             );
             code = ExitCode::from(if out.exit_code == 2 { 2 } else { 1 });
-            if !command.measures || out.stdout.is_empty() {
+            // crosscheck exits 1 for a mismatch, with its document.
+            let document = command.name == "crosscheck" && out.exit_code == 1;
+            if (!command.measures && !document) || out.stdout.is_empty() {
                 text.push_str(&format!(
                     "{heading}\n{}\n",
                     String::from_utf8_lossy(&out.stdout)
                 ));
                 continue;
             }
+        }
+        if command.name == "crosscheck" {
+            // A failing guest's log was named above; a document is all
+            // a crosscheck prints on stdout.
+            let doc: Value = serde_json::from_slice(&out.stdout)
+                .with_context(|| format!("the {} guest's crosscheck answer is not JSON", k.spec))?;
+            let (rendered, summary) = crate::crosscheck::summary::render_document(&doc)?;
+            crosschecks.push(summary);
+            if args.out.json {
+                docs.push(json!({
+                    "kernel": k.spec.to_string(),
+                    "kernel_release": out.kernel_release,
+                    "arch": k.arch.name(),
+                    "accel": out.accel.name(),
+                    "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
+                    "output": doc,
+                }));
+            } else {
+                text.push_str(&format!("{heading}\n{rendered}\n"));
+            }
+            continue;
         }
         if !command.measures {
             let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -273,6 +305,12 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             }
             text.push('\n');
         }
+    }
+    if !crosschecks.is_empty() {
+        eprintln!(
+            "ptelab: crosscheck in guests: {}",
+            crate::crosscheck::summary::headline(&crosschecks)
+        );
     }
     if args.out.json {
         print_json(&json!({ "schema": "ptelab/vm/v1", "guests": docs }))?;

@@ -18,6 +18,11 @@
 //! - `folio splits`: deltas of the mTHP `stats/split*` counters across the
 //!   calls vs the model, which never splits a folio in mprotect or mremap.
 //!
+//! arm64 kernels have no `tlb:tlb_flush` tracepoint: there the flush rows
+//! show the model's flushes beside "not observable" and count neither as a
+//! match nor as a mismatch ([`Row::unobservable`]); the other rows compare
+//! with the arm64 model.
+//!
 //! The comparison logic here is pure; [`probe`] touches the machine,
 //! [`model`] drives the model, [`run`] puts them together.
 
@@ -25,39 +30,21 @@ pub mod file;
 pub mod model;
 pub mod probe;
 pub mod run;
+pub mod summary;
+pub mod version;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::text::{format::size, table::Table};
-use ptelab_model::{FlushOp, FlushSource, Strategy};
-use serde::Serialize;
+use ptelab_model::{FlushOp, FlushSource};
+use serde::{Deserialize, Serialize};
 
 /// Schema tag of the JSON document.
 pub const SCHEMA: &str = "ptelab/crosscheck/v1";
 
-/// The model strategy standing for kernel release `release` (`uname -r`),
-/// with the reason in words. `None` when the release cannot be parsed.
-pub fn strategy_for_release(release: &str) -> Option<(Strategy, String)> {
-    let mut it = release.split(|c: char| !c.is_ascii_digit());
-    let major: u32 = it.next()?.parse().ok()?;
-    let minor: u32 = it.next()?.parse().ok()?;
-    let s = match (major, minor) {
-        (m, _) if m < 6 => Strategy::PerPte,
-        (6, n) if n <= 16 => Strategy::PerPte,
-        (6, 17 | 18) => Strategy::Batched,
-        _ => Strategy::BatchedV619,
-    };
-    let why = format!(
-        "kernel {major}.{minor} -> strategy {} ({})",
-        s.name(),
-        s.kernel()
-    );
-    Some((s, why))
-}
-
 /// One compared observable.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub workload: String,
     pub size_bytes: u64,
@@ -67,10 +54,15 @@ pub struct Row {
     pub observable: String,
     pub kernel: String,
     pub model: String,
+    /// Kernel and model agree (false for an unobservable row).
     #[serde(rename = "match")]
     pub matches: bool,
+    /// The kernel offers no way to observe this (no `tlb:tlb_flush` on
+    /// arm64): neither a match nor a mismatch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unobservable: bool,
     /// Extra words (kernel events not compared, layout obtained, ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
@@ -95,6 +87,7 @@ impl RowKey {
             kernel,
             model,
             matches: same,
+            unobservable: false,
             note: None,
         }
     }
@@ -252,8 +245,33 @@ pub fn add_note(row: &mut Row, note: String) {
     });
 }
 
-/// Compare flushes of one call.
-pub fn flush_row(key: &RowKey, breakdown: &BTreeMap<String, u64>, model: &[FlushOp]) -> Row {
+/// What an unobservable row shows on the kernel side.
+pub const NOT_OBSERVABLE: &str = "not observable";
+
+/// Compare flushes of one call; `breakdown` is `None` where the kernel
+/// has no `tlb:tlb_flush` tracepoint (arm64): the row then shows every
+/// flush of the model (arm64 `contpte_convert` TLBIs included) and is
+/// unobservable.
+pub fn flush_row(
+    key: &RowKey,
+    breakdown: Option<&BTreeMap<String, u64>>,
+    model: &[FlushOp],
+) -> Row {
+    let Some(breakdown) = breakdown else {
+        let mut all = FlushSet::new();
+        for f in model {
+            *all.entry(f.trace_pages()).or_default() += 1;
+        }
+        let mut row = key.row(
+            "tlb flushes",
+            NOT_OBSERVABLE.to_string(),
+            render_flushes(&all),
+            false,
+        );
+        row.unobservable = true;
+        row.note = Some("no tlb:tlb_flush tracepoint on this arch".into());
+        return row;
+    };
     let (k, other) = kernel_flush_set(breakdown);
     let m = model_flush_set(model);
     let mut row = key.row(
@@ -286,7 +304,13 @@ pub fn render_table(header: &str, rows: &[Row]) -> String {
         .max_width(40)
         .left("verdict");
     for r in rows {
-        let mut verdict = String::from(if r.matches { "match" } else { "MISMATCH" });
+        let mut verdict = String::from(if r.unobservable {
+            "unobservable"
+        } else if r.matches {
+            "match"
+        } else {
+            "MISMATCH"
+        });
         if let Some(n) = &r.note {
             verdict.push_str(&format!("  [{n}]"));
         }
@@ -301,15 +325,23 @@ pub fn render_table(header: &str, rows: &[Row]) -> String {
         ]);
     }
     out.push_str(&t.text("  "));
-    let bad = rows.iter().filter(|r| !r.matches).count();
-    let _ = writeln!(
+    let unobservable = rows.iter().filter(|r| r.unobservable).count();
+    let bad = rows
+        .iter()
+        .filter(|r| !r.matches && !r.unobservable)
+        .count();
+    let _ = write!(
         out,
         "{} rows: {} match, {} mismatch",
         rows.len(),
-        rows.len() - bad,
+        rows.len() - bad - unobservable,
         bad
     );
-    for r in rows.iter().filter(|r| !r.matches) {
+    if unobservable > 0 {
+        let _ = write!(out, ", {unobservable} not observable on this kernel");
+    }
+    out.push('\n');
+    for r in rows.iter().filter(|r| !r.matches && !r.unobservable) {
         let _ = writeln!(
             out,
             "FINDING: {} {} {} / {} / {}: kernel {} but model {}{}",
@@ -353,18 +385,6 @@ mod tests {
     }
 
     #[test]
-    fn strategy_follows_the_release() {
-        let s = |r: &str| strategy_for_release(r).map(|(s, _)| s);
-        assert_eq!(s("6.16.3-arch1"), Some(Strategy::PerPte));
-        assert_eq!(s("6.17.0"), Some(Strategy::Batched));
-        assert_eq!(s("6.18.8-pvm-host"), Some(Strategy::Batched));
-        assert_eq!(s("6.19.0-rc1"), Some(Strategy::BatchedV619));
-        assert_eq!(s("7.0.1"), Some(Strategy::BatchedV619));
-        assert_eq!(s("5.15.0-91-generic"), Some(Strategy::PerPte));
-        assert_eq!(s("garbage"), None);
-    }
-
-    #[test]
     fn kernel_breakdown_keeps_local_mm_shootdowns_apart() {
         let b: BTreeMap<String, u64> = [
             ("local_mm_shootdown/16".to_string(), 1),
@@ -400,17 +420,31 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let r = flush_row(&key(), &b, &[op(16, false, FlushSource::MmuGather)]);
+        let r = flush_row(&key(), Some(&b), &[op(16, false, FlushSource::MmuGather)]);
         assert!(r.matches);
         assert_eq!(
             r.note.as_deref(),
             Some("not compared: remote_ipi_send/16 x1")
         );
-        let r = flush_row(&key(), &b, &[op(17, false, FlushSource::MmuGather)]);
+        let r = flush_row(&key(), Some(&b), &[op(17, false, FlushSource::MmuGather)]);
         assert!(!r.matches);
-        let r = flush_row(&key(), &BTreeMap::new(), &[]);
+        let r = flush_row(&key(), Some(&BTreeMap::new()), &[]);
         assert!(r.matches);
         assert_eq!(r.kernel, "none");
+        // arm64: nothing to compare with; every model flush is shown.
+        let r = flush_row(
+            &key(),
+            None,
+            &[
+                op(16, false, FlushSource::MmuGather),
+                op(16, false, FlushSource::ContpteConvert),
+            ],
+        );
+        assert!(r.unobservable && !r.matches);
+        assert_eq!(
+            (r.kernel.as_str(), r.model.as_str()),
+            (NOT_OBSERVABLE, "16 pages x2")
+        );
     }
 
     #[test]
@@ -444,7 +478,7 @@ mod tests {
             k.text_row("tlb flushes", "all x1".into(), "none".into()),
         ];
         let t = render_table("kernel 6.18", &rows);
-        assert!(t.contains("2 rows: 1 match, 1 mismatch"));
+        assert!(t.contains("2 rows: 1 match, 1 mismatch\n"));
         assert!(t.contains("FINDING: mprotect-toggle 64K 64K / mprotect(PROT_NONE) / tlb flushes"));
     }
 }

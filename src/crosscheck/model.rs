@@ -1,6 +1,7 @@
 //! The model side of a crosscheck: the same syscall sequence on the model's
-//! x86-64 address space, keeping the page table so that per-page effects
-//! (writable PTEs, pagemap bits) can be read after each call.
+//! address space (x86-64, or arm64 with 4K pages), keeping the page table so
+//! that per-page effects (writable PTEs, pagemap bits) can be read after each
+//! call.
 //!
 //! The standard layout is the one `run_model` builds (one VMA of whole,
 //! naturally aligned, exclusive folios starting at a PMD boundary); scenarios
@@ -8,7 +9,7 @@
 
 use ptelab_model::layout::{build, build_file, FolioPlacement, LayoutSpec, PteTweak};
 use ptelab_model::workload::{check_invariants, retouch};
-use ptelab_model::{Arch, Cx, FlushOp, Prot, Strategy, VmFlags, X86};
+use ptelab_model::{Arch, ArchConfig, Arm64, Cx, FlushOp, Prot, Strategy, VmFlags, X86};
 
 /// Per-page state user space can observe, from the model's page table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,25 +22,54 @@ pub struct PageState {
     pub soft_dirty: Vec<bool>,
 }
 
-/// A model address space being driven call by call.
-pub struct Sim {
-    cx: Cx<X86>,
+/// A model address space of one arch being driven call by call.
+pub struct SimOf<A: Arch> {
+    cx: Cx<A>,
     /// First page of the region (moves with mremap).
-    pub start: u64,
+    start: u64,
     /// Pages in the region.
-    pub pages: u64,
+    pages: u64,
+}
+
+/// [`SimOf`] for the arch of the kernel being checked.
+pub enum Sim {
+    X86(SimOf<X86>),
+    Arm64(SimOf<Arm64>),
+}
+
+/// Run `$body` with `$s` bound to the arch-specific simulation.
+macro_rules! each {
+    ($sim:expr, $s:ident => $body:expr) => {
+        match $sim {
+            Sim::X86($s) => $body,
+            Sim::Arm64($s) => $body,
+        }
+    };
+}
+
+/// Entries per PTE table of `arch` (512 with 4K pages).
+fn ptrs_per_pte(arch: &ArchConfig) -> u64 {
+    match arch {
+        ArchConfig::X86 => X86.ptrs_per_pte(),
+        ArchConfig::Arm64(a) => a.ptrs_per_pte(),
+    }
 }
 
 /// Layout of `run_model`'s cells: `pages` pages of whole folios of
 /// `folio_pages` from a PMD-aligned base, plus room above for mremap.
-pub fn standard_spec(pages: u64, folio_pages: u64, room: bool) -> LayoutSpec {
-    let ptrs = X86.ptrs_per_pte();
+/// `VM_SOFTDIRTY` (a new VMA's) only where the arch tracks soft-dirty.
+pub fn standard_spec(arch: &ArchConfig, pages: u64, folio_pages: u64, room: bool) -> LayoutSpec {
+    let ptrs = ptrs_per_pte(arch);
     let base = 4 * ptrs.max(folio_pages);
     let order = folio_pages.trailing_zeros() as u8;
     let nfolios = pages.div_ceil(folio_pages);
+    let mut vma_flags = VmFlags::READ | VmFlags::WRITE;
+    if matches!(arch, ArchConfig::X86) {
+        vma_flags |= VmFlags::SOFTDIRTY;
+    }
     LayoutSpec {
         base,
-        vma_flags: VmFlags::READ | VmFlags::WRITE | VmFlags::SOFTDIRTY,
+        vma_flags,
         folios: vec![FolioPlacement::whole(order); nfolios as usize],
         extra_window: if room {
             nfolios * folio_pages + ptrs
@@ -63,12 +93,17 @@ pub fn with_exclusive(mut spec: LayoutSpec, folio: usize, exclusive: Vec<bool>) 
 /// bit that x86 `pte_mkdirty()` sets on written ones (and
 /// `FPB_RESPECT_SOFT_DIRTY` cuts batches there); without tracking the bit
 /// does not exist, which the model's x86 expresses by setting it everywhere.
-pub fn shared_file_spec(folio_pages: u64, dirty: &[bool], soft_dirty: bool) -> LayoutSpec {
-    let mut spec = standard_spec(dirty.len() as u64, folio_pages, false);
+pub fn shared_file_spec(
+    arch: &ArchConfig,
+    folio_pages: u64,
+    dirty: &[bool],
+    soft_dirty: bool,
+) -> LayoutSpec {
+    let mut spec = standard_spec(arch, dirty.len() as u64, folio_pages, false);
     spec.vma_flags |= VmFlags::SHARED;
     for (i, &d) in dirty.iter().enumerate() {
         let (f, k) = (i / folio_pages as usize, i as u64 % folio_pages);
-        if !soft_dirty {
+        if !soft_dirty && matches!(arch, ArchConfig::X86) {
             spec.folios[f].tweaks.push((k, PteTweak::SoftDirty));
         }
         if d {
@@ -80,24 +115,114 @@ pub fn shared_file_spec(folio_pages: u64, dirty: &[bool], soft_dirty: bool) -> L
 
 impl Sim {
     /// Fault `spec` in as a shared mapping of a file with `page_mkwrite`.
-    pub fn new_file(strategy: Strategy, spec: &LayoutSpec, start: u64, pages: u64) -> Sim {
-        let (cx, _) = build_file(X86, strategy.kernel_features(), spec, true);
-        Sim { cx, start, pages }
+    pub fn new_file(
+        arch: &ArchConfig,
+        strategy: Strategy,
+        spec: &LayoutSpec,
+        start: u64,
+        pages: u64,
+    ) -> Sim {
+        let k = strategy.kernel_features();
+        match *arch {
+            ArchConfig::X86 => Sim::X86(SimOf {
+                cx: build_file(X86, k, spec, true).0,
+                start,
+                pages,
+            }),
+            ArchConfig::Arm64(a) => Sim::Arm64(SimOf {
+                cx: build_file(a, k, spec, true).0,
+                start,
+                pages,
+            }),
+        }
     }
 
     /// Fault `spec` in under `strategy`; the region is `[start, start+pages)`.
-    pub fn new(strategy: Strategy, spec: &LayoutSpec, start: u64, pages: u64) -> Sim {
-        let (cx, _) = build(X86, strategy.kernel_features(), spec, true);
-        Sim { cx, start, pages }
+    pub fn new(
+        arch: &ArchConfig,
+        strategy: Strategy,
+        spec: &LayoutSpec,
+        start: u64,
+        pages: u64,
+    ) -> Sim {
+        let k = strategy.kernel_features();
+        match *arch {
+            ArchConfig::X86 => Sim::X86(SimOf {
+                cx: build(X86, k, spec, true).0,
+                start,
+                pages,
+            }),
+            ArchConfig::Arm64(a) => Sim::Arm64(SimOf {
+                cx: build(a, k, spec, true).0,
+                start,
+                pages,
+            }),
+        }
     }
 
     /// The standard layout of a `pages`-page region of `folio_pages` folios.
-    pub fn standard(strategy: Strategy, pages: u64, folio_pages: u64, room: bool) -> Sim {
-        let spec = standard_spec(pages, folio_pages, room);
+    pub fn standard(
+        arch: &ArchConfig,
+        strategy: Strategy,
+        pages: u64,
+        folio_pages: u64,
+        room: bool,
+    ) -> Sim {
+        let spec = standard_spec(arch, pages, folio_pages, room);
         let start = spec.base;
-        Sim::new(strategy, &spec, start, pages)
+        Sim::new(arch, strategy, &spec, start, pages)
     }
 
+    /// Pages in the region.
+    pub fn pages(&self) -> u64 {
+        each!(self, s => s.pages)
+    }
+
+    /// `mprotect` of pages `[start+off, start+off+len)`; its flushes.
+    pub fn mprotect(&mut self, off: u64, len: u64, prot: Prot) -> anyhow::Result<Vec<FlushOp>> {
+        each!(self, s => s.mprotect(off, len, prot))
+    }
+
+    /// `mprotect` of the whole region.
+    #[cfg(test)]
+    pub fn mprotect_all(&mut self, prot: Prot) -> anyhow::Result<Vec<FlushOp>> {
+        let n = self.pages();
+        self.mprotect(0, n, prot)
+    }
+
+    /// `mremap(MAYMOVE|FIXED)` of the region to `start + pages`; its flushes.
+    pub fn mremap_up(&mut self) -> anyhow::Result<Vec<FlushOp>> {
+        each!(self, s => s.mremap_up())
+    }
+
+    /// Undo [`Sim::mremap_up`] (uncounted).
+    pub fn move_back(&mut self) -> anyhow::Result<()> {
+        each!(self, s => s.move_back())
+    }
+
+    /// Write every page of the region; which pages took a write fault.
+    pub fn retouch(&mut self) -> Vec<bool> {
+        each!(self, s => s.retouch())
+    }
+
+    /// Which pages of the region have a writable PTE.
+    #[cfg(test)]
+    pub fn writable(&self) -> Vec<bool> {
+        each!(self, s => s.writable())
+    }
+
+    /// `echo 4 > /proc/self/clear_refs`.
+    pub fn clear_soft_dirty(&mut self) {
+        each!(self, s => s.clear_soft_dirty())
+    }
+
+    /// pagemap bits of the region's pages.
+    pub fn state(&self) -> PageState {
+        each!(self, s => s.state())
+    }
+}
+
+impl<A: Arch> SimOf<A> {
     fn syscall_entry(&mut self) {
         let (b, n) = (self.cx.mm.pt.base(), self.cx.mm.pt.len());
         self.cx.tlb_fill(b, b + n);
@@ -111,22 +236,14 @@ impl Sim {
         Ok(self.cx.take_flushes())
     }
 
-    /// `mprotect` of pages `[start+off, start+off+len)`; its flushes.
-    pub fn mprotect(&mut self, off: u64, len: u64, prot: Prot) -> anyhow::Result<Vec<FlushOp>> {
+    fn mprotect(&mut self, off: u64, len: u64, prot: Prot) -> anyhow::Result<Vec<FlushOp>> {
         self.syscall_entry();
         ptelab_model::mprotect::mprotect(&mut self.cx, self.start + off, len, prot)
             .map_err(|e| anyhow::anyhow!("model mprotect: {e}"))?;
         self.syscall_exit()
     }
 
-    /// `mprotect` of the whole region.
-    #[cfg(test)]
-    pub fn mprotect_all(&mut self, prot: Prot) -> anyhow::Result<Vec<FlushOp>> {
-        self.mprotect(0, self.pages, prot)
-    }
-
-    /// `mremap(MAYMOVE|FIXED)` of the region to `start + pages`; its flushes.
-    pub fn mremap_up(&mut self) -> anyhow::Result<Vec<FlushOp>> {
+    fn mremap_up(&mut self) -> anyhow::Result<Vec<FlushOp>> {
         self.syscall_entry();
         let to = self.start + self.pages;
         ptelab_model::mremap::mremap(&mut self.cx, self.start, self.pages, to)
@@ -135,8 +252,7 @@ impl Sim {
         self.syscall_exit()
     }
 
-    /// Undo [`Sim::mremap_up`] (uncounted).
-    pub fn move_back(&mut self) -> anyhow::Result<()> {
+    fn move_back(&mut self) -> anyhow::Result<()> {
         self.syscall_entry();
         let to = self.start - self.pages;
         ptelab_model::mremap::mremap(&mut self.cx, self.start, self.pages, to)
@@ -145,9 +261,10 @@ impl Sim {
         self.syscall_exit().map(|_| ())
     }
 
-    /// Write every page of the region; which pages took a write fault (PTE
-    /// not writable or not hardware-valid).
-    pub fn retouch(&mut self) -> Vec<bool> {
+    /// A write faults where the PTE is present but not writable or not
+    /// hardware-valid (arm64 hardware dirty management sets dirty on a
+    /// writable clean PTE without a fault).
+    fn retouch(&mut self) -> Vec<bool> {
         let arch = self.cx.arch;
         let faults = (self.start..self.start + self.pages)
             .map(|a| {
@@ -161,9 +278,8 @@ impl Sim {
         faults
     }
 
-    /// Which pages of the region have a writable PTE.
     #[cfg(test)]
-    pub fn writable(&self) -> Vec<bool> {
+    fn writable(&self) -> Vec<bool> {
         let arch = self.cx.arch;
         (self.start..self.start + self.pages)
             .map(|a| {
@@ -173,12 +289,16 @@ impl Sim {
             .collect()
     }
 
-    /// `echo 4 > /proc/self/clear_refs` (fs/proc/task_mmu.c
-    /// `clear_refs_pte_range` with CLEAR_REFS_SOFT_DIRTY): every present PTE
-    /// write-protected with soft-dirty cleared; `VM_SOFTDIRTY` cleared on
-    /// every VMA (their `vm_page_prot` recomputed); the TLB flushed.
-    pub fn clear_soft_dirty(&mut self) {
+    /// fs/proc/task_mmu.c `clear_refs_pte_range` with CLEAR_REFS_SOFT_DIRTY:
+    /// every present PTE write-protected with soft-dirty cleared;
+    /// `VM_SOFTDIRTY` cleared on every VMA (their `vm_page_prot`
+    /// recomputed); the TLB flushed. Without soft-dirty tracking
+    /// (`CONFIG_MEM_SOFT_DIRTY`, arm64) the kernel does nothing.
+    fn clear_soft_dirty(&mut self) {
         let arch = self.cx.arch;
+        if !arch.has_soft_dirty() {
+            return;
+        }
         for v in self.cx.mm.vmas.iter_mut() {
             v.flags.remove(VmFlags::SOFTDIRTY);
             v.set_page_prot(&arch);
@@ -196,8 +316,7 @@ impl Sim {
         }
     }
 
-    /// pagemap bits of the region's pages.
-    pub fn state(&self) -> PageState {
+    fn state(&self) -> PageState {
         let arch = self.cx.arch;
         let mut s = PageState::default();
         for a in self.start..self.start + self.pages {
@@ -222,9 +341,11 @@ impl Sim {
 mod tests {
     use super::*;
 
+    const X86A: ArchConfig = ArchConfig::X86;
+
     #[test]
     fn toggle_64k_flushes_once_on_none_and_not_on_rw() {
-        let mut s = Sim::standard(Strategy::Batched, 16, 16, false);
+        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 16, false);
         let f = s.mprotect_all(Prot::None).unwrap();
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].trace_pages(), 16);
@@ -238,9 +359,9 @@ mod tests {
     #[test]
     fn mixed_anon_exclusive_upgrades_only_exclusive_pages() {
         let ex: Vec<bool> = (0..16).map(|i| i < 4 || i == 9).collect();
-        let spec = with_exclusive(standard_spec(16, 16, false), 0, ex.clone());
+        let spec = with_exclusive(standard_spec(&X86A, 16, 16, false), 0, ex.clone());
         let start = spec.base;
-        let mut s = Sim::new(Strategy::Batched, &spec, start, 16);
+        let mut s = Sim::new(&X86A, Strategy::Batched, &spec, start, 16);
         s.mprotect_all(Prot::Read).unwrap();
         s.mprotect_all(Prot::ReadWrite).unwrap();
         assert_eq!(s.writable(), ex);
@@ -251,7 +372,7 @@ mod tests {
     #[test]
     fn clear_refs_stops_the_write_upgrade_of_small_folios_only() {
         // Order-0: soft-dirty tracking wants a write fault per page.
-        let mut s = Sim::standard(Strategy::Batched, 16, 1, false);
+        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 1, false);
         s.clear_soft_dirty();
         s.mprotect_all(Prot::Read).unwrap();
         s.mprotect_all(Prot::ReadWrite).unwrap();
@@ -259,7 +380,7 @@ mod tests {
         assert_eq!(s.state().soft_dirty, vec![false; 16]);
         // 64K folios: the batch merges dirty with x86 pte_mkdirty(), which
         // also sets soft-dirty (docs/kernel.md §4.6), so the upgrade happens.
-        let mut s = Sim::standard(Strategy::Batched, 16, 16, false);
+        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 16, false);
         s.clear_soft_dirty();
         s.mprotect_all(Prot::Read).unwrap();
         s.mprotect_all(Prot::ReadWrite).unwrap();
@@ -271,8 +392,8 @@ mod tests {
     /// flushes of both calls and the pages that fault on re-touch.
     fn shared_file(strategy: Strategy, fp: u64, soft_dirty: bool) -> (u64, u64, Vec<bool>) {
         let dirty = crate::crosscheck::file::dirty_pages();
-        let spec = shared_file_spec(fp, &dirty, soft_dirty);
-        let mut s = Sim::new_file(strategy, &spec, spec.base, 64);
+        let spec = shared_file_spec(&X86A, fp, &dirty, soft_dirty);
+        let mut s = Sim::new_file(&X86A, strategy, &spec, spec.base, 64);
         let ro = s.mprotect_all(Prot::Read).unwrap();
         let rw = s.mprotect_all(Prot::ReadWrite).unwrap();
         assert_eq!(s.state().present, vec![true; 64]);
@@ -311,8 +432,43 @@ mod tests {
     }
 
     #[test]
+    fn clear_refs_retouch_tells_per_pte_from_batched_kernels() {
+        // The guests' discriminating row: per-PTE keeps each PTE's own
+        // (cleared) soft-dirty bit, so nothing is upgraded and every page
+        // faults; batched merges dirty with pte_mkdirty(), which sets it.
+        let run = |s| {
+            let mut sim = Sim::standard(&X86A, s, 16, 16, false);
+            sim.clear_soft_dirty();
+            sim.mprotect_all(Prot::Read).unwrap();
+            sim.mprotect_all(Prot::ReadWrite).unwrap();
+            sim.retouch()
+        };
+        assert_eq!(run(Strategy::PerPte), vec![true; 16]);
+        assert_eq!(run(Strategy::Batched), vec![false; 16]);
+    }
+
+    #[test]
+    fn arm64_sim_has_no_soft_dirty_and_upgrades_on_rw() {
+        let arm = ArchConfig::arm64(ptelab_model::Granule::K4);
+        for s in [Strategy::PerPte, Strategy::Batched] {
+            let mut sim = Sim::standard(&arm, s, 16, 16, false);
+            assert!(matches!(sim, Sim::Arm64(_)));
+            // NONE flushes the 64K block (and v6.16 repaints it).
+            assert!(!sim.mprotect_all(Prot::None).unwrap().is_empty());
+            sim.mprotect_all(Prot::ReadWrite).unwrap();
+            sim.clear_soft_dirty(); // nothing on arm64
+            sim.mprotect_all(Prot::Read).unwrap();
+            sim.mprotect_all(Prot::ReadWrite).unwrap();
+            let st = sim.state();
+            assert_eq!(st.present, vec![true; 16]);
+            assert_eq!(st.soft_dirty, vec![false; 16], "{s}");
+            assert_eq!(sim.retouch(), vec![false; 16], "{s}");
+        }
+    }
+
+    #[test]
     fn mremap_moves_the_region_up() {
-        let mut s = Sim::standard(Strategy::Batched, 16, 16, true);
+        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 16, true);
         let f = s.mremap_up().unwrap();
         assert_eq!(f.len(), 1);
         assert_eq!(s.state().present, vec![true; 16]);

@@ -184,6 +184,53 @@ pub fn split_delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>
     }
 }
 
+/// A `PROT_NONE` mapping that keeps `[addr, addr+len)` out of reach of
+/// the allocator (musl's malloc maps large blocks with `mmap`, which lands
+/// in the first free gap, often the room an mremap destination needs)
+/// until it is dropped (unmapped). It never has pages or page tables.
+pub struct Hold {
+    addr: *mut u8,
+    len: usize,
+}
+
+impl Hold {
+    /// Map the hold; an error when anything is mapped there already.
+    pub fn new(addr: *mut u8, len: usize) -> anyhow::Result<Hold> {
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let p = unsafe {
+            libc::mmap(
+                addr.cast(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_NORESERVE
+                    | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("holding {len} bytes free at {addr:p}"));
+        }
+        if p.cast::<u8>() != addr {
+            // Kernels before 4.17 take MAP_FIXED_NOREPLACE as a hint.
+            // SAFETY: the mapping just made, unused.
+            unsafe { libc::munmap(p, len) };
+            bail!("holding {len} bytes free at {addr:p}: the range is taken");
+        }
+        Ok(Hold { addr, len })
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        // SAFETY: our own PROT_NONE mapping, never referenced.
+        unsafe { libc::munmap(self.addr.cast(), self.len) };
+    }
+}
+
 /// `mprotect(addr, len, prot)`.
 pub fn mprotect(addr: *mut u8, len: usize, prot: i32) -> anyhow::Result<()> {
     // SAFETY: mprotect of a range this process mapped; the callers do not

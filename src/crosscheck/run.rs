@@ -7,7 +7,7 @@ use ptelab_model::{run_model, ArchConfig, FlushOp, ModelConfig, Prot, Strategy};
 
 use super::file::{self, SharedFile};
 use super::model::{shared_file_spec, standard_spec, with_exclusive, Sim};
-use super::probe::{self, FlushProbe, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
+use super::probe::{self, FlushProbe, Hold, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
 use super::{
     add_note, flush_row, model_flush_set, page_row, render_flushes, render_pages, Row, RowKey,
 };
@@ -28,6 +28,8 @@ pub struct Plan {
     pub sizes: Vec<u64>,
     pub folios: Vec<FolioSpec>,
     pub strategy: Strategy,
+    /// The model's arch: this kernel's (x86-64, or arm64 with 4K pages).
+    pub arch: ArchConfig,
     /// Run the batching scenarios (mixed AnonExclusive, mid-folio range).
     pub scenarios: bool,
     /// The kernel tracks soft-dirty (`CONFIG_MEM_SOFT_DIRTY`): compare
@@ -45,9 +47,12 @@ pub struct Outcome {
 
 /// Everything one lockstep step needs.
 struct Ctx<'a> {
-    probe: &'a mut FlushProbe,
+    /// `None` where the kernel has no `tlb:tlb_flush` tracepoint (arm64).
+    probe: Option<&'a mut FlushProbe>,
     rows: &'a mut Vec<Row>,
     soft_dirty: bool,
+    arch: ArchConfig,
+    strategy: Strategy,
 }
 
 fn prot_of(p: i32) -> Prot {
@@ -59,6 +64,23 @@ fn prot_of(p: i32) -> Prot {
 }
 
 impl Ctx<'_> {
+    /// One mm call on the kernel with its `tlb:tlb_flush` records, or
+    /// `None` for the records where the kernel emits none.
+    fn kernel_call(
+        &mut self,
+        f: impl FnOnce() -> anyhow::Result<()>,
+    ) -> anyhow::Result<Option<std::collections::BTreeMap<String, u64>>> {
+        match self.probe.as_deref_mut() {
+            Some(p) => p.call(f).map(Some),
+            None => f().map(|()| None),
+        }
+    }
+
+    /// A new simulation of the standard layout.
+    fn standard(&self, pages: u64, folio_pages: u64, room: bool) -> Sim {
+        Sim::standard(&self.arch, self.strategy, pages, folio_pages, room)
+    }
+
     /// mprotect `[off, off+len)` pages on both sides, uncounted.
     fn mprotect_quiet(
         &mut self,
@@ -89,11 +111,9 @@ impl Ctx<'_> {
     ) -> anyhow::Result<()> {
         // SAFETY: offset within the region.
         let a = unsafe { r.addr().add(off as usize * PAGE_SIZE) };
-        let b = self
-            .probe
-            .call(|| probe::mprotect(a, len as usize * PAGE_SIZE, prot))?;
+        let b = self.kernel_call(|| probe::mprotect(a, len as usize * PAGE_SIZE, prot))?;
         let m = sim.mprotect(off, len, prot_of(prot))?;
-        let mut row = flush_row(key, &b, &m);
+        let mut row = flush_row(key, b.as_ref(), &m);
         if let Some(reference) = reference {
             if super::model_flush_set(reference) != super::model_flush_set(&m) {
                 row.note = Some(format!(
@@ -101,6 +121,7 @@ impl Ctx<'_> {
                     super::render_flushes(&super::model_flush_set(reference))
                 ));
                 row.matches = false;
+                row.unobservable = false;
             }
         }
         self.rows.push(row);
@@ -109,14 +130,14 @@ impl Ctx<'_> {
 
     /// Write every page on both sides; compare which pages faulted.
     fn retouch(&mut self, key: &RowKey, addr: *mut u8, sim: &mut Sim) {
-        let k = probe::write_faults(addr, sim.pages as usize);
+        let k = probe::write_faults(addr, sim.pages() as usize);
         let m = sim.retouch();
         self.rows.push(page_row(key, "write faults", &k, &m));
     }
 
     /// pagemap bits after the call.
     fn pagemap(&mut self, key: &RowKey, addr: *const u8, sim: &Sim) -> anyhow::Result<()> {
-        let e = probe::pagemap(addr, sim.pages as usize)?;
+        let e = probe::pagemap(addr, sim.pages() as usize)?;
         let s = sim.state();
         self.rows.push(page_row(
             key,
@@ -144,19 +165,24 @@ impl Ctx<'_> {
 
 /// Populate a region of `size` bytes in `folio` (knobs configured by the
 /// guard) and check its layout; `Err(row)` when the layout is not the one
-/// asked for.
+/// asked for. With `room`, the `size` bytes above the region are held free
+/// (the mremap destination) from the moment it is mapped.
 fn populated(
     guard: &mut KnobGuard,
     key: &RowKey,
     size: u64,
     folio: FolioSpec,
     room: bool,
-) -> anyhow::Result<Result<Region, Row>> {
+) -> anyhow::Result<Result<(Region, Option<Hold>), Row>> {
     guard.configure_for(folio)?;
-    let mut r = if room {
-        Region::map_with_room(size, folio, size as usize, PMD_SIZE as usize)?
+    let (mut r, hold) = if room {
+        let r = Region::map_with_room(size, folio, size as usize, PMD_SIZE as usize)?;
+        // SAFETY: the end of the region, the start of its free room.
+        let hold = Hold::new(unsafe { r.addr().add(r.len()) }, r.len())
+            .context("the mremap destination above the region")?;
+        (r, Some(hold))
     } else {
-        Region::map(size, folio, false)?
+        (Region::map(size, folio, false)?, None)
     };
     r.populate()?;
     let l = layout::observe(r.addr(), r.len(), folio)?;
@@ -170,17 +196,28 @@ fn populated(
         row.note = l.mismatch.clone();
         return Ok(Err(row));
     }
-    Ok(Ok(r))
+    Ok(Ok((r, hold)))
 }
 
 /// Run the whole plan.
 pub fn run_plan(
     plan: &Plan,
     guard: &mut KnobGuard,
-    probe: &mut FlushProbe,
+    probe: Option<&mut FlushProbe>,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
+    let mut ctx = Ctx {
+        probe,
+        rows: &mut out.rows,
+        soft_dirty: plan.soft_dirty,
+        arch: plan.arch,
+        strategy: plan.strategy,
+    };
+    let (contpte, bbml2) = match plan.arch {
+        ArchConfig::X86 => (false, false),
+        ArchConfig::Arm64(a) => (a.contpte, a.bbml2),
+    };
     for &w in &plan.workloads {
         // Reclaim's model counts rmap walks, nothing a crosscheck probe sees.
         let Some(mw) = (w != WorkloadKind::Reclaim).then(|| crate::model::model_workload(w)) else {
@@ -204,23 +241,18 @@ pub fn run_plan(
                     continue;
                 }
                 progress(&cell);
-                let mut cfg = ModelConfig::new(
-                    mw,
-                    ArchConfig::X86,
-                    plan.strategy,
-                    size,
-                    folio.folio_bytes(),
-                );
+                let mut cfg =
+                    ModelConfig::new(mw, plan.arch, plan.strategy, size, folio.folio_bytes());
                 cfg.check_tlb = size <= (64 << 20);
                 let reference = run_model(&cfg).with_context(|| format!("model of {cell}"))?;
                 out.model_cells.push(ModelCellRecord {
                     workload: w,
                     size_bytes: size,
                     folio,
-                    arch: "x86_64".into(),
+                    arch: plan.arch.name().into(),
                     strategy: plan.strategy.name().into(),
                     params: serde_json::json!({"granule": "4K", "offset_pages": 0,
-                        "contpte": false, "bbml2": false, "kernel": reference.kernel,
+                        "contpte": contpte, "bbml2": bbml2, "kernel": reference.kernel,
                         "crosscheck": true}),
                     counters: reference.per_call(),
                 });
@@ -230,39 +262,18 @@ pub fn run_plan(
                     folio: folio.to_string(),
                     scenario: String::new(),
                 };
-                let mut ctx = Ctx {
-                    probe,
-                    rows: &mut out.rows,
-                    soft_dirty: plan.soft_dirty,
-                };
-                grid_cell(
-                    &mut ctx,
-                    guard,
-                    &key,
-                    w,
-                    size,
-                    folio,
-                    &reference.calls,
-                    plan.strategy,
-                )
-                .with_context(|| format!("crosscheck of {cell}"))?;
+                grid_cell(&mut ctx, guard, &key, w, size, folio, &reference.calls)
+                    .with_context(|| format!("crosscheck of {cell}"))?;
             }
         }
     }
     if plan.scenarios {
-        let mut ctx = Ctx {
-            probe,
-            rows: &mut out.rows,
-            soft_dirty: plan.soft_dirty,
-        };
         progress("scenario fork-mixed-exclusive");
-        mixed_exclusive(&mut ctx, guard, plan.strategy).context("scenario fork-mixed-exclusive")?;
+        mixed_exclusive(&mut ctx, guard).context("scenario fork-mixed-exclusive")?;
         progress("scenario mid-folio-range");
-        mid_folio(&mut ctx, guard, plan.strategy).context("scenario mid-folio-range")?;
+        mid_folio(&mut ctx, guard).context("scenario mid-folio-range")?;
         progress("scenario shared-file-writenotify");
-        if let Some(why) =
-            shared_file(&mut ctx, plan.strategy).context("scenario shared-file-writenotify")?
-        {
+        if let Some(why) = shared_file(&mut ctx).context("scenario shared-file-writenotify")? {
             out.skipped.push(format!("shared-file-writenotify: {why}"));
         }
     }
@@ -289,10 +300,9 @@ fn grid_cell(
     size: u64,
     folio: FolioSpec,
     reference: &[ptelab_model::CallRecord],
-    strategy: Strategy,
 ) -> anyhow::Result<()> {
     let room = w == WorkloadKind::MremapMove;
-    let r = match populated(guard, key, size, folio, room)? {
+    let (r, hold) = match populated(guard, key, size, folio, room)? {
         Ok(r) => r,
         Err(row) => {
             ctx.rows.push(row);
@@ -301,7 +311,7 @@ fn grid_cell(
     };
     let pages = size / PAGE_SIZE as u64;
     let fp = folio.folio_bytes() / PAGE_SIZE as u64;
-    let mut sim = Sim::standard(strategy, pages, fp, room);
+    let mut sim = ctx.standard(pages, fp, room);
     let prefix = if w == WorkloadKind::ProtTransition {
         |p: i32| {
             if p == libc::PROT_NONE {
@@ -350,7 +360,8 @@ fn grid_cell(
             )?;
         }
         WorkloadKind::MremapMove => {
-            mremap_cell(ctx, key, &r, &mut sim, reference, &splits)?;
+            let hold = hold.context("no room held for mremap")?;
+            mremap_cell(ctx, key, &r, hold, &mut sim, reference, &splits)?;
         }
         WorkloadKind::Reclaim => {}
     }
@@ -372,7 +383,7 @@ fn prot_pair_cell(
     first: i32,
     prefix: fn(i32) -> &'static str,
 ) -> anyhow::Result<()> {
-    let all = sim.pages;
+    let all = sim.pages();
     for (i, p) in [first, RW].into_iter().enumerate() {
         let k = key.with_scenario(prefix(p));
         let refr = reference.get(i).map(|c| c.flushes.as_slice());
@@ -412,6 +423,7 @@ fn mremap_cell(
     ctx: &mut Ctx<'_>,
     key: &RowKey,
     r: &Region,
+    hold: Hold,
     sim: &mut Sim,
     reference: &[ptelab_model::CallRecord],
     splits: &std::collections::BTreeMap<String, u64>,
@@ -420,9 +432,9 @@ fn mremap_cell(
     let from = r.addr();
     // SAFETY: the end of the region, the start of its free room.
     let to = unsafe { from.add(len) };
-    if region::vmas_overlapping(to as usize, len)? != 0 {
-        anyhow::bail!("the mremap destination above the region is not free");
-    }
+    // Whichever of source and destination is empty stays held, released
+    // just before the mremap that fills it (nothing allocates in between).
+    let mut hold = Some(hold);
     let passes: &[bool] = if ctx.soft_dirty {
         &[false, true]
     } else {
@@ -435,13 +447,16 @@ fn mremap_cell(
             sim.clear_soft_dirty();
         }
         let k = key.with_scenario(format!("{pfx}mremap(MREMAP_MAYMOVE|MREMAP_FIXED)"));
-        let b = ctx.probe.call(|| region::mremap_fixed(from, len, to))?;
+        drop(hold.take());
+        let b = ctx.kernel_call(|| region::mremap_fixed(from, len, to))?;
+        let mut source = Some(Hold::new(from, len).context("the vacated source")?);
         let m = sim.mremap_up()?;
-        let mut row = flush_row(&k, &b, &m);
+        let mut row = flush_row(&k, b.as_ref(), &m);
         if !clear {
             if let Some(c) = reference.first() {
                 if super::model_flush_set(&c.flushes) != super::model_flush_set(&m) {
                     row.matches = false;
+                    row.unobservable = false;
                     row.note = Some("model self-check: run_model differs".into());
                 }
             }
@@ -459,7 +474,9 @@ fn mremap_cell(
         }
         // Move back (uncounted) so the region owns its pages again; the model
         // is rebuilt in the same state (moved twice = same page table).
+        drop(source.take());
         region::mremap_fixed(to, len, from)?;
+        hold = Some(Hold::new(to, len).context("the mremap destination")?);
         sim.move_back()?;
     }
     Ok(())
@@ -472,11 +489,7 @@ fn mremap_cell(
 /// this mm only), setting PageAnonExclusive on exactly those pages. mprotect
 /// RO then RW upgrades only those PTEs (docs/kernel.md §4.3
 /// `commit_anon_folio_batch`), so re-touch faults on the others.
-fn mixed_exclusive(
-    ctx: &mut Ctx<'_>,
-    guard: &mut KnobGuard,
-    strategy: Strategy,
-) -> anyhow::Result<()> {
+fn mixed_exclusive(ctx: &mut Ctx<'_>, guard: &mut KnobGuard) -> anyhow::Result<()> {
     let folio = FolioSpec::Mthp(64 << 10);
     let size = 64u64 << 10;
     let Some((key, r)) = scenario_region(
@@ -512,9 +525,9 @@ fn mixed_exclusive(
         row.note = Some("the write fault copied instead of reusing the folio's pages".into());
     }
     ctx.rows.push(row);
-    let spec = with_exclusive(standard_spec(16, 16, false), 0, exclusive);
+    let spec = with_exclusive(standard_spec(&ctx.arch, 16, 16, false), 0, exclusive);
     let start = spec.base;
-    let mut sim = Sim::new(strategy, &spec, start, 16);
+    let mut sim = Sim::new(&ctx.arch, ctx.strategy, &spec, start, 16);
     let splits = probe::split_stats();
     ctx.mprotect_counted(
         &key.with_scenario("fork-mixed-exclusive: mprotect(PROT_READ)"),
@@ -557,7 +570,7 @@ fn scenario_region(
         scenario: scenario.into(),
     };
     Ok(match populated(guard, &key, size, folio, false)? {
-        Ok(r) => Some((key, r)),
+        Ok((r, _)) => Some((key, r)),
         Err(row) => {
             ctx.rows.push(row);
             None
@@ -567,7 +580,7 @@ fn scenario_region(
 
 /// Scenario (c): mprotect of `[4 pages, len - 4 pages)` of a region of four
 /// 64K folios: batches start and end mid-folio, the VMA splits in three.
-fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard, strategy: Strategy) -> anyhow::Result<()> {
+fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard) -> anyhow::Result<()> {
     let folio = FolioSpec::Mthp(64 << 10);
     let size = 256u64 << 10;
     let pages = 64;
@@ -575,7 +588,7 @@ fn mid_folio(ctx: &mut Ctx<'_>, guard: &mut KnobGuard, strategy: Strategy) -> an
     else {
         return Ok(());
     };
-    let mut sim = Sim::standard(strategy, pages, 16, false);
+    let mut sim = ctx.standard(pages, 16, false);
     let splits = probe::split_stats();
     let (off, len) = (4, pages - 8);
     for (name, p) in [
@@ -610,7 +623,7 @@ const PAGE_MKWRITE_FS: [&str; 4] = ["ext4", "xfs", "btrfs", "f2fs"];
 /// 32-35 written (dirty, writable), mprotect RO then RW, re-touch. v6.17+
 /// makes a clean PTE writable when its batch's merged dirty bit is set;
 /// the rows' notes give v6.16's per-PTE answer. `Some(why)` when skipped.
-fn shared_file(ctx: &mut Ctx<'_>, strategy: Strategy) -> anyhow::Result<Option<String>> {
+fn shared_file(ctx: &mut Ctx<'_>) -> anyhow::Result<Option<String>> {
     let dir = file::dir();
     let fs = file::fs_type(&dir)?;
     if !PAGE_MKWRITE_FS.contains(&fs) {
@@ -659,9 +672,9 @@ fn shared_file(ctx: &mut Ctx<'_>, strategy: Strategy) -> anyhow::Result<Option<S
     ctx.rows.push(row);
     let dirty = file::dirty_pages();
     f.write(&dirty);
-    let spec = shared_file_spec(fp, &dirty, ctx.soft_dirty);
-    let mut sim = Sim::new_file(strategy, &spec, spec.base, pages);
-    let mut v616 = Sim::new_file(Strategy::PerPte, &spec, spec.base, pages);
+    let spec = shared_file_spec(&ctx.arch, fp, &dirty, ctx.soft_dirty);
+    let mut sim = Sim::new_file(&ctx.arch, ctx.strategy, &spec, spec.base, pages);
+    let mut v616 = Sim::new_file(&ctx.arch, Strategy::PerPte, &spec, spec.base, pages);
     let splits = probe::split_stats();
     let mut k = key.clone();
     for (name, p) in [("PROT_READ", libc::PROT_READ), ("PROT_READ|PROT_WRITE", RW)] {

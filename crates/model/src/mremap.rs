@@ -5,8 +5,12 @@
 //! the v6.17 diff context, docs/kernel.md §7.1), v6.17 f822a9a81a31 with the
 //! hotfix 0b5be138ce00 (no folio lookup when `pte_batch_hint() == 1`) and
 //! 04d1c9d60c6e (`FPB_RESPECT_WRITE`, v6.18 and 6.17.y; modelled as part of
-//! the batched strategy). Left out: rmap locks, uffd-wp marker handling,
-//! PMD/PUD-level moves (`move_normal_pmd`), hugetlb, `mmu_notifier`.
+//! the batched strategy). `move_normal_pmd()` moves a whole PTE table when an
+//! extent covers a full PMD at both ends (x86-64 and arm64 select
+//! `CONFIG_HAVE_MOVE_PMD`, in v6.16 and later alike). Left out: rmap locks,
+//! uffd-wp marker handling, `try_realign_addr()` (it needs the move to start
+//! at its VMA's start off a PMD boundary), PUD-level moves, hugetlb,
+//! `mmu_notifier`.
 
 use crate::arch::{Arch, PteValue};
 use crate::cx::Cx;
@@ -87,8 +91,34 @@ pub fn move_ptes<A: Arch>(cx: &mut Cx<A>, vma: &Vma, old_addr: u64, old_end: u64
     }
 }
 
+/// `move_normal_pmd()`: the PTE table of the PMD extent at `old` is hung
+/// under the PMD of `new` as it is (no PTE is read or written, so no
+/// `move_soft_dirty_pte()` and no batching), then one `flush_tlb_range()` of
+/// the old PMD. Refused when the destination has a table already (the model
+/// has no tables: any entry there stands for one). The entries become
+/// walkable at `new` at once, so valid ones enter the TLB model.
+fn move_normal_pmd<A: Arch>(cx: &mut Cx<A>, old: u64, new: u64, ptrs: u64) -> bool {
+    if (new..new + ptrs).any(|a| !cx.peek(a).is_none()) {
+        return false;
+    }
+    let arch = cx.arch;
+    for i in 0..ptrs {
+        let pte = cx.peek(old + i);
+        cx.poke(old + i, A::Pte::from_val(0));
+        cx.poke(new + i, pte);
+        if let Some(tlb) = cx.tlb.as_mut() {
+            if arch.pte_hw_valid(pte) {
+                tlb.cache(new + i, pte);
+            }
+        }
+    }
+    A::flush_tlb_range(cx, old, old + ptrs);
+    true
+}
+
 /// `mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, new)`: move the page
-/// tables PMD extent by PMD extent and the VMA with them.
+/// tables PMD extent by PMD extent (`move_page_tables()`) and the VMA with
+/// them.
 ///
 /// # Errors
 /// [`ModelError::Enomem`] when the old range is not inside one VMA.
@@ -106,7 +136,13 @@ pub fn mremap<A: Arch>(cx: &mut Cx<A>, old: u64, len: u64, new: u64) -> Result<(
         // get_extent(): up to the next PMD boundary of either address.
         let extent =
             (pmd_addr_end(o, old_end, ptrs) - o).min(pmd_addr_end(n, n + (old_end - o), ptrs) - n);
-        move_ptes(cx, &vma, o, o + extent, n);
+        // The model has no tables: a full extent with an entry stands for a
+        // table to move; one of none entries is left to move_ptes(), which
+        // finds nothing present and flushes nothing.
+        let table = (o..o + extent).any(|a| !cx.peek(a).is_none());
+        if !(extent == ptrs && table && move_normal_pmd(cx, o, n, ptrs)) {
+            move_ptes(cx, &vma, o, o + extent, n);
+        }
         o += extent;
         n += extent;
     }

@@ -475,3 +475,41 @@ fn mremap_move_counts() {
     assert_eq!((c.contpte_unfolds, c.contpte_folds, c.tlbi_sync), (0, 0, 0));
     assert_eq!((c.pte_xchg, c.pte_stores, c.batches), (256, 256, 16));
 }
+
+#[test]
+fn mremap_of_whole_pmds_moves_page_tables() {
+    // move_normal_pmd(): a 2M extent aligned at both ends moves its PTE
+    // table, touching no PTE; one flush of the old 512 pages per PMD (a full
+    // flush on x86). 1M stays on the move_ptes() path (mremap_move_counts).
+    for s in Strategy::ALL {
+        let o = run(
+            Workload::MremapMove,
+            ArchConfig::X86,
+            s,
+            4096 * K,
+            64 * K,
+            0,
+        );
+        let c = &o.calls[0].counters;
+        assert_eq!(
+            (c.pte_loads, c.pte_xchg, c.pte_stores, c.ptes_changed),
+            (0, 0, 0, 0),
+            "{s}"
+        );
+        let f = &o.calls[0].flushes;
+        assert_eq!(f.len(), 2, "{s}");
+        assert!(f.iter().all(|f| f.pages == 512 && f.full), "{s}");
+    }
+    // arm64 contpte: the blocks move as they are, nothing unfolds.
+    let o = run(
+        Workload::MremapMove,
+        arm64(),
+        Strategy::PerPte,
+        2048 * K,
+        64 * K,
+        0,
+    );
+    let c = &o.calls[0].counters;
+    assert_eq!((c.contpte_unfolds, c.contpte_folds, c.pte_xchg), (0, 0, 0));
+    assert_eq!(o.calls[0].flushes.len(), 1);
+}
