@@ -29,6 +29,11 @@ use crate::kernel::procfs::MEM_SHARE;
 use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::store::Store;
 
+/// Set on SIGINT/SIGTERM: what a caller of the fleet checks between steps.
+pub fn interrupted() -> &'static AtomicBool {
+    crate::kernel::signals::interrupted()
+}
+
 /// Memory a guest keeps for its kernel, the initramfs and ptelab itself;
 /// the rest is MemAvailable in the guest (docs/guests.md gives the figure).
 pub const GUEST_RESERVE: u64 = 192 << 20;

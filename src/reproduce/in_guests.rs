@@ -133,7 +133,7 @@ pub fn measure(
         ..GuestEvidence::default()
     };
     let cache = Cache::from_env()?;
-    let interrupted = crate::kernel::signals::interrupted();
+    let interrupted = fleet::interrupted();
     let mut planned: Vec<PlannedRun> = Vec::new();
     for &arch in &req.arches {
         if let Err(e) = crate::guest::qemu::find_emulator(arch) {
