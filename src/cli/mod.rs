@@ -1,5 +1,6 @@
 //! Command-line definition (`flags`) and the dispatch to each command.
 
+pub mod bisect;
 pub mod flags;
 pub mod guest;
 pub mod kernel;
