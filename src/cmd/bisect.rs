@@ -21,6 +21,11 @@ use crate::guest::cache::Cache;
 use crate::guest::qemu::AccelRequest;
 use crate::guest::{Arch, KernelSpec};
 
+enum Target {
+    Versions(KernelSpec, KernelSpec),
+    Tree(Box<tree::Plan>),
+}
+
 pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     let command = GuestCommand::parse("bisect", &args.command, &[])?;
     if command.name != "bench" {
@@ -43,6 +48,37 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let cache = Cache::from_env()?;
+    // Endpoints and tree are checked before the database is opened, so bad
+    // input leaves nothing behind.
+    let target = match &args.repo {
+        None => {
+            let good = KernelSpec::parse(&args.good)?;
+            let bad = KernelSpec::parse(&args.bad)?;
+            versions::check(&good, &bad, arch_flag)?;
+            Target::Versions(good, bad)
+        }
+        Some(repo) => {
+            let arch = match arch_flag.or_else(Arch::host) {
+                Some(a) => a,
+                None => {
+                    bail_usage!("this host is neither x86_64 nor arm64: pass --arch x86_64|arm64")
+                }
+            };
+            let builder = Builder {
+                repo: repo.clone(),
+                arch,
+                config: match &args.config {
+                    Some(f) => Config::File(std::path::absolute(f).unwrap_or_else(|_| f.clone())),
+                    None => Config::Defconfig,
+                },
+                command: args.build_cmd.clone(),
+                root: cache.root.join("bisect"),
+            };
+            Target::Tree(Box::new(tree::Plan::check(
+                repo, &args.good, &args.bad, builder,
+            )?))
+        }
+    };
     let store = if args.out.no_store {
         None
     } else {
@@ -71,32 +107,11 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         threshold: args.threshold,
         invocation: invocation(),
     };
-    let report = match &args.repo {
-        None => {
-            let good = KernelSpec::parse(&args.good)?;
-            let bad = KernelSpec::parse(&args.bad)?;
-            versions::run(&setup, &good, &bad, arch_flag, args.mirror.as_deref())?
+    let report = match &target {
+        Target::Versions(good, bad) => {
+            versions::run(&setup, good, bad, arch_flag, args.mirror.as_deref())?
         }
-        Some(repo) => {
-            let arch = match arch_flag.or_else(Arch::host) {
-                Some(a) => a,
-                None => {
-                    bail_usage!("this host is neither x86_64 nor arm64: pass --arch x86_64|arm64")
-                }
-            };
-            let builder = Builder {
-                repo: repo.clone(),
-                arch,
-                config: match &args.config {
-                    Some(f) => Config::File(std::path::absolute(f).unwrap_or_else(|_| f.clone())),
-                    None => Config::Defconfig,
-                },
-                command: args.build_cmd.clone(),
-                root: cache.root.join("bisect"),
-            };
-            let plan = tree::Plan::check(repo, &args.good, &args.bad, builder)?;
-            tree::run(&setup, &plan)?
-        }
+        Target::Tree(plan) => tree::run(&setup, plan)?,
     };
     if let Some(md) = &args.markdown {
         std::fs::write(md, report::markdown(&report))
