@@ -60,7 +60,7 @@ impl Tree {
             sh(
                 dir.path(),
                 &format!(
-                    "printf '%s\\n' '{k}' > KERNEL && git add -A && git commit -qm 'step {i}'"
+                    "printf '%s\\n' '{k}' > KERNEL && echo {i} > n && git add -A && git commit -qm 'step {i}'"
                 ),
             );
         }
@@ -394,6 +394,7 @@ fn a_kernel_that_does_not_boot_and_sigint_leave_the_tree_as_found() {
 
     let t = Tree::new(2, |i| if i == 0 { good.clone() } else { bad.clone() });
     let before = t.state();
+    let cache = tempfile::tempdir().unwrap();
     let mut child = ptelab_std()
         .args([
             "bisect",

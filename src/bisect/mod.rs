@@ -255,6 +255,7 @@ pub fn endpoints(
     prober: &mut Prober,
     good: (&str, &Kernel, Option<String>),
     bad: (&str, &Kernel, Option<String>),
+    hint: &str,
 ) -> anyhow::Result<(Classifier, Vec<Step>)> {
     let mut steps = Vec::new();
     for (role, (id, kernel, subject)) in [(Role::Good, good), (Role::Bad, bad)] {
@@ -262,7 +263,7 @@ pub fn endpoints(
         let m = match m {
             Ok(m) => m,
             Err(why) => crate::bail_usage!(
-                "the {} endpoint {id} gave no figure, so there is nothing to bisect against: {why}",
+                "the {} endpoint {id} gave no figure, so there is nothing to bisect against{hint}: {why}",
                 if role == Role::Good { "good" } else { "bad" }
             ),
         };

@@ -80,7 +80,7 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
         &setup.replicates.map_or(String::new(), |r| r.to_string()),
     ]);
     eprintln!(
-        "ptelab: bisecting {} commits from {} to {} in {} (about {} steps)",
+        "ptelab: bisecting {} commits from {} to {} in {} (about {} steps after the endpoints)",
         n,
         plan.good_name,
         plan.bad_name,
@@ -105,11 +105,12 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
         plan.bad_name,
         setup.words.join(" ")
     );
-    let mut prober = Prober::new(setup, &[kg.clone()], &id, &about)?;
+    let mut prober = Prober::new(setup, std::slice::from_ref(&kg), &id, &about)?;
     let (classifier, mut steps) = endpoints(
         &mut prober,
         (&plan.good, &kg, subject(&plan.good)),
         (&plan.bad, &kb, subject(&plan.bad)),
+        " (does the config boot in a QEMU guest? it needs a serial console and initramfs support)",
     )?;
     bisecting.mark("bad", &plan.bad)?;
     let mut next = bisecting.mark("good", &plan.good)?;
@@ -138,13 +139,13 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
     };
     let last_good = steps
         .iter()
+        .rev()
         .filter(|s| s.verdict == Verdict::Good)
         .map(|s| s.id.clone())
-        .filter(|c| {
+        .find(|c| {
             repo.git(&["merge-base", "--is-ancestor", c, &first_bad[0]])
                 .is_ok()
         })
-        .last()
         .unwrap_or_else(|| plan.good.clone());
     drop(bisecting);
     Ok(Report {

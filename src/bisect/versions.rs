@@ -148,7 +148,7 @@ pub fn run(
     let (kg, kb) = (kernel(g)?, kernel(b)?);
     let mut prober = Prober::new(
         setup,
-        &[kg.clone()],
+        std::slice::from_ref(&kg),
         &id,
         &format!("{good}..{bad} -- {}", setup.words.join(" ")),
     )?;
@@ -156,6 +156,7 @@ pub fn run(
         &mut prober,
         (&g.to_string(), &kg, None),
         (&b.to_string(), &kb, None),
+        "",
     )?;
     let outcome = search::bisect(list.len(), |i| {
         let v = list[i];
