@@ -285,7 +285,7 @@ fn the_bisect_finds_the_changing_commit_in_log2_steps() {
     assert!(out.status.success(), "{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let b = &doc["bisect"];
-    assert_eq!(b["first_bad"][0][0], t.ids[change], "{err}");
+    assert_eq!(b["first_bad"][0]["id"], t.ids[change], "{err}");
     assert_eq!(b["first_bad"].as_array().unwrap().len(), 1);
     let steps = b["steps"].as_array().unwrap();
     let probed = steps.iter().filter(|s| s["role"] == "step").count();

@@ -70,6 +70,13 @@ pub struct Step {
     pub resumed: bool,
 }
 
+/// A version or commit (with its subject).
+#[derive(Clone, Debug, Serialize)]
+pub struct Found {
+    pub id: String,
+    pub subject: Option<String>,
+}
+
 /// What a bisect found.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -87,7 +94,7 @@ pub struct Report {
     pub steps: Vec<Step>,
     /// The first bad version or commit (with its subject); with skips
     /// left in between, every candidate, oldest first.
-    pub first_bad: Vec<(String, Option<String>)>,
+    pub first_bad: Vec<Found>,
     pub last_good: String,
 }
 

@@ -10,7 +10,7 @@ use crate::text::table::Table;
 
 use super::build::short;
 use super::classify::Verdict;
-use super::{Report, Role, Step};
+use super::{Found, Report, Role, Step};
 
 fn label(r: &Report, id: &str) -> String {
     if r.kind == "git" {
@@ -81,9 +81,9 @@ fn skips(r: &Report) -> String {
 }
 
 fn found(r: &Report) -> String {
-    let name = |(id, subject): &(String, Option<String>)| match subject {
-        Some(s) => format!("{} (\"{s}\")", label(r, id)),
-        None => label(r, id),
+    let name = |f: &Found| match &f.subject {
+        Some(s) => format!("{} (\"{s}\")", label(r, &f.id)),
+        None => label(r, &f.id),
     };
     match r.first_bad.as_slice() {
         [one] => format!("first bad {}: {}", what(r), name(one)),
@@ -161,7 +161,7 @@ pub fn markdown(r: &Report) -> String {
     ));
     out.push_str(&format!("## Bisected to\n\n{}\n\n", found(r)));
     out.push_str(&format!("## Results ({})\n\n", m.per_call_words()));
-    for id in std::iter::once(&r.last_good).chain(r.first_bad.iter().map(|f| &f.0).take(1)) {
+    for id in std::iter::once(&r.last_good).chain(r.first_bad.iter().map(|f| &f.id).take(1)) {
         if let Some(t) = before_after(r, id) {
             out.push_str(&format!("{t}\n"));
         }
@@ -242,7 +242,10 @@ pub mod tests {
                 step(Role::Step, &skip, subj("mm: something that does not build"), None, Verdict::Skip("the build failed; log /c/build.log".into())),
                 step(Role::Step, &mid, subj("mm: optimize mprotect() by PTE batching"), Some(880_401.0), Verdict::Bad),
             ],
-            first_bad: vec![(mid.clone(), subj("mm: optimize mprotect() by PTE batching").map(String::from))],
+            first_bad: vec![Found {
+                id: mid.clone(),
+                subject: subj("mm: optimize mprotect() by PTE batching").map(String::from),
+            }],
             last_good: good,
         }
     }

@@ -12,7 +12,7 @@ use crate::guest::KernelSpec;
 use super::build::{short, Builder};
 use super::classify::Verdict;
 use super::git::{Bisecting, Next, Repo};
-use super::{bisect_id, endpoints, probe_step, Prober, Report, Role, Setup, Step};
+use super::{bisect_id, endpoints, probe_step, Found, Prober, Report, Role, Setup, Step};
 
 /// The tree and endpoints, checked before anything is checked out.
 pub struct Plan {
@@ -159,7 +159,13 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
         invocation: setup.invocation.clone(),
         classifier,
         steps,
-        first_bad: first_bad.iter().map(|c| (c.clone(), subject(c))).collect(),
+        first_bad: first_bad
+            .iter()
+            .map(|c| Found {
+                id: c.clone(),
+                subject: subject(c),
+            })
+            .collect(),
         last_good,
     })
 }

@@ -11,7 +11,7 @@ use crate::guest::fetch;
 use crate::guest::spec::{Flavour, Version};
 use crate::guest::{Arch, KernelSpec};
 
-use super::{bisect_id, endpoints, probe_step, search, Prober, Report, Setup};
+use super::{bisect_id, endpoints, probe_step, search, Found, Prober, Report, Setup};
 
 /// The exact Debian version, flavour and arch a `--good`/`--bad` spec names.
 fn exact(
@@ -177,7 +177,10 @@ pub fn run(
         classifier,
         steps,
         first_bad: (outcome.last_good + 1..=outcome.first_bad)
-            .map(|i| (list[i].to_string(), None))
+            .map(|i| Found {
+                id: list[i].to_string(),
+                subject: None,
+            })
             .collect(),
         last_good: list[outcome.last_good].to_string(),
     })
