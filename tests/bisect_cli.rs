@@ -204,6 +204,9 @@ fn which(tool: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Guest tests of this file boot one guest at a time (TCG takes a CPU).
+static GUESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The cached x86_64 images of Debian's 6.16.12 and 6.17.13, or why not.
 fn images() -> Option<(String, String)> {
     if which("qemu-system-x86_64").is_none() {
@@ -233,6 +236,7 @@ fn images() -> Option<(String, String)> {
 /// Commits 1..=8 after a good commit 0: the change at a random one of them.
 #[test]
 fn the_bisect_finds_the_changing_commit_in_log2_steps() {
+    let _one = GUESTS.lock().unwrap_or_else(|e| e.into_inner());
     let Some((good, bad)) = images() else { return };
     let n = 8;
     let nanos = std::time::SystemTime::now()
@@ -362,6 +366,7 @@ fn the_bisect_finds_the_changing_commit_in_log2_steps() {
 /// guest leaves the tree as found.
 #[test]
 fn a_kernel_that_does_not_boot_and_sigint_leave_the_tree_as_found() {
+    let _one = GUESTS.lock().unwrap_or_else(|e| e.into_inner());
     let Some((good, bad)) = images() else { return };
     let scratch = tempfile::tempdir().unwrap();
     let broken = scratch.path().join("broken");

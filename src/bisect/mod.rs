@@ -275,8 +275,9 @@ pub fn endpoints(
             ),
         };
         eprintln!(
-            "ptelab: {} endpoint {id}: {}",
+            "ptelab: {} endpoint {}: {}",
             if role == Role::Good { "good" } else { "bad" },
+            build::short(id),
             figures(&m)
         );
         steps.push(Step {
@@ -353,7 +354,8 @@ pub fn probe_step(
         Err(why) => (None, Verdict::Skip(why)),
     };
     eprintln!(
-        "ptelab: {id}: {} -> {}{}",
+        "ptelab: {}: {} -> {}{}",
+        build::short(id),
         measurement.as_ref().map_or("no figure".into(), figures),
         verdict.word(),
         match &verdict {
