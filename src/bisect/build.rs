@@ -318,6 +318,45 @@ mod tests {
         assert!(!bad.image("fedcba9876543210").unwrap().exists());
     }
 
+    /// The make path on a stand-in tree whose Makefile writes what the
+    /// kernel's would: the config target's `.config` in `O`, then the image.
+    #[test]
+    fn make_builds_out_of_tree_with_the_config_and_the_image_target() {
+        if !in_path("make") {
+            return; // make is checked for (and named) by Builder::check
+        }
+        let root = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::write(
+            repo.path().join("Makefile"),
+            "defconfig olddefconfig:\n\techo \"$@ $(ARCH)\" >> $(O)/.config\n\
+             bzImage:\n\tmkdir -p $(O)/arch/x86/boot && echo \"kernel of $(ARCH)\" > $(O)/arch/x86/boot/bzImage\n",
+        )
+        .unwrap();
+        let config = repo.path().join("my.config");
+        std::fs::write(&config, "CONFIG_X=y\n").unwrap();
+        let mut b = builder(root.path(), repo.path(), Arch::X86_64, None);
+        b.config = Config::File(config);
+        if Arch::host() != Some(Arch::X86_64) {
+            return; // the stand-in has no cross compiler to name
+        }
+        let img = b.build("00000000000000000001").unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(&img).unwrap(), "kernel of x86_64\n");
+        let cfg = std::fs::read_to_string(img.with_file_name(".config")).unwrap();
+        assert_eq!(cfg, "CONFIG_X=y\nolddefconfig x86_64\n");
+        // Nothing was written into the tree itself.
+        let mut files: Vec<_> = std::fs::read_dir(repo.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        files.sort();
+        assert_eq!(files, ["Makefile", "my.config"]);
+        b.config = Config::Defconfig;
+        let img = b.build("00000000000000000002").unwrap().unwrap();
+        let cfg = std::fs::read_to_string(img.with_file_name(".config")).unwrap();
+        assert!(cfg.ends_with("defconfig x86_64\n"), "{cfg}");
+    }
+
     #[test]
     fn a_missing_cross_compiler_names_its_package() {
         let other = if Arch::host() == Some(Arch::Arm64) {
