@@ -124,20 +124,23 @@ pub fn bisect_id(parts: &[&str]) -> String {
 /// Measures kernels through the fleet, remembering figures in the state.
 pub struct Prober<'a> {
     setup: &'a Setup<'a>,
-    fleet: Fleet,
+    /// Prepared at the first boot: a resumed bisect may need none.
+    fleet: Option<Fleet>,
+    kernel: Kernel,
     state: State,
     tag: String,
 }
 
 impl<'a> Prober<'a> {
-    /// Ready to boot guests of `kernels`' arch (guest binary, accelerator).
+    /// Measures guests of `kernel`'s arch; the guest binary and the
+    /// accelerator are prepared before the first boot (a resumed bisect
+    /// may need none).
     pub fn new(
         setup: &'a Setup<'a>,
-        kernels: &[Kernel],
+        kernel: &Kernel,
         id: &str,
         about: &str,
     ) -> anyhow::Result<Prober<'a>> {
-        let fleet = Fleet::prepare(setup.cache, setup.settings.clone(), kernels)?;
         let state = State::load(&setup.cache.root.join("bisect").join("state"), id, about);
         if !state.measured.is_empty() {
             eprintln!(
@@ -148,7 +151,8 @@ impl<'a> Prober<'a> {
         }
         Ok(Prober {
             setup,
-            fleet,
+            fleet: None,
+            kernel: kernel.clone(),
             state,
             tag: format!("bisect:{id}"),
         })
@@ -198,15 +202,22 @@ impl<'a> Prober<'a> {
         Ok((Ok(m), false))
     }
 
-    fn once(&self, kernel: &Kernel) -> anyhow::Result<Result<Measurement, String>> {
+    fn once(&mut self, kernel: &Kernel) -> anyhow::Result<Result<Measurement, String>> {
         let job = Job {
             kernel,
             name: "bisect".into(),
             args: self.setup.args.clone(),
             program: None,
         };
-        let done = self
-            .fleet
+        if self.fleet.is_none() {
+            self.fleet = Some(Fleet::prepare(
+                self.setup.cache,
+                self.setup.settings.clone(),
+                std::slice::from_ref(&self.kernel),
+            )?);
+        }
+        let fleet = self.fleet.as_ref().expect("prepared");
+        let done = fleet
             .run(std::slice::from_ref(&job))?
             .pop()
             .expect("one job");

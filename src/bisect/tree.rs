@@ -105,7 +105,7 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
         plan.bad_name,
         setup.words.join(" ")
     );
-    let mut prober = Prober::new(setup, std::slice::from_ref(&kg), &id, &about)?;
+    let mut prober = Prober::new(setup, &kg, &id, &about)?;
     let (classifier, mut steps) = endpoints(
         &mut prober,
         (&plan.good, &kg, subject(&plan.good)),

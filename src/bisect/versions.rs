@@ -148,7 +148,7 @@ pub fn run(
     let (kg, kb) = (kernel(g)?, kernel(b)?);
     let mut prober = Prober::new(
         setup,
-        std::slice::from_ref(&kg),
+        &kg,
         &id,
         &format!("{good}..{bad} -- {}", setup.words.join(" ")),
     )?;
