@@ -9,7 +9,7 @@ use crate::text::format;
 use crate::text::table::Table;
 
 use super::build::short;
-use super::classify::Verdict;
+use super::classify::{figure, Verdict};
 use super::{Found, Report, Role, Step};
 
 fn label(r: &Report, id: &str) -> String {
@@ -111,7 +111,7 @@ pub fn text(r: &Report) -> String {
         r.command.join(" "),
         r.arch,
         metric_words(r.metric()),
-        format::ns(c.threshold),
+        figure(c.threshold, c.metric),
         format::ns(c.good),
         format::ns(c.bad)
     );
