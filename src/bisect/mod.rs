@@ -169,35 +169,11 @@ impl<'a> Prober<'a> {
         if let Some(m) = self.state.measured.get(id) {
             return Ok((Ok(m.clone()), true));
         }
-        let mut m: Option<Measurement> = None;
-        loop {
-            let done = m.as_ref().map_or(0, |m| m.figures.len() as u32);
-            let want = match (&m, self.setup.replicates) {
-                (_, Some(n)) => n,
-                (None, None) => 1,
-                (Some(m), None) => {
-                    if m.metric == Metric::Instructions {
-                        1
-                    } else {
-                        3
-                    }
-                }
-            };
-            if done >= want {
-                break;
-            }
-            match self.once(kernel)? {
-                Ok(one) => match &mut m {
-                    None => m = Some(one),
-                    Some(m) => {
-                        m.figures.extend(one.figures);
-                        m.run_ids.extend(one.run_ids);
-                    }
-                },
-                Err(why) => return Ok((Err(why), false)),
-            }
-        }
-        let m = m.expect("measured");
+        let replicates = self.setup.replicates;
+        let m = match replicate(replicates, || self.once(kernel))? {
+            Ok(m) => m,
+            Err(why) => return Ok((Err(why), false)),
+        };
         self.state.record(id, m.clone())?;
         Ok((Ok(m), false))
     }
@@ -264,6 +240,38 @@ impl<'a> Prober<'a> {
             size_bytes: cell.size_bytes,
             run_ids,
         }))
+    }
+}
+
+/// Guest runs of one kernel until it has `replicates` figures (default: 1
+/// under the instruction metric, which repeats; 3 under time, which does
+/// not: the first run says which). A run without a figure ends it.
+fn replicate(
+    replicates: Option<u32>,
+    mut once: impl FnMut() -> anyhow::Result<Result<Measurement, String>>,
+) -> anyhow::Result<Result<Measurement, String>> {
+    let mut m: Option<Measurement> = None;
+    loop {
+        let done = m.as_ref().map_or(0, |m| m.figures.len() as u32);
+        let want = match (&m, replicates) {
+            (_, Some(n)) => n,
+            (None, None) => 1,
+            (Some(m), None) if m.metric == Metric::Instructions => 1,
+            (Some(_), None) => 3,
+        };
+        if done >= want {
+            return Ok(Ok(m.expect("at least one run")));
+        }
+        match once()? {
+            Ok(one) => match &mut m {
+                None => m = Some(one),
+                Some(m) => {
+                    m.figures.extend(one.figures);
+                    m.run_ids.extend(one.run_ids);
+                }
+            },
+            Err(why) => return Ok(Err(why)),
+        }
     }
 }
 
@@ -382,4 +390,48 @@ pub fn probe_step(
         verdict,
         resumed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(
+        metric: Metric,
+        replicates: Option<u32>,
+        fail_at: Option<usize>,
+    ) -> (Result<Measurement, String>, usize) {
+        let mut n = 0;
+        let r = replicate(replicates, || {
+            n += 1;
+            if Some(n) == fail_at {
+                return Ok(Err("no answer".into()));
+            }
+            Ok(Ok(Measurement {
+                figures: vec![100.0 + n as f64],
+                metric,
+                release: "r".into(),
+                size_bytes: 4096,
+                run_ids: vec![n as i64],
+            }))
+        })
+        .unwrap();
+        (r, n)
+    }
+
+    #[test]
+    fn time_is_replicated_and_instructions_measured_once() {
+        let (m, n) = run(Metric::Instructions, None, None);
+        assert_eq!((m.unwrap().figures, n), (vec![101.0], 1));
+        let (m, n) = run(Metric::Time, None, None);
+        let m = m.unwrap();
+        assert_eq!(
+            (m.figures, m.run_ids, n),
+            (vec![101.0, 102.0, 103.0], vec![1, 2, 3], 3)
+        );
+        let (m, n) = run(Metric::Instructions, Some(2), None);
+        assert_eq!((m.unwrap().figures.len(), n), (2, 2));
+        let (m, n) = run(Metric::Time, None, Some(2));
+        assert_eq!((m.unwrap_err(), n), ("no answer".to_string(), 2));
+    }
 }
