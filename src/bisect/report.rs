@@ -97,7 +97,7 @@ fn found(r: &Report) -> String {
 
 fn metric_words(m: Metric) -> &'static str {
     match m {
-        Metric::Instructions => "guest instructions per call (TCG, exact and repeatable; not time)",
+        Metric::Instructions => "guest instructions per call (TCG: counted, not timed)",
         Metric::Time => "nanoseconds per call (KVM guest)",
     }
 }
@@ -149,7 +149,14 @@ pub fn markdown(r: &Report) -> String {
     let m = r.metric();
     let mut out = String::new();
     let range = match &r.repo {
-        Some(repo) => format!("{} and {} of the tree {}", r.good, r.bad, repo.display()),
+        Some(repo) => format!(
+            "{} ({}) and {} ({}) of the tree {}",
+            r.good,
+            short(&r.steps[0].id),
+            r.bad,
+            short(&r.steps[1].id),
+            repo.display()
+        ),
         None => format!("Debian's kernels {} and {}", r.good, r.bad),
     };
     out.push_str(&format!(
@@ -179,10 +186,21 @@ pub fn markdown(r: &Report) -> String {
         out.push_str(&format!("\n{sk}"));
     }
     out.push_str(&format!(
-        "\n## How to reproduce\n\n```\n{}\n```\n\nEvery guest run is stored in ptelab's database with the tag \
-         `bisect:{}` (`ptelab runs`, `ptelab show`).\n",
-        r.invocation, r.id
+        "\n## How to reproduce\n\n```\n{}\n```\n",
+        r.invocation
     ));
+    let stored = r.steps.iter().any(|s| {
+        s.measurement
+            .as_ref()
+            .is_some_and(|m| !m.run_ids.is_empty())
+    });
+    if stored {
+        out.push_str(&format!(
+            "\nEvery guest run is stored in ptelab's database with the tag `bisect:{}` \
+             (`ptelab runs`, `ptelab show`).\n",
+            r.id
+        ));
+    }
     out
 }
 
