@@ -198,6 +198,76 @@ fn a_missing_cross_compiler_names_the_package() {
     assert_eq!(t.state(), before);
 }
 
+/// SIGINT during a build stops it (its process group is killed) and puts
+/// the tree back; nothing is cached for the commit.
+#[test]
+fn sigint_during_a_build_leaves_the_tree_as_found() {
+    let t = Tree::new(2, |i| i.to_string());
+    let before = t.state();
+    let cache = tempfile::tempdir().unwrap();
+    let marker = cache.path().join("still-running");
+    let mut child = ptelab_std()
+        .args([
+            "bisect",
+            "--repo",
+            t.path(),
+            "--good",
+            &t.ids[0],
+            "--bad",
+            &t.ids[2],
+        ])
+        .args(["--arch", "x86_64", "--no-store", "--build-cmd"])
+        .arg(format!("sleep 30; touch '{}'", marker.display()))
+        .arg("--")
+        .args(BENCH)
+        .env("XDG_CACHE_HOME", cache.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !t.state().contains("bisecting") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no bisect started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "the build was waited for: {err}"
+    );
+    assert_eq!(t.state(), before, "{err}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!marker.exists());
+    let images = cache.path().join("ptelab/bisect/images");
+    let cached = walk(&images)
+        .into_iter()
+        .filter(|p| p.ends_with("bzImage"))
+        .count();
+    assert_eq!(cached, 0);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 fn which(tool: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(tool))

@@ -239,15 +239,19 @@ impl Builder {
         Ok(true)
     }
 
-    /// Run `cmd` in the tree with its output appended to `log`.
+    /// Run `cmd` in the tree with its output appended to `log`, in a
+    /// process group of its own that is killed when ptelab is interrupted
+    /// (SIGINT, SIGTERM, SIGHUP), so no make outlives it.
     fn run(&self, log: &Path, cmd: &mut Command) -> anyhow::Result<bool> {
         use std::io::Write;
+        use std::os::unix::process::CommandExt;
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)?;
         writeln!(f, "$ {cmd:?}")?;
-        let status = cmd
+        let interrupted = crate::kernel::signals::interrupted();
+        let mut child = cmd
             .current_dir(&self.repo)
             .env(
                 "ARCH",
@@ -259,9 +263,21 @@ impl Builder {
             .stdin(Stdio::null())
             .stdout(f.try_clone()?)
             .stderr(f)
-            .status()
+            .process_group(0)
+            .spawn()
             .with_context(|| format!("running {cmd:?}"))?;
-        Ok(status.success())
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status.success());
+            }
+            if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+                // SAFETY: killpg(2) on the group of our own child.
+                unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGTERM) };
+                let _ = child.wait();
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 }
 
