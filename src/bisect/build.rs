@@ -76,6 +76,13 @@ impl Builder {
         if self.command.is_some() {
             return Ok(());
         }
+        if self.repo.join(".config").exists() {
+            bail_usage!(
+                "{} has an in-tree build (.config), which out-of-tree builds refuse: \
+                 run `make mrproper` there, or bisect a clean clone",
+                self.repo.display()
+            );
+        }
         if !in_path("make") {
             bail_usage!(
                 "make is not installed: apt-get install build-essential (or pass --build-cmd)"
@@ -390,5 +397,19 @@ mod tests {
             .unwrap_err();
         assert!(crate::error::is_usage(&e));
         assert!(e.to_string().contains(package), "{e}");
+    }
+
+    #[test]
+    fn an_in_tree_build_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(".config"), "").unwrap();
+        let arch = Arch::host().unwrap_or(Arch::X86_64);
+        let e = builder(d.path(), d.path(), arch, None).check().unwrap_err();
+        assert!(crate::error::is_usage(&e));
+        assert!(e.to_string().contains("make mrproper"), "{e}");
+        // A build command decides for itself.
+        assert!(builder(d.path(), d.path(), arch, Some("true"))
+            .check()
+            .is_ok());
     }
 }
