@@ -36,6 +36,13 @@ git -C "$TREE" -c user.name=bench -c user.email=bench@localhost commit -qm good
 echo "# bisect-build.sh" >>"$TREE/README"
 git -C "$TREE" -c user.name=bench -c user.email=bench@localhost commit -qam bad
 
+# Debian's config builds debug info and BTF: slow, and BTF needs pahole.
+# A bisect needs neither.
+cp "$CONFIG" "$WORK/config"
+"$TREE/scripts/config" --file "$WORK/config" -d DEBUG_INFO_BTF -d DEBUG_INFO_DWARF4 \
+    -d DEBUG_INFO_DWARF5 -d DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT -e DEBUG_INFO_NONE
+CONFIG=$WORK/config
+
 echo "== ptelab bisect --repo $TREE (cores: $(nproc), ccache: $(command -v ccache || echo none))"
 start=$(date +%s)
 set +e
