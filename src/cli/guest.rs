@@ -105,6 +105,10 @@ impl GuestCommand {
         if measures {
             args.extend(["--no-store".to_string(), "--json".to_string()]);
         }
+        // crosscheck answers with its document; the host renders it.
+        if name == "crosscheck" && !args.iter().any(|a| a == "--json") {
+            args.push("--json".to_string());
+        }
         Ok(GuestCommand {
             name,
             program: None,
