@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod analysis;
+mod bisect;
 mod cli;
 mod cmd;
 mod crosscheck;
@@ -68,5 +69,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reproduce(args) => cmd::reproduce::run(&args),
         Command::Kernel(args) => cmd::kernel::run(&args),
         Command::Vm(args) => cmd::vm::run(&args),
+        Command::Bisect(args) => cmd::bisect::run(&args),
     }
 }

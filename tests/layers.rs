@@ -36,6 +36,12 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "bisect",
+        &[
+            "fleet", "guest", "store", "kernel", "record", "text", "error",
+        ],
+    ),
+    (
         "report",
         &["analysis", "store", "record", "workload", "text", "error"],
     ),
@@ -62,6 +68,7 @@ const RULES: &[(&str, &[&str])] = &[
         "cmd",
         &[
             "cli",
+            "bisect",
             "reproduce",
             "report",
             "analysis",

@@ -1,6 +1,7 @@
 mod common;
 
 mod bench_cli;
+mod bisect_cli;
 mod crosscheck_cli;
 mod crosscheck_guest;
 mod doctor;

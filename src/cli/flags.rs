@@ -57,6 +57,11 @@ pub enum Command {
     /// mprotect-toggle --size 4M`. Under TCG the figures are guest
     /// instructions, not time (docs/guests.md).
     Vm(super::vm::VmArgs),
+    /// Find the kernel behind a change of a bench figure: over the Debian
+    /// versions between two (`--good debian:6.16.12 --bad debian:6.17.13`),
+    /// or over a kernel git tree's commits (`--repo DIR --good v6.16 --bad
+    /// v6.17-rc1`), each booted in a guest (docs/bisect.md).
+    Bisect(super::bisect::BisectArgs),
 }
 
 /// Output and database options of the commands that read runs.

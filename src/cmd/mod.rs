@@ -4,6 +4,7 @@
 //! file's format).
 
 pub mod bench;
+pub mod bisect;
 pub mod calibrate;
 pub mod compare;
 pub mod crosscheck;

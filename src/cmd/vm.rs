@@ -11,16 +11,13 @@
 //! Under TCG the guest runs with icount, so its figures are instructions.
 //! Other commands (`doctor`, `model`, `crosscheck`) print the guest's output.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
 use serde_json::{json, Value};
 
 use super::{print_json, print_text};
-use crate::bail_usage;
-use crate::cli::flags::{Cli, Command};
+use crate::cli::guest::GuestCommand;
 use crate::cli::vm::VmArgs;
 use crate::fleet::{self, Fleet, Job, Kernel, Measured};
 use crate::guest::cache::Cache;
@@ -28,121 +25,8 @@ use crate::guest::fetch;
 use crate::guest::{Arch, KernelSpec};
 use crate::report::cells;
 
-/// Guest commands and whether their results come back to be stored.
-const COMMANDS: [(&str, bool); 5] = [
-    ("bench", true),
-    ("sweep", true),
-    ("crosscheck", false),
-    ("doctor", false),
-    ("model", false),
-];
-
-/// Flags that belong to `vm` itself, not to the guest command.
-const HOST_FLAGS: [&str; 4] = ["--db", "--tag", "--json", "--no-store"];
-
-/// The guest command, checked on the host.
-struct GuestCommand {
-    name: String,
-    /// `exec NAME`: the `--file` to run instead of ptelab.
-    program: Option<String>,
-    /// Arguments after `ptelab` in the guest.
-    args: Vec<String>,
-    /// bench and sweep: cells come back and are stored here.
-    measures: bool,
-    /// Bytes the largest cell maps (bench, sweep).
-    need: Option<u64>,
-}
-
-impl GuestCommand {
-    fn parse(words: &[String], files: &[PathBuf]) -> anyhow::Result<GuestCommand> {
-        let name = words.first().cloned().unwrap_or_default();
-        if name == "exec" {
-            let names: Vec<&str> = files
-                .iter()
-                .filter_map(|f| f.file_name().and_then(|n| n.to_str()))
-                .collect();
-            let Some(program) = words.get(1).filter(|p| names.contains(&p.as_str())) else {
-                bail_usage!(
-                    "exec runs a program given with --file: accepted names are {}",
-                    if names.is_empty() {
-                        "none (no --file given)".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                );
-            };
-            return Ok(GuestCommand {
-                name,
-                program: Some(program.clone()),
-                args: words[2..].to_vec(),
-                measures: false,
-                need: None,
-            });
-        }
-        let Some(&(_, measures)) = COMMANDS.iter().find(|(c, _)| *c == name) else {
-            let names: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).collect();
-            bail_usage!(
-                "'{name}' cannot run in a guest: accepted commands after -- are {}, and exec NAME for a --file",
-                names.join(", ")
-            );
-        };
-        for w in &words[1..] {
-            if let Some(f) = HOST_FLAGS
-                .iter()
-                .find(|f| w == *f || w.starts_with(&format!("{f}=")))
-            {
-                bail_usage!(
-                    "{f} belongs to vm, not to the guest command: `ptelab vm {f} … --kernel SPEC -- {name} …` \
-                     (results are stored on this host)"
-                );
-            }
-        }
-        // The guest parses the same flags; parse them here first so that a
-        // typo costs no boot.
-        let cli =
-            Cli::try_parse_from(std::iter::once("ptelab".to_string()).chain(words.iter().cloned()))
-                .map_err(|e| {
-                    crate::error::usage(format!(
-                        "in the guest command: {}",
-                        first_line(&e.to_string())
-                    ))
-                })?;
-        let need = match &cli.command {
-            Command::Bench(b) => {
-                Some(b.size.unwrap_or_else(|| b.workload.default_size()) * b.measure.regions as u64)
-            }
-            Command::Sweep(s) => {
-                Some(s.sizes.iter().copied().max().unwrap_or(0) * s.measure.regions as u64)
-            }
-            _ => None,
-        };
-        let mut args = words.to_vec();
-        if measures {
-            args.extend(["--no-store".to_string(), "--json".to_string()]);
-        }
-        // crosscheck answers with its document; the host renders it.
-        if name == "crosscheck" && !args.iter().any(|a| a == "--json") {
-            args.push("--json".to_string());
-        }
-        Ok(GuestCommand {
-            name,
-            program: None,
-            args,
-            measures,
-            need,
-        })
-    }
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim_start_matches("error: ")
-}
-
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
-    let mut command = GuestCommand::parse(&args.command, &args.files)?;
+    let mut command = GuestCommand::parse("vm", &args.command, &args.files)?;
     // `vm --json` asks every guest command for its JSON document too.
     if args.out.json
         && !command.measures
@@ -318,36 +202,4 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         print_text(&text)?;
     }
     Ok(code)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    impl GuestCommand {
-        fn parse_words(words: &[String]) -> anyhow::Result<GuestCommand> {
-            GuestCommand::parse(words, &[PathBuf::from("/tmp/mprot")])
-        }
-    }
-
-    #[test]
-    fn the_guest_command_is_checked_on_the_host() {
-        let words = |w: &str| w.split_whitespace().map(String::from).collect::<Vec<_>>();
-        let c =
-            GuestCommand::parse_words(&words("sweep mprotect-toggle --sizes 4K,40M --regions 2"))
-                .unwrap();
-        assert!(c.measures);
-        assert_eq!(c.need, Some(80 << 20));
-        assert_eq!(c.args[c.args.len() - 2..], ["--no-store", "--json"]);
-        let d = GuestCommand::parse_words(&words("doctor")).unwrap();
-        assert!(!d.measures && d.need.is_none() && d.args == ["doctor"]);
-        for bad in [
-            "calibrate",
-            "bench mprotect-toggle --tag=x",
-            "bench nonsense",
-        ] {
-            let e = GuestCommand::parse_words(&words(bad)).err().unwrap();
-            assert!(crate::error::is_usage(&e), "{bad}: {e:#}");
-        }
-    }
 }

@@ -1,0 +1,437 @@
+//! `ptelab bisect`: find the kernel change behind a figure (docs/bisect.md).
+//!
+//! Over the Debian versions between two endpoints (`versions`), or over a
+//! git tree's commits, built per step (`tree`). Both measure the endpoints
+//! first and refuse to start when they are not separated beyond the noise
+//! (`classify`), then search, measuring each step through the fleet (one
+//! bench cell per guest run, stored with a `bisect:ID` tag) and keeping the
+//! figures in a state file so an interrupted bisect resumes (`state`).
+
+pub mod build;
+pub mod classify;
+pub mod git;
+pub mod report;
+pub mod search;
+pub mod state;
+pub mod tree;
+pub mod versions;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::fleet::{Fleet, Job, Kernel, Measured, Settings};
+use crate::guest::cache::Cache;
+use crate::guest::Arch;
+use crate::record::Metric;
+use crate::store::Store;
+use classify::{Classifier, Verdict};
+use state::{Measurement, State};
+
+/// What every bisect needs, from the command line.
+pub struct Setup<'a> {
+    pub cache: &'a Cache,
+    pub settings: Settings,
+    pub store: Option<&'a Store>,
+    /// ptelab's arguments in the guest (a `bench … --no-store --json`).
+    pub args: Vec<String>,
+    /// The guest command as the user typed it.
+    pub words: Vec<String>,
+    /// `--tag`s, added to every stored run.
+    pub tags: Vec<String>,
+    /// Guest runs per step; None: 1 under the instruction metric, 3 under time.
+    pub replicates: Option<u32>,
+    /// The separation the endpoints need, a fraction.
+    pub noise: f64,
+    pub threshold: Option<f64>,
+    /// The `ptelab bisect …` command line, for the report.
+    pub invocation: String,
+}
+
+/// Where a step sits.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Good,
+    Bad,
+    Step,
+}
+
+/// One kernel measured (or not) and its verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub role: Role,
+    /// A Debian version or a commit id.
+    pub id: String,
+    /// The commit's subject.
+    pub subject: Option<String>,
+    pub measurement: Option<Measurement>,
+    pub verdict: Verdict,
+    /// Taken from the state of an earlier, interrupted bisect.
+    pub resumed: bool,
+}
+
+/// A version or commit (with its subject).
+#[derive(Clone, Debug, Serialize)]
+pub struct Found {
+    pub id: String,
+    pub subject: Option<String>,
+}
+
+/// What a bisect found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The `bisect:ID` tag of its stored runs, and its state file's name.
+    pub id: String,
+    /// `versions` or `git`.
+    pub kind: &'static str,
+    pub repo: Option<std::path::PathBuf>,
+    pub good: String,
+    pub bad: String,
+    pub arch: Arch,
+    pub command: Vec<String>,
+    pub invocation: String,
+    pub classifier: Classifier,
+    pub steps: Vec<Step>,
+    /// The first bad version or commit (with its subject); with skips
+    /// left in between, every candidate, oldest first.
+    pub first_bad: Vec<Found>,
+    pub last_good: String,
+}
+
+impl Report {
+    pub fn metric(&self) -> Metric {
+        self.classifier.metric
+    }
+
+    /// The step measured on `id`.
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps
+            .iter()
+            .find(|s| s.id == id && s.measurement.is_some())
+    }
+}
+
+/// A short hash naming a bisect (its tag and state file).
+pub fn bisect_id(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    format!("{:x}", h.finalize())[..12].to_string()
+}
+
+/// Measures kernels through the fleet, remembering figures in the state.
+pub struct Prober<'a> {
+    setup: &'a Setup<'a>,
+    /// Prepared at the first boot: a resumed bisect may need none.
+    fleet: Option<Fleet>,
+    kernel: Kernel,
+    state: State,
+    tag: String,
+}
+
+impl<'a> Prober<'a> {
+    /// Measures guests of `kernel`'s arch; the guest binary and the
+    /// accelerator are prepared before the first boot (a resumed bisect
+    /// may need none).
+    pub fn new(
+        setup: &'a Setup<'a>,
+        kernel: &Kernel,
+        id: &str,
+        about: &str,
+    ) -> anyhow::Result<Prober<'a>> {
+        let state = State::load(&setup.cache.root.join("bisect").join("state"), id, about);
+        if !state.measured.is_empty() {
+            eprintln!(
+                "ptelab: resuming bisect {id}: {} kernels measured already ({})",
+                state.measured.len(),
+                state.path().display()
+            );
+        }
+        Ok(Prober {
+            setup,
+            fleet: None,
+            kernel: kernel.clone(),
+            state,
+            tag: format!("bisect:{id}"),
+        })
+    }
+
+    /// The figures of `kernel` (named `id` in the state): remembered, or
+    /// measured now. `Ok(Err(why))` when the guest gave no figure (did not
+    /// boot, the command failed, the answer was refused).
+    pub fn measure(
+        &mut self,
+        id: &str,
+        kernel: &Kernel,
+    ) -> anyhow::Result<(Result<Measurement, String>, bool)> {
+        if let Some(m) = self.state.measured.get(id) {
+            return Ok((Ok(m.clone()), true));
+        }
+        let replicates = self.setup.replicates;
+        let m = match replicate(replicates, || self.once(kernel))? {
+            Ok(m) => m,
+            Err(why) => return Ok((Err(why), false)),
+        };
+        self.state.record(id, m.clone())?;
+        Ok((Ok(m), false))
+    }
+
+    fn once(&mut self, kernel: &Kernel) -> anyhow::Result<Result<Measurement, String>> {
+        let job = Job {
+            kernel,
+            name: "bisect".into(),
+            args: self.setup.args.clone(),
+            program: None,
+        };
+        if self.fleet.is_none() {
+            self.fleet = Some(Fleet::prepare(
+                self.setup.cache,
+                self.setup.settings.clone(),
+                std::slice::from_ref(&self.kernel),
+            )?);
+        }
+        let fleet = self.fleet.as_ref().expect("prepared");
+        let done = fleet
+            .run(std::slice::from_ref(&job))?
+            .pop()
+            .expect("one job");
+        let log = done.log.display().to_string();
+        let out = match done.answer {
+            Ok(out) => out,
+            Err(e) => return Ok(Err(format!("no answer from the guest ({e:#})"))),
+        };
+        if out.exit_code != 0 {
+            return Ok(Err(format!(
+                "the guest command exited {} on Linux {}; console log {log}",
+                out.exit_code, out.kernel_release
+            )));
+        }
+        let measured = match Measured::parse(&out.stdout, kernel, &out) {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(Err(format!(
+                    "the guest's answer was refused ({e:#}); console log {log}"
+                )))
+            }
+        };
+        let [cell] = measured.cells.as_slice() else {
+            return Ok(Err(format!(
+                "the guest measured {} cells, not one{}; console log {log}",
+                measured.cells.len(),
+                measured
+                    .failed
+                    .first()
+                    .map(|f| format!(" ({f})"))
+                    .unwrap_or_default()
+            )));
+        };
+        let mut run_ids = Vec::new();
+        if let Some(store) = self.setup.store {
+            let mut tags = vec![self.tag.clone()];
+            tags.extend(self.setup.tags.iter().cloned());
+            run_ids.push(measured.store(store, "bench", kernel, &tags)?);
+        }
+        Ok(Ok(Measurement {
+            figures: vec![cell.ns_per_call.median],
+            metric: out.accel.metric(),
+            release: out.kernel_release.clone(),
+            size_bytes: cell.size_bytes,
+            run_ids,
+        }))
+    }
+}
+
+/// Guest runs of one kernel until it has `replicates` figures (default: 1
+/// under the instruction metric, which repeats; 3 under time, which does
+/// not: the first run says which). A run without a figure ends it.
+fn replicate(
+    replicates: Option<u32>,
+    mut once: impl FnMut() -> anyhow::Result<Result<Measurement, String>>,
+) -> anyhow::Result<Result<Measurement, String>> {
+    let mut m: Option<Measurement> = None;
+    loop {
+        let done = m.as_ref().map_or(0, |m| m.figures.len() as u32);
+        let want = match (&m, replicates) {
+            (_, Some(n)) => n,
+            (None, None) => 1,
+            (Some(m), None) if m.metric == Metric::Instructions => 1,
+            (Some(_), None) => 3,
+        };
+        if done >= want {
+            return Ok(Ok(m.expect("at least one run")));
+        }
+        match once()? {
+            Ok(one) => match &mut m {
+                None => m = Some(one),
+                Some(m) => {
+                    m.figures.extend(one.figures);
+                    m.run_ids.extend(one.run_ids);
+                }
+            },
+            Err(why) => return Ok(Err(why)),
+        }
+    }
+}
+
+/// Measure both endpoints and set the threshold between them; an endpoint
+/// with no figure is bad input (e.g. a config that does not boot).
+pub fn endpoints(
+    prober: &mut Prober,
+    good: (&str, &Kernel, Option<String>),
+    bad: (&str, &Kernel, Option<String>),
+    hint: &str,
+) -> anyhow::Result<(Classifier, Vec<Step>)> {
+    let mut steps = Vec::new();
+    for (role, (id, kernel, subject)) in [(Role::Good, good), (Role::Bad, bad)] {
+        let (m, resumed) = prober.measure(id, kernel)?;
+        let m = match m {
+            Ok(m) => m,
+            Err(why) => crate::bail_usage!(
+                "the {} endpoint {id} gave no figure, so there is nothing to bisect against{hint}: {why}",
+                if role == Role::Good { "good" } else { "bad" }
+            ),
+        };
+        eprintln!(
+            "ptelab: {} endpoint {}: {}",
+            if role == Role::Good { "good" } else { "bad" },
+            build::short(id),
+            figures(&m)
+        );
+        steps.push(Step {
+            role,
+            id: id.to_string(),
+            subject,
+            measurement: Some(m),
+            verdict: if role == Role::Good {
+                Verdict::Good
+            } else {
+                Verdict::Bad
+            },
+            resumed,
+        });
+    }
+    let (g, b) = (
+        steps[0].measurement.as_ref().unwrap(),
+        steps[1].measurement.as_ref().unwrap(),
+    );
+    if g.metric != b.metric {
+        anyhow::bail!(
+            "the endpoints were measured in different metrics ({} and {})",
+            g.metric.name(),
+            b.metric.name()
+        );
+    }
+    let c = Classifier::new(
+        &g.figures,
+        &b.figures,
+        g.metric,
+        prober.setup.noise,
+        prober.setup.threshold,
+    )?;
+    eprintln!(
+        "ptelab: threshold {} (good {}, bad {})",
+        classify::figure(c.threshold, c.metric),
+        classify::figure(c.good, c.metric),
+        classify::figure(c.bad, c.metric)
+    );
+    Ok((c, steps))
+}
+
+/// A step's figures as progress prints them.
+pub fn figures(m: &Measurement) -> String {
+    m.figures
+        .iter()
+        .map(|&f| classify::figure(f, m.metric))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Measure one step and classify it.
+pub fn probe_step(
+    prober: &mut Prober,
+    classifier: &Classifier,
+    id: &str,
+    subject: Option<String>,
+    kernel: &Kernel,
+) -> anyhow::Result<Step> {
+    let (m, resumed) = prober.measure(id, kernel)?;
+    let (measurement, verdict) = match m {
+        Ok(m) => {
+            let v = if m.metric != classifier.metric {
+                Verdict::Skip(format!(
+                    "measured in {}, not {}",
+                    m.metric.name(),
+                    classifier.metric.name()
+                ))
+            } else {
+                classifier.classify(&m.figures)
+            };
+            (Some(m), v)
+        }
+        Err(why) => (None, Verdict::Skip(why)),
+    };
+    eprintln!(
+        "ptelab: {}: {} -> {}{}",
+        build::short(id),
+        measurement.as_ref().map_or("no figure".into(), figures),
+        verdict.word(),
+        match &verdict {
+            Verdict::Skip(why) => format!(" ({why})"),
+            _ => String::new(),
+        }
+    );
+    Ok(Step {
+        role: Role::Step,
+        id: id.to_string(),
+        subject,
+        measurement,
+        verdict,
+        resumed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(
+        metric: Metric,
+        replicates: Option<u32>,
+        fail_at: Option<usize>,
+    ) -> (Result<Measurement, String>, usize) {
+        let mut n = 0;
+        let r = replicate(replicates, || {
+            n += 1;
+            if Some(n) == fail_at {
+                return Ok(Err("no answer".into()));
+            }
+            Ok(Ok(Measurement {
+                figures: vec![100.0 + n as f64],
+                metric,
+                release: "r".into(),
+                size_bytes: 4096,
+                run_ids: vec![n as i64],
+            }))
+        })
+        .unwrap();
+        (r, n)
+    }
+
+    #[test]
+    fn time_is_replicated_and_instructions_measured_once() {
+        let (m, n) = run(Metric::Instructions, None, None);
+        assert_eq!((m.unwrap().figures, n), (vec![101.0], 1));
+        let (m, n) = run(Metric::Time, None, None);
+        let m = m.unwrap();
+        assert_eq!(
+            (m.figures, m.run_ids, n),
+            (vec![101.0, 102.0, 103.0], vec![1, 2, 3], 3)
+        );
+        let (m, n) = run(Metric::Instructions, Some(2), None);
+        assert_eq!((m.unwrap().figures.len(), n), (2, 2));
+        let (m, n) = run(Metric::Time, None, Some(2));
+        assert_eq!((m.unwrap_err(), n), ("no answer".to_string(), 2));
+    }
+}

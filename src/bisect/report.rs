@@ -1,0 +1,281 @@
+//! A bisect's result for a person: the step table on the terminal, and a
+//! Markdown report in the shape of a linux-mm regression mail (seed 001's):
+//! test description, "bisected to", the figures before and after, every
+//! step, how to reproduce it with ptelab. Figures are in the run's metric:
+//! instructions per call under TCG, never called time.
+
+use crate::record::Metric;
+use crate::text::format;
+use crate::text::table::Table;
+
+use super::build::short;
+use super::classify::{figure, Verdict};
+use super::{Found, Report, Role, Step};
+
+fn label(r: &Report, id: &str) -> String {
+    if r.kind == "git" {
+        short(id).to_string()
+    } else {
+        id.to_string()
+    }
+}
+
+fn cell(s: &Step) -> String {
+    s.measurement.as_ref().map_or("-".into(), |m| {
+        m.figures
+            .iter()
+            .map(|&f| format::ns(f))
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
+fn what(r: &Report) -> &'static str {
+    if r.kind == "git" {
+        "commit"
+    } else {
+        "version"
+    }
+}
+
+/// Every step: endpoints first, then in the order measured.
+pub fn steps_table(r: &Report) -> Table {
+    let mut t = Table::new().left("step").left(what(r));
+    if r.kind == "git" {
+        t = t.left("subject").max_width(48);
+    }
+    t = t.right(r.metric().per_call_column()).left("verdict");
+    let mut n = 0;
+    for s in &r.steps {
+        let step = match s.role {
+            Role::Good => "good".to_string(),
+            Role::Bad => "bad".to_string(),
+            Role::Step => {
+                n += 1;
+                n.to_string()
+            }
+        };
+        let mut row = vec![step, label(r, &s.id)];
+        if r.kind == "git" {
+            row.push(s.subject.clone().unwrap_or_default());
+        }
+        row.push(cell(s));
+        row.push(format!(
+            "{}{}",
+            s.verdict.word(),
+            if s.resumed { " (resumed)" } else { "" }
+        ));
+        t.row(row);
+    }
+    t
+}
+
+fn skips(r: &Report) -> String {
+    r.steps
+        .iter()
+        .filter_map(|s| match &s.verdict {
+            Verdict::Skip(why) => Some(format!("skipped {}: {why}\n", label(r, &s.id))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn found(r: &Report) -> String {
+    let name = |f: &Found| match &f.subject {
+        Some(s) => format!("{} (\"{s}\")", label(r, &f.id)),
+        None => label(r, &f.id),
+    };
+    match r.first_bad.as_slice() {
+        [one] => format!("first bad {}: {}", what(r), name(one)),
+        many => format!(
+            "the first bad {} is one of (skipped steps left them undecided): {}",
+            what(r),
+            many.iter().map(name).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn metric_words(m: Metric) -> &'static str {
+    match m {
+        Metric::Instructions => "guest instructions per call (TCG: counted, not timed)",
+        Metric::Time => "nanoseconds per call (KVM guest)",
+    }
+}
+
+/// The terminal report.
+pub fn text(r: &Report) -> String {
+    let c = &r.classifier;
+    let mut out = format!(
+        "bisect {}: `{}` in {} guests, {}\nthreshold {} between good {} and bad {}\n\n",
+        r.id,
+        r.command.join(" "),
+        r.arch,
+        metric_words(r.metric()),
+        figure(c.threshold, c.metric),
+        format::ns(c.good),
+        format::ns(c.bad)
+    );
+    out.push_str(&steps_table(r).text("  "));
+    out.push_str(&skips(r));
+    out.push('\n');
+    out.push_str(&found(r));
+    out.push_str(&format!(
+        "\nlast good {}: {}\n",
+        what(r),
+        label(r, &r.last_good)
+    ));
+    out
+}
+
+fn before_after(r: &Report, id: &str) -> Option<String> {
+    let s = r.step(id)?;
+    let m = s.measurement.as_ref()?;
+    let mut t = Table::new()
+        .right("size_kib")
+        .right(r.metric().per_call_column());
+    t.row([
+        (m.size_bytes / 1024).to_string(),
+        format::ns(super::classify::median(&m.figures)),
+    ]);
+    let title = match (&s.subject, r.kind) {
+        (Some(sub), "git") => format!("{} (\"{sub}\"), Linux {}", short(id), m.release),
+        _ => format!("{id}, Linux {}", m.release),
+    };
+    Some(format!("{title}\n\n{}", t.text(" | ")))
+}
+
+/// The Markdown report (`--markdown FILE`).
+pub fn markdown(r: &Report) -> String {
+    let m = r.metric();
+    let mut out = String::new();
+    let range = match &r.repo {
+        Some(repo) => format!(
+            "{} ({}) and {} ({}) of the tree {}",
+            r.good,
+            short(&r.steps[0].id),
+            r.bad,
+            short(&r.steps[1].id),
+            repo.display()
+        ),
+        None => format!("Debian's kernels {} and {}", r.good, r.bad),
+    };
+    out.push_str(&format!(
+        "## Test description\n\n`ptelab {}` measured in QEMU {} guests, \
+        one bench cell per guest run: {}.\n\nWe bisected between {range}.\n\n",
+        r.command.join(" "),
+        r.arch,
+        metric_words(m)
+    ));
+    out.push_str(&format!("## Bisected to\n\n{}\n\n", found(r)));
+    out.push_str(&format!("## Results ({})\n\n", m.per_call_words()));
+    for id in std::iter::once(&r.last_good).chain(r.first_bad.iter().map(|f| &f.id).take(1)) {
+        if let Some(t) = before_after(r, id) {
+            out.push_str(&format!("{t}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "## Steps\n\nThreshold {} {} (good {}, bad {}); endpoints first, then in the order measured.\n\n",
+        format::ns(r.classifier.threshold),
+        m.per_call_unit(),
+        format::ns(r.classifier.good),
+        format::ns(r.classifier.bad)
+    ));
+    out.push_str(&steps_table(r).markdown());
+    let sk = skips(r);
+    if !sk.is_empty() {
+        out.push_str(&format!("\n{sk}"));
+    }
+    out.push_str(&format!(
+        "\n## How to reproduce\n\n```\n{}\n```\n",
+        r.invocation
+    ));
+    let stored = r.steps.iter().any(|s| {
+        s.measurement
+            .as_ref()
+            .is_some_and(|m| !m.run_ids.is_empty())
+    });
+    if stored {
+        out.push_str(&format!(
+            "\nEvery guest run is stored in ptelab's database with the tag `bisect:{}` \
+             (`ptelab runs`, `ptelab show`).\n",
+            r.id
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::super::classify::Classifier;
+    use super::super::state::Measurement;
+    use super::*;
+    use crate::guest::Arch;
+
+    fn step(role: Role, id: &str, subject: Option<&str>, f: Option<f64>, v: Verdict) -> Step {
+        Step {
+            role,
+            id: id.into(),
+            subject: subject.map(String::from),
+            measurement: f.map(|f| Measurement {
+                figures: vec![f],
+                metric: Metric::Instructions,
+                release: format!("{}+test", &id[..id.len().min(7)]),
+                size_bytes: 4 << 20,
+                run_ids: vec![1],
+            }),
+            verdict: v,
+            resumed: false,
+        }
+    }
+
+    pub fn fixture(kind: &'static str) -> Report {
+        let git = kind == "git";
+        let id = |v: &str, c: &str| {
+            if git {
+                c.repeat(40 / c.len())
+            } else {
+                v.to_string()
+            }
+        };
+        let subj = |s: &'static str| git.then_some(s);
+        let (good, bad, mid, skip) = (
+            id("6.16.12", "aa"),
+            id("6.17.13", "bb"),
+            id("6.17.8", "cc"),
+            id("6.17.1", "dd"),
+        );
+        Report {
+            id: "0123456789ab".into(),
+            kind,
+            repo: git.then(|| "/src/linux".into()),
+            good: if git { "v6.16" } else { "debian:6.16.12" }.into(),
+            bad: if git { "v6.17-rc1" } else { "debian:6.17.13" }.into(),
+            arch: Arch::X86_64,
+            command: "bench mprotect-toggle --size 4M --folio 4K".split(' ').map(String::from).collect(),
+            invocation: "ptelab bisect --good debian:6.16.12 --bad debian:6.17.13 -- bench mprotect-toggle --size 4M --folio 4K".into(),
+            classifier: Classifier { good: 370_670.0, bad: 880_412.0, threshold: 625_541.0, metric: Metric::Instructions },
+            steps: vec![
+                step(Role::Good, &good, subj("v6.16"), Some(370_670.0), Verdict::Good),
+                step(Role::Bad, &bad, subj("v6.17-rc1"), Some(880_412.0), Verdict::Bad),
+                step(Role::Step, &skip, subj("mm: something that does not build"), None, Verdict::Skip("the build failed; log /c/build.log".into())),
+                step(Role::Step, &mid, subj("mm: optimize mprotect() by PTE batching"), Some(880_401.0), Verdict::Bad),
+            ],
+            first_bad: vec![Found {
+                id: mid.clone(),
+                subject: subj("mm: optimize mprotect() by PTE batching").map(String::from),
+            }],
+            last_good: good,
+        }
+    }
+
+    #[test]
+    fn the_step_table_and_report_read_right() {
+        for kind in ["versions", "git"] {
+            let r = fixture(kind);
+            let t = text(&r);
+            assert!(t.contains("instr_per_call") && !t.contains("nsec"), "{t}");
+            insta::assert_snapshot!(format!("text_{kind}"), t);
+            insta::assert_snapshot!(format!("markdown_{kind}"), markdown(&r));
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `ptelab bisect`: find the kernel change behind a figure.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::flags::StoreOpts;
+use super::values;
+use super::vm::AccelFlag;
+
+#[derive(Debug, Args)]
+pub struct BisectArgs {
+    /// The good endpoint: a Debian kernel (debian:6.16.12), or with --repo a
+    /// commit, tag or branch (v6.16).
+    #[arg(long, value_name = "SPEC|REV")]
+    pub good: String,
+    /// The bad endpoint, newer than --good: debian:6.17.13, or with --repo a
+    /// commit, tag or branch (v6.17-rc1).
+    #[arg(long, value_name = "SPEC|REV")]
+    pub bad: String,
+    /// A Linux kernel git tree: bisect its commits (each built out of tree,
+    /// booted and measured) instead of Debian's versions. The tree's branch
+    /// and work tree are left as found.
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Kernel config of every build (copied into the build directory, then
+    /// `make olddefconfig`), e.g. a Debian kernel's config from the kernel
+    /// cache. Default: the arch's defconfig.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "repo",
+        conflicts_with = "defconfig"
+    )]
+    pub config: Option<PathBuf>,
+    /// Build every step with the arch's defconfig (the default).
+    #[arg(long, requires = "repo")]
+    pub defconfig: bool,
+    /// Advanced: build with this shell command instead of make, run in the
+    /// tree with OUT set to the image file it must write (and ARCH).
+    #[arg(long, value_name = "CMD", requires = "repo")]
+    pub build_cmd: Option<String>,
+    /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Accelerator: auto (KVM where it can boot the guest, else TCG), kvm or tcg.
+    #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
+    pub accel: AccelFlag,
+    /// Guest runs per step (default: 1 under TCG, whose instruction counts
+    /// repeat exactly; 3 under KVM, whose times do not).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub replicates: Option<u32>,
+    /// The figure (per call, in the run's metric) between good and bad;
+    /// default: the midpoint of the endpoints.
+    #[arg(long, value_name = "FIGURE")]
+    pub threshold: Option<f64>,
+    /// The relative difference the endpoints must exceed to be bisected.
+    #[arg(long, default_value_t = 0.02, value_name = "FRACTION", value_parser = fraction)]
+    pub noise: f64,
+    /// Write a Markdown report (a regression mail's shape) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Guest memory (binary suffixes: 512M, 2G).
+    #[arg(long, value_parser = values::size, default_value = "1G", value_name = "SIZE")]
+    pub memory: u64,
+    /// Give up on a guest after this long (boot, command and power-off).
+    #[arg(long, value_parser = values::duration, default_value = "20m", value_name = "DURATION")]
+    pub timeout: Duration,
+    /// Debian mirror URL (default: the Debian archive of apt's sources).
+    #[arg(long, value_name = "URL")]
+    pub mirror: Option<String>,
+    #[command(flatten)]
+    pub out: StoreOpts,
+    /// The measurement, after `--`: a `bench` of one cell, with its flags
+    /// (e.g. `-- bench mprotect-toggle --size 4M --folio 4K`).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `--noise`: a fraction between 0 and 1.
+fn fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if f > 0.0 && f < 1.0 => Ok(f),
+        _ => Err("a fraction between 0 and 1, e.g. 0.02 for 2%".into()),
+    }
+}

@@ -1,0 +1,149 @@
+//! `ptelab bisect --good A --bad B [--repo DIR] -- bench …`: the first
+//! kernel (Debian version, or commit of a tree) where a bench figure turns
+//! from the good endpoint's to the bad one's (docs/bisect.md). Everything
+//! that can be wrong with the input is checked before the first build or
+//! boot; the engine is `crate::bisect`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::{print_json, print_text};
+use crate::bail_usage;
+use crate::bisect::build::{Builder, Config};
+use crate::bisect::{report, tree, versions, Setup};
+use crate::cli::bisect::BisectArgs;
+use crate::cli::guest::GuestCommand;
+use crate::cli::vm::AccelFlag;
+use crate::fleet::{self, Settings};
+use crate::guest::cache::Cache;
+use crate::guest::qemu::AccelRequest;
+use crate::guest::{Arch, KernelSpec};
+
+enum Target {
+    Versions(KernelSpec, KernelSpec),
+    Tree(Box<tree::Plan>),
+}
+
+pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
+    let command = GuestCommand::parse("bisect", &args.command, &[])?;
+    if command.name != "bench" {
+        bail_usage!(
+            "bisect follows one figure: the command after -- is a bench of one cell \
+             (e.g. bench mprotect-toggle --size 4M --folio 4K), not {}",
+            command.name
+        );
+    }
+    if let Some(need) = command.need {
+        fleet::check_fits(need, args.memory)?;
+    }
+    let arch_flag = args.arch.as_deref().map(Arch::parse_flag).transpose()?;
+    if let Some(md) = &args.markdown {
+        if !md
+            .parent()
+            .is_none_or(|d| d.as_os_str().is_empty() || d.is_dir())
+        {
+            bail_usage!("--markdown {}: its directory does not exist", md.display());
+        }
+    }
+    let cache = Cache::from_env()?;
+    // Endpoints and tree are checked before the database is opened, so bad
+    // input leaves nothing behind.
+    let target = match &args.repo {
+        None => {
+            let good = KernelSpec::parse(&args.good)?;
+            let bad = KernelSpec::parse(&args.bad)?;
+            versions::check(&good, &bad, arch_flag)?;
+            Target::Versions(good, bad)
+        }
+        Some(repo) => {
+            let arch = match arch_flag.or_else(Arch::host) {
+                Some(a) => a,
+                None => {
+                    bail_usage!("this host is neither x86_64 nor arm64: pass --arch x86_64|arm64")
+                }
+            };
+            let builder = Builder {
+                repo: repo.clone(),
+                arch,
+                config: match &args.config {
+                    Some(f) => Config::File(std::path::absolute(f).unwrap_or_else(|_| f.clone())),
+                    None => Config::Defconfig,
+                },
+                command: args.build_cmd.clone(),
+                root: cache.root.join("bisect"),
+            };
+            Target::Tree(Box::new(tree::Plan::check(
+                repo, &args.good, &args.bad, builder,
+            )?))
+        }
+    };
+    let store = if args.out.no_store {
+        None
+    } else {
+        Some(crate::store::Store::open(&args.out.db)?)
+    };
+    let setup = Setup {
+        cache: &cache,
+        settings: Settings {
+            accel: match args.accel {
+                AccelFlag::Auto => AccelRequest::Auto,
+                AccelFlag::Kvm => AccelRequest::Kvm,
+                AccelFlag::Tcg => AccelRequest::Tcg,
+            },
+            memory: args.memory,
+            timeout: args.timeout,
+            jobs: 1,
+            files: Vec::new(),
+            append: Vec::new(),
+        },
+        store: store.as_ref(),
+        args: command.args.clone(),
+        words: args.command.clone(),
+        tags: args.out.tags.clone(),
+        replicates: args.replicates,
+        noise: args.noise,
+        threshold: args.threshold,
+        invocation: invocation(),
+    };
+    let report = match &target {
+        Target::Versions(good, bad) => {
+            versions::run(&setup, good, bad, arch_flag, args.mirror.as_deref())?
+        }
+        Target::Tree(plan) => tree::run(&setup, plan)?,
+    };
+    if let Some(md) = &args.markdown {
+        std::fs::write(md, report::markdown(&report))
+            .with_context(|| format!("writing {}", md.display()))?;
+        eprintln!("ptelab: wrote {}", md.display());
+    }
+    if args.out.json {
+        print_json(&json!({ "schema": "ptelab/bisect/v1", "bisect": report }))?;
+    } else {
+        print_text(&report::text(&report))?;
+    }
+    Ok(if report.first_bad.len() == 1 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// This command line, quoted where a word needs it, for the report's
+/// "how to reproduce".
+fn invocation() -> String {
+    std::iter::once("ptelab".to_string())
+        .chain(std::env::args().skip(1).map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.,:/=+@%".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        }))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

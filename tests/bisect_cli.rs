@@ -1,0 +1,515 @@
+//! `ptelab bisect`: bad input refused with the tree left as found, and end
+//! to end with real boots (a git tree made here whose commits name cached
+//! Debian kernel images; the build step copies the named one).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{ptelab, ptelab_std, skip, TempDb};
+
+const BENCH: [&str; 8] = [
+    "bench",
+    "mprotect-toggle",
+    "--size",
+    "400K",
+    "--folio",
+    "4K",
+    "--iters",
+    "200",
+];
+
+/// A kernel-looking git tree: commits 0 ..= n on branch `work`, commit i
+/// writing `KERNEL` with `kernel(i)`.
+struct Tree {
+    dir: tempfile::TempDir,
+    ids: Vec<String>,
+}
+
+fn sh(dir: &Path, cmd: &str) -> String {
+    let out = Command::new("sh")
+        .args(["-c", cmd])
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Tree {
+    fn new(n: usize, kernel: impl Fn(usize) -> String) -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        sh(
+            dir.path(),
+            "git init -q -b work . && printf 'VERSION = 6\\nPATCHLEVEL = 16\\n' > Makefile \
+             && touch Kconfig && mkdir arch && touch arch/.keep && echo untracked > notes.txt \
+             && echo notes.txt > .git/info/exclude",
+        );
+        for i in 0..=n {
+            let k = kernel(i);
+            sh(
+                dir.path(),
+                &format!(
+                    "printf '%s\\n' '{k}' > KERNEL && echo {i} > n && git add -A && git commit -qm 'step {i}'"
+                ),
+            );
+        }
+        let ids = sh(dir.path(), "git rev-list --reverse HEAD")
+            .lines()
+            .map(String::from)
+            .collect();
+        Tree { dir, ids }
+    }
+
+    fn path(&self) -> &str {
+        self.dir.path().to_str().unwrap()
+    }
+
+    /// Branch, HEAD, status and bisect state: what must be as found.
+    fn state(&self) -> String {
+        sh(
+            self.dir.path(),
+            "git symbolic-ref HEAD; git rev-parse HEAD; git status --porcelain; \
+             test -e .git/BISECT_START && echo bisecting; cat notes.txt",
+        )
+    }
+}
+
+fn bisect(tree: &Tree, extra: &[&str]) -> assert_cmd::Command {
+    let mut c = ptelab();
+    c.args(["bisect", "--repo", tree.path(), "--no-store"])
+        .args(extra);
+    c
+}
+
+fn refused(mut cmd: assert_cmd::Command, needle: &str) {
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(needle), "wanted '{needle}' in: {err}");
+}
+
+#[test]
+fn bad_input_is_refused_and_the_tree_left_as_found() {
+    let t = Tree::new(3, |i| format!("/nonexistent/{i}"));
+    let (g, b) = (t.ids[0].clone(), t.ids[3].clone());
+    let before = t.state();
+    let with = |good: &str, bad: &str, more: &[&str]| {
+        let mut c = bisect(
+            &t,
+            &[
+                "--good",
+                good,
+                "--bad",
+                bad,
+                "--build-cmd",
+                "cp \"$(cat KERNEL)\" \"$OUT\"",
+            ],
+        );
+        c.args(more).arg("--").args(BENCH);
+        c
+    };
+    refused(with(&b, &g, &[]), "wrong order");
+    refused(with(&g, &g, &[]), "same commit");
+    refused(with("v9.9", &b, &[]), "--good v9.9 names no commit");
+    // The image a build writes must be a kernel: an endpoint that gives
+    // none is bad input.
+    refused(with(&g, &b, &[]), "--good");
+    assert_eq!(t.state(), before);
+    // A bench of one cell only.
+    let mut c = bisect(&t, &["--good", &g, "--bad", &b, "--"]);
+    c.args(["sweep", "mprotect-toggle"]);
+    refused(c, "a bench of one cell");
+    // Version bisects: order, equality, exact versions.
+    for (good, bad, needle) in [
+        ("debian:6.17.13", "debian:6.16.12", "wrong order"),
+        ("debian:6.17.13", "debian:6.17.13", "same version"),
+        ("debian:6.16", "debian:6.17.13", "no exact version"),
+    ] {
+        let mut c = ptelab();
+        c.args([
+            "bisect", "--good", good, "--bad", bad, "--arch", "x86_64", "--",
+        ])
+        .args(BENCH);
+        refused(c, needle);
+    }
+    // A bisect in progress, a dirty tree, a tree that is not a kernel's.
+    sh(t.dir.path(), "git bisect start");
+    refused(with(&g, &b, &[]), "already in progress");
+    sh(t.dir.path(), "git bisect reset");
+    assert_eq!(t.state(), before);
+    sh(t.dir.path(), "echo x >> KERNEL");
+    refused(with(&g, &b, &[]), "uncommitted changes");
+    sh(
+        t.dir.path(),
+        "git checkout -q KERNEL && git rm -q Kconfig && git commit -qm 'no Kconfig'",
+    );
+    refused(with(&g, &b, &[]), "not a Linux kernel tree");
+    let plain = tempfile::tempdir().unwrap();
+    let mut c = ptelab();
+    c.args([
+        "bisect",
+        "--repo",
+        plain.path().to_str().unwrap(),
+        "--good",
+        "a",
+        "--bad",
+        "b",
+        "--",
+    ])
+    .args(BENCH);
+    refused(c, "not a git work tree");
+}
+
+#[test]
+fn a_missing_cross_compiler_names_the_package() {
+    let t = Tree::new(2, |i| i.to_string());
+    let (other, package) = if cfg!(target_arch = "aarch64") {
+        ("x86_64", "gcc-x86-64-linux-gnu")
+    } else {
+        ("arm64", "gcc-aarch64-linux-gnu")
+    };
+    // A PATH with git and make but no cross compiler.
+    let bin = tempfile::tempdir().unwrap();
+    for tool in ["git", "make"] {
+        let Some(found) = which(tool) else {
+            skip(&format!("{tool} is not installed"));
+            return;
+        };
+        std::os::unix::fs::symlink(found, bin.path().join(tool)).unwrap();
+    }
+    let before = t.state();
+    let mut c = bisect(
+        &t,
+        &["--good", &t.ids[0], "--bad", &t.ids[2], "--arch", other],
+    );
+    c.env("PATH", bin.path()).arg("--").args(BENCH);
+    refused(c, &format!("apt-get install {package}"));
+    assert_eq!(t.state(), before);
+}
+
+/// SIGINT during a build stops it (its process group is killed) and puts
+/// the tree back; nothing is cached for the commit.
+#[test]
+fn sigint_during_a_build_leaves_the_tree_as_found() {
+    let t = Tree::new(2, |i| i.to_string());
+    let before = t.state();
+    let cache = tempfile::tempdir().unwrap();
+    let marker = cache.path().join("still-running");
+    let mut child = ptelab_std()
+        .args([
+            "bisect",
+            "--repo",
+            t.path(),
+            "--good",
+            &t.ids[0],
+            "--bad",
+            &t.ids[2],
+        ])
+        .args(["--arch", "x86_64", "--no-store", "--build-cmd"])
+        .arg(format!("sleep 30; touch '{}'", marker.display()))
+        .arg("--")
+        .args(BENCH)
+        .env("XDG_CACHE_HOME", cache.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !t.state().contains("bisecting") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no bisect started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "the build was waited for: {err}"
+    );
+    assert_eq!(t.state(), before, "{err}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!marker.exists());
+    let images = cache.path().join("ptelab/bisect/images");
+    let cached = walk(&images)
+        .into_iter()
+        .filter(|p| p.ends_with("bzImage"))
+        .count();
+    assert_eq!(cached, 0);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// Guest tests of this file boot one guest at a time (TCG takes a CPU).
+static GUESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The cached x86_64 images of Debian's 6.16.12 and 6.17.13, or why not.
+fn images() -> Option<(String, String)> {
+    if which("qemu-system-x86_64").is_none() {
+        skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
+        return None;
+    }
+    let out = ptelab()
+        .args(["kernel", "list", "--json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let image = |v: &str| {
+        list.as_array()?
+            .iter()
+            .find(|k| k["manifest"]["version"] == v && k["manifest"]["arch"] == "x86_64")
+            .and_then(|k| k["image"].as_str().map(String::from))
+    };
+    match (image("6.16.12"), image("6.17.13")) {
+        (Some(g), Some(b)) => Some((g, b)),
+        _ => {
+            skip("Debian's 6.16.12 and 6.17.13 x86_64 kernels are not cached (ptelab kernel fetch debian:6.16.12 debian:6.17.13 --arch x86_64)");
+            None
+        }
+    }
+}
+
+/// Commits 1..=8 after a good commit 0: the change at a random one of them.
+#[test]
+fn the_bisect_finds_the_changing_commit_in_log2_steps() {
+    let _one = GUESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((good, bad)) = images() else { return };
+    let n = 8;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as usize;
+    let change = 1 + nanos % n;
+    eprintln!("the change is at commit {change} of {n}");
+    let t = Tree::new(n, |i| {
+        if i >= change {
+            bad.clone()
+        } else {
+            good.clone()
+        }
+    });
+    let before = t.state();
+    let cache = tempfile::tempdir().unwrap();
+    let db = TempDb::new();
+    let md = db.dir().join("report.md");
+    let out = ptelab()
+        .args([
+            "bisect",
+            "--repo",
+            t.path(),
+            "--good",
+            &t.ids[0],
+            "--bad",
+            &t.ids[n],
+        ])
+        .args([
+            "--build-cmd",
+            "cp \"$(cat KERNEL)\" \"$OUT\"",
+            "--arch",
+            "x86_64",
+        ])
+        .args([
+            "--db",
+            db.path(),
+            "--json",
+            "--markdown",
+            md.to_str().unwrap(),
+        ])
+        .arg("--")
+        .args(BENCH)
+        .env("XDG_CACHE_HOME", cache.path())
+        .timeout(Duration::from_secs(1200))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &doc["bisect"];
+    assert_eq!(b["first_bad"][0]["id"], t.ids[change], "{err}");
+    assert_eq!(b["first_bad"].as_array().unwrap().len(), 1);
+    let steps = b["steps"].as_array().unwrap();
+    let probed = steps.iter().filter(|s| s["role"] == "step").count();
+    assert_eq!(probed, (n as f64).log2().ceil() as usize, "{b}");
+    assert!(
+        steps.iter().all(|s| s["verdict"]["verdict"] != "skip"),
+        "{b}"
+    );
+    assert_eq!(b["classifier"]["metric"], "instructions");
+    assert_eq!(t.state(), before, "the tree is left as found");
+    let report = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        report.contains(&format!("first bad commit: {}", &t.ids[change][..12])),
+        "{report}"
+    );
+    assert!(
+        report.contains("instr_per_call") && !report.contains("nsec"),
+        "{report}"
+    );
+    // Every guest run is stored with the bisect's tag.
+    let runs = ptelab()
+        .args(["runs", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let tag = format!("bisect:{}", b["id"].as_str().unwrap());
+    let tagged = runs["runs"]
+        .as_array()
+        .or(runs.as_array())
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["tags"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|x| x == tag.as_str()))
+        })
+        .count();
+    assert_eq!(tagged, 2 + probed, "{runs}");
+    // Run again: every figure comes from the state, no guest boots.
+    let again = ptelab()
+        .args([
+            "bisect",
+            "--repo",
+            t.path(),
+            "--good",
+            &t.ids[0],
+            "--bad",
+            &t.ids[n],
+        ])
+        .args([
+            "--build-cmd",
+            "cp \"$(cat KERNEL)\" \"$OUT\"",
+            "--arch",
+            "x86_64",
+        ])
+        .args(["--db", db.path(), "--json"])
+        .arg("--")
+        .args(BENCH)
+        .env("XDG_CACHE_HOME", cache.path())
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(
+        err.contains("resuming") && !err.contains("booting"),
+        "{err}"
+    );
+    assert_eq!(t.state(), before);
+}
+
+/// An endpoint whose image does not boot (a truncated bzImage: the header
+/// is a kernel's, the rest is missing) is bad input, and SIGINT during a
+/// guest leaves the tree as found.
+#[test]
+fn a_kernel_that_does_not_boot_and_sigint_leave_the_tree_as_found() {
+    let _one = GUESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((good, bad)) = images() else { return };
+    let scratch = tempfile::tempdir().unwrap();
+    let broken = scratch.path().join("broken");
+    sh(scratch.path(), &format!("head -c 65536 '{good}' > broken"));
+    let t = Tree::new(2, |i| {
+        if i == 0 {
+            broken.display().to_string()
+        } else {
+            bad.clone()
+        }
+    });
+    let before = t.state();
+    let cache = tempfile::tempdir().unwrap();
+    let mut c = bisect(
+        &t,
+        &["--good", &t.ids[0], "--bad", &t.ids[2], "--arch", "x86_64"],
+    );
+    c.args([
+        "--build-cmd",
+        "cp \"$(cat KERNEL)\" \"$OUT\"",
+        "--timeout",
+        "40s",
+        "--",
+    ])
+    .args(BENCH)
+    .env("XDG_CACHE_HOME", cache.path())
+    .timeout(Duration::from_secs(300));
+    refused(c, "the good endpoint");
+    assert_eq!(t.state(), before);
+
+    let t = Tree::new(2, |i| if i == 0 { good.clone() } else { bad.clone() });
+    let before = t.state();
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = ptelab_std()
+        .args([
+            "bisect",
+            "--repo",
+            t.path(),
+            "--good",
+            &t.ids[0],
+            "--bad",
+            &t.ids[2],
+        ])
+        .args([
+            "--build-cmd",
+            "cp \"$(cat KERNEL)\" \"$OUT\"",
+            "--arch",
+            "x86_64",
+            "--no-store",
+            "--",
+        ])
+        .args(BENCH)
+        .env("XDG_CACHE_HOME", cache.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first guest to boot (the tree is mid-bisect then).
+    let logs = cache.path().join("ptelab").join("logs");
+    let start = std::time::Instant::now();
+    while std::fs::read_dir(&logs).map_or(true, |d| d.count() == 0) {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "no guest booted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(t.state().contains("bisecting"), "{}", t.state());
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert_eq!(t.state(), before, "{err}");
+}
