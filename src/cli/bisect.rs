@@ -1,13 +1,12 @@
 //! `ptelab bisect`: find the kernel change behind a figure.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 
 use super::flags::StoreOpts;
 use super::values;
-use super::vm::AccelFlag;
+use super::vm::GuestOpts;
 
 #[derive(Debug, Args)]
 pub struct BisectArgs {
@@ -44,9 +43,8 @@ pub struct BisectArgs {
     /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
     #[arg(long)]
     pub arch: Option<String>,
-    /// Accelerator: auto (KVM where it can boot the guest, else TCG), kvm or tcg.
-    #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
-    pub accel: AccelFlag,
+    #[command(flatten)]
+    pub guest: GuestOpts,
     /// Guest runs per step (default: 1 under TCG, whose instruction counts
     /// repeat exactly; 3 under KVM, whose times do not).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
@@ -64,12 +62,6 @@ pub struct BisectArgs {
     /// Guest memory (binary suffixes: 512M, 2G).
     #[arg(long, value_parser = values::size, default_value = "1G", value_name = "SIZE")]
     pub memory: u64,
-    /// Give up on a guest after this long (boot, command and power-off).
-    #[arg(long, value_parser = values::duration, default_value = "20m", value_name = "DURATION")]
-    pub timeout: Duration,
-    /// Debian mirror URL (default: the Debian archive of apt's sources).
-    #[arg(long, value_name = "URL")]
-    pub mirror: Option<String>,
     #[command(flatten)]
     pub out: StoreOpts,
     /// The measurement, after `--`: a `bench` of one cell, with its flags

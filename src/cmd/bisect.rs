@@ -15,10 +15,8 @@ use crate::bisect::build::{Builder, Config};
 use crate::bisect::{report, tree, versions, Setup};
 use crate::cli::bisect::BisectArgs;
 use crate::cli::guest::GuestCommand;
-use crate::cli::vm::AccelFlag;
-use crate::fleet::{self, Settings};
+use crate::fleet;
 use crate::guest::cache::Cache;
-use crate::guest::qemu::AccelRequest;
 use crate::guest::{Arch, KernelSpec};
 
 enum Target {
@@ -79,6 +77,9 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
             )?))
         }
     };
+    if args.guest.jobs.is_some_and(|j| j > 1) {
+        bail_usage!("bisect boots one guest at a time (each step depends on the last): --jobs cannot be more than 1");
+    }
     let store = if args.out.no_store {
         None
     } else {
@@ -86,18 +87,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     };
     let setup = Setup {
         cache: &cache,
-        settings: Settings {
-            accel: match args.accel {
-                AccelFlag::Auto => AccelRequest::Auto,
-                AccelFlag::Kvm => AccelRequest::Kvm,
-                AccelFlag::Tcg => AccelRequest::Tcg,
-            },
-            memory: args.memory,
-            timeout: args.timeout,
-            jobs: 1,
-            files: Vec::new(),
-            append: Vec::new(),
-        },
+        settings: super::fleet_settings(&args.guest, args.memory, 1, Vec::new(), Vec::new()),
         store: store.as_ref(),
         args: command.args.clone(),
         words: args.command.clone(),
@@ -109,7 +99,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     };
     let report = match &target {
         Target::Versions(good, bad) => {
-            versions::run(&setup, good, bad, arch_flag, args.mirror.as_deref())?
+            versions::run(&setup, good, bad, arch_flag, args.guest.mirror.as_deref())?
         }
         Target::Tree(plan) => tree::run(&setup, plan)?,
     };
