@@ -63,6 +63,9 @@ struct GuestCommand {
     measures: bool,
     /// Bytes the largest cell maps (bench, sweep).
     need: Option<u64>,
+    /// Bytes of files the command writes at once, when it needs a disk
+    /// (the reclaim workload: its file, or its swapfile).
+    disk: Option<u64>,
 }
 
 impl GuestCommand {
@@ -89,6 +92,7 @@ impl GuestCommand {
                 args: words[2..].to_vec(),
                 measures: false,
                 need: None,
+                disk: None,
             });
         }
         let Some(&(_, measures)) = COMMANDS.iter().find(|(c, _)| *c == name) else {
@@ -128,6 +132,15 @@ impl GuestCommand {
             }
             _ => None,
         };
+        let disk = match &cli.command {
+            Command::Bench(b) if b.workload == crate::workload::WorkloadKind::Reclaim => {
+                Some(need.unwrap_or(0).max(b.measure.swapfile.unwrap_or(0)))
+            }
+            Command::Sweep(s) if s.workload == crate::workload::WorkloadKind::Reclaim => {
+                Some(need.unwrap_or(0).max(s.measure.swapfile.unwrap_or(0)))
+            }
+            _ => None,
+        };
         let mut args = words.to_vec();
         if measures {
             args.extend(["--no-store".to_string(), "--json".to_string()]);
@@ -138,6 +151,7 @@ impl GuestCommand {
             args,
             measures,
             need,
+            disk,
         })
     }
 }
@@ -195,8 +209,9 @@ struct MeasuredDoc {
     failed: Vec<Value>,
 }
 
-/// The cells and host a measuring guest command answered, checked.
-fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, usize)> {
+/// The cells and host a measuring guest command answered, checked, and
+/// its failed cells as `CELL: ERROR` (a layout the guest cannot give, say).
+fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, Vec<String>)> {
     let value: Value = serde_json::from_slice(stdout).context("the answer is not JSON")?;
     let doc: MeasuredDoc = serde_json::from_value(value.clone())
         .context("the answer is not a ptelab result document")?;
@@ -206,7 +221,15 @@ fn measured(stdout: &[u8]) -> anyhow::Result<(Host, Vec<CellResult>, bool, usize
         ("ptelab/sweep/v1" | "ptelab/bench/v1", Some(cells)) => cells,
         (other, _) => anyhow::bail!("the answer has schema '{other}', not a bench or sweep result"),
     };
-    Ok((doc.host, cells, doc.interrupted, doc.failed.len()))
+    let failed = doc
+        .failed
+        .iter()
+        .map(|f| {
+            let text = |k: &str| f[k].as_str().unwrap_or("?").trim().to_string();
+            format!("{}: {}", text("cell"), text("error"))
+        })
+        .collect();
+    Ok((doc.host, cells, doc.interrupted, failed))
 }
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
@@ -269,6 +292,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    let mkfs = command
+        .disk
+        .map(|_| crate::guest::disk::find_mkfs())
+        .transpose()?;
     let logs = cache.root.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     prune_logs(&logs, KEEP_LOGS);
@@ -290,6 +317,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 program: command.program.clone(),
                 accel: *accel,
                 memory_mib: args.memory >> 20,
+                disk: mkfs.as_ref().and(command.disk).map(|bytes| {
+                    crate::guest::disk::DiskSpec::for_data(bytes, cache.root.join("disks"))
+                }),
+                mglru: command.disk.is_some(),
                 timeout: args.timeout,
                 log: logs.join(format!(
                     "{}-{}-{}.log",
@@ -394,7 +425,11 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 for c in &cells {
                     store.cell(id, c)?;
                 }
-                store.finish(id, guest_interrupted, cells.is_empty() && failed > 0)?;
+                store.finish(
+                    id,
+                    guest_interrupted,
+                    cells.is_empty() && !failed.is_empty(),
+                )?;
                 let mut tags = args.out.tags.clone();
                 if let KernelSpec::Debian { .. } = k.spec {
                     tags.push(k.spec.to_string());
@@ -416,11 +451,17 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 "log": job.log,
                 "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
                 "cells": cells,
+                "failed": failed,
             }));
         } else {
             text.push_str(&heading);
             text.push_str("\n\n");
             text.push_str(&cells::render_table_in(&cells, host.metric()));
+            // What the guest could not measure, with its reason (e.g. a
+            // folio layout this kernel does not give), in place of a figure.
+            for f in &failed {
+                text.push_str(&format!("not measured in this guest: cell {f}\n"));
+            }
             if let Some(id) = run_id {
                 text.push_str(&format!(
                     "stored as run {id} in {}\n",
@@ -504,6 +545,12 @@ mod tests {
                 .unwrap();
         assert!(c.measures);
         assert_eq!(c.need, Some(80 << 20));
+        assert_eq!(c.disk, None, "only the reclaim workload gets a disk");
+        let r = GuestCommand::parse_words(&words("bench reclaim --size 64M --folio 64K")).unwrap();
+        assert_eq!(r.disk, Some(64 << 20));
+        let r = GuestCommand::parse_words(&words("sweep reclaim --sizes 4M,32M --swapfile 48M"))
+            .unwrap();
+        assert_eq!(r.disk, Some(48 << 20));
         assert_eq!(c.args[c.args.len() - 2..], ["--no-store", "--json"]);
         let d = GuestCommand::parse_words(&words("doctor")).unwrap();
         assert!(!d.measures && d.need.is_none() && d.args == ["doctor"]);
@@ -526,8 +573,17 @@ mod tests {
         let doc = json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell], "failed": []});
         let (h, cells, interrupted, failed) = measured(doc.to_string().as_bytes()).unwrap();
         assert_eq!(
-            (h, cells.len(), interrupted, failed),
+            (h, cells.len(), interrupted, failed.len()),
             (host.clone(), 1, false, 0)
+        );
+        let doc = json!({"schema": "ptelab/bench/v1", "host": host, "cells": [], "failed": [
+            {"cell": "reclaim 64M 64K", "error": "the page cache of this ext4 file did not get 64K folios"}
+        ]});
+        let (_, cells, _, failed) = measured(doc.to_string().as_bytes()).unwrap();
+        assert!(cells.is_empty());
+        assert_eq!(
+            failed,
+            ["reclaim 64M 64K: the page cache of this ext4 file did not get 64K folios"]
         );
         let mut bench = serde_json::to_value(&cell).unwrap();
         let obj = bench.as_object_mut().unwrap();
