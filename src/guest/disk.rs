@@ -98,6 +98,15 @@ impl DiskImage {
     pub fn create(spec: &DiskSpec, mkfs: &Path) -> anyhow::Result<DiskImage> {
         std::fs::create_dir_all(&spec.dir)
             .with_context(|| format!("creating {}", spec.dir.display()))?;
+        let free = free_bytes(&spec.dir)?;
+        if free < spec.bytes {
+            anyhow::bail!(
+                "the guest's disk image may take up to {} MiB in {}, which has {} MiB free",
+                spec.bytes >> 20,
+                spec.dir.display(),
+                free >> 20
+            );
+        }
         let file = tempfile::tempfile_in(&spec.dir)
             .with_context(|| format!("a temporary disk image in {}", spec.dir.display()))?;
         file.set_len(spec.bytes)
@@ -135,6 +144,19 @@ impl DiskImage {
             self.file.as_raw_fd()
         ))
     }
+}
+
+/// Bytes an unprivileged user may still write in `dir`'s filesystem.
+fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .context("a directory path with a NUL byte")?;
+    // SAFETY: statvfs fills the zeroed struct; `c` is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statvfs {}", dir.display()));
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// QEMU's arguments attaching `image` as the only NVMe namespace. Writes are
@@ -243,6 +265,18 @@ mod tests {
             "the image is still open after drop"
         );
         assert!(entries(&spec.dir).is_empty());
+    }
+
+    #[test]
+    fn an_image_larger_than_the_free_space_is_refused() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let spec = DiskSpec {
+            bytes: u64::MAX >> 1,
+            dir: dir.path().to_path_buf(),
+        };
+        let e = DiskImage::create(&spec, Path::new("/bin/true")).unwrap_err();
+        assert!(e.to_string().contains("MiB free"), "{e:#}");
+        assert!(entries(dir.path()).is_empty());
     }
 
     #[test]
