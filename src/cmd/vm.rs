@@ -132,15 +132,7 @@ impl GuestCommand {
             }
             _ => None,
         };
-        let disk = match &cli.command {
-            Command::Bench(b) if b.workload == crate::workload::WorkloadKind::Reclaim => {
-                Some(need.unwrap_or(0).max(b.measure.swapfile.unwrap_or(0)))
-            }
-            Command::Sweep(s) if s.workload == crate::workload::WorkloadKind::Reclaim => {
-                Some(need.unwrap_or(0).max(s.measure.swapfile.unwrap_or(0)))
-            }
-            _ => None,
-        };
+        let disk = cli.command.guest_disk_bytes();
         let mut args = words.to_vec();
         if measures {
             args.extend(["--no-store".to_string(), "--json".to_string()]);
