@@ -36,6 +36,8 @@ pub struct Setup<'a> {
     pub args: Vec<String>,
     /// The guest command as the user typed it.
     pub words: Vec<String>,
+    /// Bytes of files the guest command writes (reclaim: it gets a disk).
+    pub disk: Option<u64>,
     /// `--tag`s, added to every stored run.
     pub tags: Vec<String>,
     /// Guest runs per step; None: 1 under the instruction metric, 3 under time.
@@ -184,6 +186,7 @@ impl<'a> Prober<'a> {
             name: "bisect".into(),
             args: self.setup.args.clone(),
             program: None,
+            disk: self.setup.disk,
         };
         if self.fleet.is_none() {
             self.fleet = Some(Fleet::prepare(

@@ -64,6 +64,33 @@ pub enum Command {
     Bisect(super::bisect::BisectArgs),
 }
 
+impl Command {
+    /// Bytes of files this command writes at once when, run in a guest, it
+    /// needs a disk of its own (docs/guests.md): the reclaim workload's
+    /// page-cache file (largest size x regions) or its `--swapfile`. `None`
+    /// for every other command.
+    pub fn guest_disk_bytes(&self) -> Option<u64> {
+        let (workload, largest, m) = match self {
+            Command::Bench(b) => (
+                b.workload,
+                b.size.unwrap_or_else(|| b.workload.default_size()),
+                &b.measure,
+            ),
+            Command::Sweep(s) => (
+                s.workload,
+                s.sizes.iter().copied().max().unwrap_or(0),
+                &s.measure,
+            ),
+            _ => return None,
+        };
+        (workload == WorkloadKind::Reclaim).then(|| {
+            largest
+                .saturating_mul(m.regions as u64)
+                .max(m.swapfile.unwrap_or(0))
+        })
+    }
+}
+
 /// Output and database options of the commands that read runs.
 #[derive(Debug, Args, Clone)]
 pub struct OutputOpts {
@@ -489,6 +516,35 @@ mod tests {
             panic!()
         };
         assert_eq!(m.arch, Arch::Arm64);
+    }
+
+    #[test]
+    fn only_reclaim_needs_a_guest_disk_sized_by_its_files() {
+        let bytes = |words: &str| {
+            let cli =
+                Cli::try_parse_from(std::iter::once("ptelab").chain(words.split_whitespace()))
+                    .unwrap();
+            cli.command.guest_disk_bytes()
+        };
+        assert_eq!(
+            bytes("bench reclaim --size 64M --folio 64K"),
+            Some(64 << 20)
+        );
+        assert_eq!(
+            bytes("bench reclaim"),
+            Some(64 << 20),
+            "the seed's default size"
+        );
+        assert_eq!(
+            bytes("sweep reclaim --sizes 4M,32M --regions 2"),
+            Some(64 << 20)
+        );
+        assert_eq!(
+            bytes("sweep reclaim --sizes 4M --swapfile 48M"),
+            Some(48 << 20)
+        );
+        assert_eq!(bytes("bench mprotect-toggle --size 64M"), None);
+        assert_eq!(bytes("doctor"), None);
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct GuestCommand {
     pub measures: bool,
     /// Bytes the largest cell maps (bench, sweep).
     pub need: Option<u64>,
+    /// Bytes of files the command writes at once, when it needs a disk
+    /// (the reclaim workload: its file, or its swapfile).
+    pub disk: Option<u64>,
 }
 
 impl GuestCommand {
@@ -61,6 +64,7 @@ impl GuestCommand {
                 args: words[2..].to_vec(),
                 measures: false,
                 need: None,
+                disk: None,
             });
         }
         let Some(&(_, measures)) = COMMANDS.iter().find(|(c, _)| *c == name) else {
@@ -115,6 +119,7 @@ impl GuestCommand {
             args,
             measures,
             need,
+            disk: cli.command.guest_disk_bytes(),
         })
     }
 }
@@ -144,6 +149,12 @@ mod tests {
                 .unwrap();
         assert!(c.measures);
         assert_eq!(c.need, Some(80 << 20));
+        assert_eq!(c.disk, None, "only the reclaim workload gets a disk");
+        let r = GuestCommand::parse_words(&words("bench reclaim --size 64M --folio 64K")).unwrap();
+        assert_eq!(r.disk, Some(64 << 20));
+        let r = GuestCommand::parse_words(&words("sweep reclaim --sizes 4M,32M --swapfile 48M"))
+            .unwrap();
+        assert_eq!(r.disk, Some(48 << 20));
         assert_eq!(c.args[c.args.len() - 2..], ["--no-store", "--json"]);
         let d = GuestCommand::parse_words(&words("doctor")).unwrap();
         assert!(!d.measures && d.need.is_none() && d.args == ["doctor"]);

@@ -91,6 +91,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         store: store.as_ref(),
         args: command.args.clone(),
         words: args.command.clone(),
+        disk: command.disk,
         tags: args.out.tags.clone(),
         replicates: args.replicates,
         noise: args.noise,

@@ -64,6 +64,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         args.files.clone(),
         args.append.clone(),
     );
+    if command.disk.is_some() {
+        // No boot without the tool that formats the guest's disk.
+        crate::guest::disk::find_mkfs()?;
+    }
     let fleet = Fleet::prepare(&cache, settings, &kernels)?;
     let store = if command.measures && !args.out.no_store {
         Some(crate::store::Store::open(&args.out.db)?)
@@ -77,6 +81,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             name: command.name.clone(),
             args: command.args.clone(),
             program: command.program.clone(),
+            disk: command.disk,
         })
         .collect();
     let finished = fleet.run(&jobs)?;

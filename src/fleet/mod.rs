@@ -141,6 +141,10 @@ pub struct Job<'a> {
     pub args: Vec<String>,
     /// `exec NAME`: run `/files/NAME` instead of ptelab.
     pub program: Option<String>,
+    /// Bytes of files the command writes at once, when it needs a disk
+    /// (the reclaim workload, seed 004): the guest then gets an ext4 disk
+    /// on NVMe and MGLRU on (docs/guests.md, "The guest disk").
+    pub disk: Option<u64>,
 }
 
 /// A finished boot: the guest's answer and where its console went.
@@ -160,6 +164,8 @@ pub struct Fleet {
     settings: Settings,
     per_arch: BTreeMap<Arch, ArchSetup>,
     logs: PathBuf,
+    /// Where guest disk images are made (unnamed, gone after each run).
+    disks: PathBuf,
     interrupted: &'static AtomicBool,
 }
 
@@ -190,6 +196,7 @@ impl Fleet {
             settings,
             per_arch,
             logs,
+            disks: cache.root.join("disks"),
             interrupted: crate::kernel::signals::interrupted(),
         })
     }
@@ -278,6 +285,11 @@ impl Fleet {
             program: job.program.clone(),
             accel: setup.accel,
             memory_mib: self.settings.memory >> 20,
+            disk: job
+                .disk
+                .map(|bytes| crate::guest::disk::DiskSpec::for_data(bytes, self.disks.clone())),
+            // Seed 004, the one workload with a disk, is about MGLRU reclaim.
+            mglru: job.disk.is_some(),
             timeout: self.settings.timeout,
             log: log.to_path_buf(),
             interrupted: self.interrupted,

@@ -84,6 +84,8 @@ fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<Gue
         program: None,
         accel,
         memory_mib: 1024,
+        disk: None,
+        mglru: false,
         timeout,
         log,
         interrupted: &NEVER,
@@ -340,4 +342,131 @@ fn guest_kernel_panic_is_reported() {
         "the console's last lines are quoted: {e}"
     );
     assert!(qemu_children().is_empty());
+}
+
+/// Files of this process open in `dir` (a guest's disk image is one while
+/// the guest runs, and must be none after).
+fn open_in(dir: &std::path::Path) -> Vec<PathBuf> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|t| t.starts_with(dir))
+        .collect()
+}
+
+/// A reclaim job on a guest disk whose image is made in `disks`.
+fn reclaim_job(args: &[&str], timeout: Duration, dir: &std::path::Path) -> Option<GuestJob> {
+    let mut j = job(Arch::X86_64, args, timeout, dir.join("reclaim.log"))?;
+    if let Err(e) = super::disk::find_mkfs() {
+        skipped(&e.to_string());
+        return None;
+    }
+    j.disk = Some(super::disk::DiskSpec::for_data(8 << 20, dir.join("disks")));
+    j.mglru = true;
+    Some(j)
+}
+
+/// Seed 004 in a guest: clean file-backed 64K folios on the guest's ext4
+/// disk (NVMe), in a cgroup v2 memory cgroup, reclaimed by memory.reclaim
+/// with MGLRU on; the page-cache layout is verified in the guest and the
+/// disk image is gone afterwards.
+#[test]
+fn x86_64_guest_reclaims_large_file_folios_on_its_disk() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let args = [
+        "bench",
+        "reclaim",
+        "--size",
+        "8M",
+        "--folio",
+        "64K",
+        "--blocks",
+        "1",
+        "--time",
+        "200ms",
+        "--no-store",
+        "--json",
+    ];
+    let Some(j) = reclaim_job(&args, Duration::from_secs(600), dir.path()) else {
+        return;
+    };
+    let out = run_guest(&j).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stdout));
+    let d = doc(&out.stdout);
+    assert_eq!(d["schema"], "ptelab/bench/v1", "{d}");
+    assert_eq!(
+        d["phase"], "memcg-v2-reclaim ext4 mglru",
+        "the seed's method, filesystem and LRU: {d}"
+    );
+    assert_eq!(d["layout"]["matches"], true, "layout verified: {d}");
+    assert_eq!(d["layout"]["histogram"]["65536"], 128, "{d}");
+    let median = d["ns_per_call"]["median"].as_f64().unwrap();
+    assert!(median > 0.0);
+    let log = std::fs::read_to_string(&j.log).unwrap();
+    assert!(
+        log.contains(" -device nvme,drive=ptelab-disk"),
+        "the disk was attached"
+    );
+    assert!(log.contains("ptelab-init: /dev/nvme0n1 (ext4) mounted on /mnt/ptelab"));
+    assert!(open_in(dir.path()).is_empty(), "{:?}", open_in(dir.path()));
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("disks"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    eprintln!(
+        "x86_64 bench reclaim 8M 64K: boot to exit {:.2?}, median {median}",
+        out.boot_to_exit
+    );
+}
+
+static STOP_DISK: AtomicBool = AtomicBool::new(false);
+
+/// SIGINT (the flag it sets) while a guest runs on its disk: the guest is
+/// stopped and the image is gone.
+#[test]
+fn interrupted_guest_leaves_no_disk_image() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let args = [
+        "bench",
+        "reclaim",
+        "--size",
+        "8M",
+        "--folio",
+        "64K",
+        "--no-store",
+        "--json",
+    ];
+    let Some(mut j) = reclaim_job(&args, Duration::from_secs(120), dir.path()) else {
+        return;
+    };
+    j.interrupted = &STOP_DISK;
+    let watched = dir.path().to_path_buf();
+    let setter = std::thread::spawn(move || {
+        // Stop once the image is open (QEMU is running on it).
+        for _ in 0..200 {
+            if !open_in(&watched).is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let seen = !open_in(&watched).is_empty();
+        std::thread::sleep(Duration::from_secs(1));
+        STOP_DISK.store(true, std::sync::atomic::Ordering::SeqCst);
+        seen
+    });
+    let e = format!("{:#}", run_guest(&j).unwrap_err());
+    assert!(setter.join().unwrap(), "the image was never open");
+    assert!(
+        e.starts_with("interrupted: stopped the guest (QEMU killed)"),
+        "{e}"
+    );
+    assert!(qemu_children().is_empty());
+    assert!(open_in(dir.path()).is_empty(), "{:?}", open_in(dir.path()));
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("disks")).unwrap().count(),
+        0
+    );
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::frame;
-use super::initramfs::{JobFile, JOB_PATH, JOB_SCHEMA};
+use super::initramfs::{JobDisk, JobFile, JOB_PATH, JOB_SCHEMA};
 
 /// The largest job file read.
 const MAX_JOB: u64 = 1 << 20;
@@ -32,7 +32,13 @@ pub fn main() -> ! {
         eprintln!("ptelab-init: {p}");
     }
     let frame = match read_job() {
-        Ok(job) => run_job(&job),
+        Ok(job) => match prepare(&job) {
+            Ok(()) => run_job(&job),
+            Err(e) => {
+                eprintln!("ptelab-init: {e}; the command was not run");
+                frame::encode(b"", 125, &release())
+            }
+        },
         Err(e) => {
             eprintln!("ptelab-init: cannot read {JOB_PATH}: {e}");
             frame::encode(b"", 125, &release())
@@ -100,6 +106,95 @@ fn mount_all() -> Vec<String> {
     problems
 }
 
+/// MGLRU's switch.
+const LRU_GEN: &str = "/sys/kernel/mm/lru_gen/enabled";
+
+/// What the job needs besides its command: MGLRU on, its disk mounted. An
+/// error means the command cannot run as asked.
+fn prepare(job: &JobFile) -> Result<(), String> {
+    if job.mglru {
+        eprintln!("ptelab-init: {}", ensure_mglru(Path::new(LRU_GEN)));
+    }
+    if let Some(d) = &job.disk {
+        let waited = wait_for(Path::new(&d.device))?;
+        mount_disk(d)?;
+        eprintln!(
+            "ptelab-init: {} ({}) mounted on {} ({waited} ms after init started)",
+            d.device, d.fstype, d.mount
+        );
+    }
+    Ok(())
+}
+
+/// MGLRU's `enabled` mask read as a number: on when not 0.
+fn lru_gen_on(text: &str) -> Option<bool> {
+    u64::from_str_radix(text.trim().trim_start_matches("0x"), 16)
+        .ok()
+        .map(|n| n != 0)
+}
+
+/// Turn MGLRU on (every feature: `y`) when the kernel has it and it is
+/// off; say what was found and done. It is not turned back off: the guest
+/// powers off after its command.
+fn ensure_mglru(path: &Path) -> String {
+    let Ok(was) = std::fs::read_to_string(path) else {
+        return format!(
+            "MGLRU is not built into this kernel (no {}): reclaim uses the classic LRU",
+            path.display()
+        );
+    };
+    let was = was.trim().to_string();
+    if lru_gen_on(&was) == Some(true) {
+        return format!("MGLRU is on ({was})");
+    }
+    if let Err(e) = std::fs::write(path, "y") {
+        return format!("MGLRU is off ({was}) and could not be turned on: {e}");
+    }
+    let now = std::fs::read_to_string(path).unwrap_or_default();
+    format!(
+        "MGLRU was off ({was}); turned it on ({}), not restored: the guest powers off after its command",
+        now.trim()
+    )
+}
+
+/// Wait for a device node the kernel adds when its driver has probed (NVMe
+/// scans its namespaces after init may have started); the milliseconds
+/// waited, in the guest's clock.
+fn wait_for(device: &Path) -> Result<u128, String> {
+    let start = std::time::Instant::now();
+    // Under icount an idle guest's clock runs ahead of the host's: count
+    // polls, not only guest time, so that a slow host still gets its turn.
+    for _ in 0..20_000 {
+        if device.exists() {
+            return Ok(start.elapsed().as_millis());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Err(format!(
+        "{} did not appear within {} s of guest time (no NVMe controller, or its driver is not built in)",
+        device.display(),
+        start.elapsed().as_secs()
+    ))
+}
+
+fn mount_disk(d: &JobDisk) -> Result<(), String> {
+    std::fs::create_dir_all(&d.mount).map_err(|e| format!("cannot create {}: {e}", d.mount))?;
+    let c = |s: &str| std::ffi::CString::new(s).map_err(|e| e.to_string());
+    let (src, tgt, fs) = (c(&d.device)?, c(&d.mount)?, c(&d.fstype)?);
+    // SAFETY: NUL-terminated strings that outlive the call; no data.
+    let rc = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    if rc != 0 {
+        return Err(format!(
+            "cannot mount {} ({}) on {}: {}",
+            d.device,
+            d.fstype,
+            d.mount,
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 /// Give fds 0-2 the console when the kernel could not (no /dev/console then).
 fn ensure_stdio() {
     // SAFETY: F_GETFD only queries; open/dup2 on a valid path.
@@ -144,6 +239,7 @@ fn run_job(job: &JobFile) -> Vec<u8> {
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .env("HOME", "/root")
         .env("TERM", "dumb")
+        .envs(&job.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -199,5 +295,52 @@ fn release() -> String {
         std::ffi::CStr::from_ptr(u.release.as_ptr())
             .to_string_lossy()
             .into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mglru_masks() {
+        assert_eq!(lru_gen_on("0x0007\n"), Some(true));
+        assert_eq!(lru_gen_on("0x0000"), Some(false));
+        assert_eq!(lru_gen_on("y"), None);
+    }
+
+    #[test]
+    fn mglru_is_turned_on_only_when_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("enabled");
+        assert!(ensure_mglru(&p).starts_with("MGLRU is not built into this kernel"));
+        std::fs::write(&p, "0x0003\n").unwrap();
+        assert_eq!(ensure_mglru(&p), "MGLRU is on (0x0003)");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "0x0003\n");
+        std::fs::write(&p, "0x0000\n").unwrap();
+        let said = ensure_mglru(&p);
+        assert!(
+            said.starts_with("MGLRU was off (0x0000); turned it on"),
+            "{said}"
+        );
+        assert!(said.contains("not restored"), "{said}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "y");
+    }
+
+    #[test]
+    fn a_disk_that_cannot_be_mounted_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = JobDisk {
+            device: dir.path().join("nvme0n1").display().to_string(),
+            fstype: "ext4".into(),
+            mount: dir.path().join("mnt").display().to_string(),
+        };
+        // Not a block device: mount(2) refuses it (or, not root, EPERM).
+        std::fs::write(&d.device, "").unwrap();
+        let e = mount_disk(&d).unwrap_err();
+        assert!(
+            e.starts_with(&format!("cannot mount {} (ext4) on ", d.device)),
+            "{e}"
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! ptelab itself as `/init`, the job it is to run, and the directories the
 //! kernel layer mounts on. No shell, no busybox.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,24 @@ pub struct JobFile {
     /// Run `/files/NAME` with `args` instead of ptelab.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
+    /// A disk the init mounts before the command runs (`disk`); the
+    /// command does not run without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<JobDisk>,
+    /// Turn the multi-gen LRU on when the kernel has it and it is off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mglru: bool,
+    /// Environment of the command, besides `PATH`, `HOME` and `TERM`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// A block device the guest's init mounts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobDisk {
+    pub device: String,
+    pub fstype: String,
+    pub mount: String,
 }
 
 pub const JOB_SCHEMA: &str = "ptelab/guest-job/v1";
@@ -266,6 +285,9 @@ mod tests {
             args: vec!["doctor".into(), "--json".into()],
             max_output: 1 << 20,
             program: None,
+            disk: None,
+            mglru: false,
+            env: BTreeMap::new(),
         }
     }
 
@@ -369,6 +391,27 @@ mod tests {
         );
         let back: JobFile = serde_json::from_slice(&find("ptelab/job.json").4).unwrap();
         assert_eq!(back.program.as_deref(), Some("mprot"));
+    }
+
+    #[test]
+    fn job_file_with_a_disk_round_trips_and_old_jobs_still_read() {
+        let mut j = job();
+        j.disk = Some(JobDisk {
+            device: "/dev/nvme0n1".into(),
+            fstype: "ext4".into(),
+            mount: "/mnt/ptelab".into(),
+        });
+        j.mglru = true;
+        j.env
+            .insert("PTELAB_RECLAIM_DIR".into(), "/mnt/ptelab".into());
+        let text = serde_json::to_string(&j).unwrap();
+        assert_eq!(serde_json::from_str::<JobFile>(&text).unwrap(), j);
+        // Without a disk the job is what it was before disks existed.
+        let plain = serde_json::to_value(job()).unwrap();
+        assert_eq!(
+            plain,
+            serde_json::json!({"schema": JOB_SCHEMA, "args": ["doctor", "--json"], "max_output": 1048576})
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod binary;
 mod boot_tests;
 pub mod cache;
 pub mod debian;
+pub mod disk;
 pub mod fetch;
 pub mod frame;
 pub mod image;

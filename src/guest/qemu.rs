@@ -179,6 +179,9 @@ pub struct Machine<'a> {
     pub initrd: &'a Path,
     /// Kernel parameters added after ptelab's own (`--append`).
     pub append: &'a [String],
+    /// A disk image for the guest's NVMe controller (`disk`), when the
+    /// command needs one.
+    pub disk: Option<&'a Path>,
 }
 
 /// The kernel command line: the console, kernel errors and worse only (an
@@ -253,6 +256,9 @@ pub fn args(m: &Machine) -> Vec<OsString> {
     a.extend(["-smp", "1", "-m", &mem, "-nodefaults", "-no-user-config"]);
     a.extend(["-display", "none", "-serial", "stdio", "-no-reboot"]);
     let mut a: Vec<OsString> = a.into_iter().map(OsString::from).collect();
+    if let Some(image) = m.disk {
+        a.extend(super::disk::qemu_args(image));
+    }
     a.push("-kernel".into());
     a.push(m.kernel.into());
     a.push("-initrd".into());
@@ -354,6 +360,7 @@ mod tests {
             kernel: Path::new("/k/vmlinuz"),
             initrd: Path::new("/t/i.cpio"),
             append: &[],
+            disk: None,
         };
         args(&m)
             .iter()
@@ -389,6 +396,7 @@ mod tests {
             kernel: Path::new("/a b/k"),
             initrd: Path::new("/i"),
             append: &[],
+            disk: None,
         };
         let a = args(&m);
         assert_eq!(a[a.len() - 1], OsString::from(kernel_cmdline(Arch::X86_64)));
@@ -406,6 +414,31 @@ mod tests {
             ))
         );
         assert_eq!(a[a.len() - 5], OsString::from("/a b/k"));
+        assert!(
+            !a.iter().any(|x| x == "-drive" || x == "-device"),
+            "no disk unless asked"
+        );
+        // A disk: one NVMe controller with the image as its namespace.
+        let m = Machine {
+            disk: Some(Path::new("/proc/9/fd/5")),
+            ..m
+        };
+        let a: Vec<String> = args(&m)
+            .iter()
+            .map(|x| x.to_string_lossy().into_owned())
+            .collect();
+        let at = a.iter().position(|x| x == "-drive").expect("-drive");
+        assert_eq!(
+            a[at..at + 4],
+            [
+                "-drive",
+                "file=/proc/9/fd/5,format=raw,if=none,id=ptelab-disk,cache=unsafe",
+                "-device",
+                "nvme,drive=ptelab-disk,serial=ptelab"
+            ]
+        );
+        assert_eq!(a.iter().filter(|x| *x == "-device").count(), 1);
+        assert_eq!(a[a.len() - 5], "/a b/k");
     }
 
     #[test]

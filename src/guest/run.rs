@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use super::disk::{self, DiskImage, DiskSpec};
 use super::frame::{self, FrameError};
-use super::initramfs::{self, Initramfs, JobFile, JOB_SCHEMA};
+use super::initramfs::{self, Initramfs, JobDisk, JobFile, JOB_SCHEMA};
 use super::qemu::{self, Machine, Qemu};
 use super::spec::Arch;
 use crate::bail_usage;
@@ -50,6 +51,12 @@ pub struct GuestJob {
     pub program: Option<String>,
     pub accel: Accel,
     pub memory_mib: u64,
+    /// A disk for the command's files (`disk`): made, formatted and
+    /// attached for this run, mounted by the guest's init, gone after.
+    pub disk: Option<DiskSpec>,
+    /// Turn the guest's multi-gen LRU on if it is off (seed 004 is about
+    /// MGLRU reclaim).
+    pub mglru: bool,
     /// From QEMU's start to its exit.
     pub timeout: Duration,
     /// The guest's console, written as it comes.
@@ -93,12 +100,26 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
     let emulator = qemu::find_emulator(job.arch)?;
     let qemu_version = qemu::version(&emulator)?;
     let libs = libraries(job)?;
-    let jobfile = JobFile {
+    let mkfs = job.disk.as_ref().map(|_| disk::find_mkfs()).transpose()?;
+    let mut jobfile = JobFile {
         schema: JOB_SCHEMA.into(),
         args: job.args.clone(),
         max_output: MAX_OUTPUT,
         program: job.program.clone(),
+        disk: None,
+        mglru: job.mglru,
+        env: Default::default(),
     };
+    if job.disk.is_some() {
+        jobfile.disk = Some(JobDisk {
+            device: disk::GUEST_DEVICE.into(),
+            fstype: disk::FSTYPE.into(),
+            mount: disk::GUEST_MOUNT.into(),
+        });
+        jobfile
+            .env
+            .insert(disk::GUEST_ENV.into(), disk::GUEST_MOUNT.into());
+    }
     for f in &job.files {
         check_static(f, job.arch)?;
     }
@@ -114,6 +135,12 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
             initrd_len.div_ceil(1 << 20)
         );
     }
+    // Held until QEMU has exited; dropping it removes it (it has no name).
+    let image = match (&job.disk, &mkfs) {
+        (Some(spec), Some(mkfs)) => Some(DiskImage::create(spec, mkfs)?),
+        _ => None,
+    };
+    let image_path = image.as_ref().map(DiskImage::path);
     let machine = Machine {
         arch: job.arch,
         accel: job.accel,
@@ -121,6 +148,7 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         kernel: &job.kernel,
         initrd: &initrd,
         append: &job.append,
+        disk: image_path.as_deref(),
     };
     if let Some(dir) = job.log.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -131,6 +159,20 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
     match &job.program {
         Some(p) => writeln!(log, "ptelab: guest runs: /files/{p} {}", job.args.join(" "))?,
         None => writeln!(log, "ptelab: guest runs: ptelab {}", job.args.join(" "))?,
+    }
+    if let (Some(img), Some(spec)) = (&image, &job.disk) {
+        writeln!(
+            log,
+            "ptelab: guest disk: {} MiB sparse image, {} on {} mounted at {} ({}={}), \
+             an unnamed temporary file in {}",
+            img.bytes >> 20,
+            disk::FSTYPE,
+            disk::GUEST_DEVICE,
+            disk::GUEST_MOUNT,
+            disk::GUEST_ENV,
+            disk::GUEST_MOUNT,
+            spec.dir.display()
+        )?;
     }
 
     let started = Instant::now();

@@ -83,7 +83,7 @@ use crate::kernel::cgroup::{self, ChildCgroup, Memcg};
 use crate::kernel::files::{fs_name, statfs_magic};
 use crate::kernel::region::{madvise, Region, PAGE_SIZE};
 use crate::kernel::swap::{SwapFile, SwapoutStats};
-use crate::kernel::{host, layout, procfs};
+use crate::kernel::{host, layout, mmenv, procfs};
 use crate::workload::FolioSpec;
 
 /// Share of the populated file pages each call asks to reclaim (the seed's
@@ -307,9 +307,13 @@ impl Reclaim {
             (Memory::Anon, Some(b)) => Some(SwapFile::create(&dir, b)?),
             _ => None,
         };
+        let lru = match method {
+            Method::MadvPageout => String::new(),
+            _ => format!(" {}", lru_name(mmenv::mglru())),
+        };
         let label: &'static str = Box::leak(match memory {
-            Memory::File => format!("{} {fs}", method.name()).into_boxed_str(),
-            Memory::Anon => format!("{} anon {fs}", method.name()).into_boxed_str(),
+            Memory::File => format!("{} {fs}{lru}", method.name()).into_boxed_str(),
+            Memory::Anon => format!("{} anon {fs}{lru}", method.name()).into_boxed_str(),
         });
         let mut op = Reclaim {
             regions,
@@ -406,11 +410,14 @@ impl Reclaim {
             }
             if l.histogram != want {
                 bail!(
-                    "the page cache of this {} file did not get {} folios: observed {} \
-                     (large folios in the page cache need filesystem support; try \
-                     PTELAB_RECLAIM_DIR on ext4 or xfs, or --folio 4K)",
+                    "the page cache of this {} file did not get {} folios on Linux {}: observed {} \
+                     (large folios in the page cache need filesystem support: ext4 from Linux \
+                     6.16, xfs from 5.18; set PTELAB_RECLAIM_DIR to a directory on such a \
+                     filesystem, or use --folio 4K)",
                     self.label.split(' ').nth(1).unwrap_or("?"),
                     r.spec(),
+                    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                        .map_or_else(|_| "?".into(), |r| r.trim().to_string()),
                     l.summary()
                 );
             }
@@ -545,6 +552,15 @@ impl Reclaim {
                 Ok((ns, 1))
             }
         }
+    }
+}
+
+/// Which LRU memcg reclaim ages folios with, for the phase label: the
+/// seed's figures are MGLRU's (docs/kernel.md §8.2, §8.4).
+fn lru_name(mglru: Option<(String, bool)>) -> &'static str {
+    match mglru {
+        Some((_, true)) => "mglru",
+        _ => "classic-lru",
     }
 }
 
@@ -692,6 +708,13 @@ mod tests {
             choose(Some(&v1), true, Some(Method::MadvPageout)).unwrap(),
             Method::MadvPageout
         );
+    }
+
+    #[test]
+    fn the_label_names_the_lru() {
+        assert_eq!(lru_name(Some(("0x0007".into(), true))), "mglru");
+        assert_eq!(lru_name(Some(("0x0000".into(), false))), "classic-lru");
+        assert_eq!(lru_name(None), "classic-lru");
     }
 
     #[test]

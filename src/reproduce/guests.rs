@@ -198,10 +198,21 @@ impl GuestEvidence {
         folio: FolioSpec,
         phase: Option<&str>,
     ) -> Option<&CellResult> {
-        self.run(arch, v, w)?
-            .cells
-            .iter()
-            .find(|c| c.size_bytes == size && c.folio == folio && c.phase.as_deref() == phase)
+        let cells = &self.run(arch, v, w)?.cells;
+        let at = |c: &&CellResult| c.size_bytes == size && c.folio == folio;
+        // No phase asked: the cell without one, else the cell's one phase
+        // (reclaim's names its method and LRU: `memcg-v2-reclaim ext4 mglru`).
+        match phase {
+            Some(p) => cells
+                .iter()
+                .filter(at)
+                .find(|c| c.phase.as_deref() == Some(p)),
+            None => cells
+                .iter()
+                .filter(at)
+                .find(|c| c.phase.is_none())
+                .or_else(|| cells.iter().find(at)),
+        }
     }
 
     /// Why `arch` has no runs of `w` on `v`, when a reason is known.
