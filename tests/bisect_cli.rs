@@ -279,28 +279,9 @@ static GUESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The cached x86_64 images of Debian's 6.16.12 and 6.17.13, or why not.
 fn images() -> Option<(String, String)> {
-    if which("qemu-system-x86_64").is_none() {
-        skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
-        return None;
-    }
-    let out = ptelab()
-        .args(["kernel", "list", "--json"])
-        .output()
-        .unwrap();
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let image = |v: &str| {
-        list.as_array()?
-            .iter()
-            .find(|k| k["manifest"]["version"] == v && k["manifest"]["arch"] == "x86_64")
-            .and_then(|k| k["image"].as_str().map(String::from))
-    };
-    match (image("6.16.12"), image("6.17.13")) {
-        (Some(g), Some(b)) => Some((g, b)),
-        _ => {
-            skip("Debian's 6.16.12 and 6.17.13 x86_64 kernels are not cached (ptelab kernel fetch debian:6.16.12 debian:6.17.13 --arch x86_64)");
-            None
-        }
-    }
+    let good = crate::common::cached_x86_image("6.16.12")?;
+    let bad = crate::common::cached_x86_image("6.17.13")?;
+    Some((good, bad))
 }
 
 /// Commits 1..=8 after a good commit 0: the change at a random one of them.

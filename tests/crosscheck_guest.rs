@@ -9,33 +9,9 @@ use serde_json::Value;
 
 use crate::common::{ptelab, skip};
 
-fn cached_6_17_13_x86_64() -> bool {
-    if std::process::Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
-        return false;
-    }
-    let out = ptelab()
-        .args(["kernel", "list", "--json"])
-        .output()
-        .unwrap();
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let cached = list.as_array().is_some_and(|l| {
-        l.iter()
-            .any(|k| k["manifest"]["version"] == "6.17.13" && k["manifest"]["arch"] == "x86_64")
-    });
-    if !cached {
-        skip("Debian's 6.17.13 x86_64 kernel is not cached (ptelab kernel fetch debian:6.17.13 --arch x86_64)");
-    }
-    cached
-}
-
 #[test]
 fn crosscheck_in_a_6_17_guest_matches_the_batched_model() {
-    if !cached_6_17_13_x86_64() {
+    if crate::common::cached_x86_image("6.17.13").is_none() {
         return;
     }
     let out = ptelab()

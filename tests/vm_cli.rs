@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{ptelab, ptelab_std, skip, TempDb};
+use crate::common::{ptelab, ptelab_std, TempDb};
 
 const KERNEL: &str = "debian:6.17.13";
 
@@ -56,30 +56,8 @@ fn cached_kernel() -> Option<()> {
     cached("6.17.13")
 }
 
-/// Is Debian's `version` for x86_64 in the kernel cache (and QEMU here)?
 fn cached(version: &str) -> Option<()> {
-    if std::process::Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
-        return None;
-    }
-    let out = ptelab()
-        .args(["kernel", "list", "--json"])
-        .output()
-        .unwrap();
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let cached = list.as_array().is_some_and(|l| {
-        l.iter()
-            .any(|k| k["manifest"]["version"] == version && k["manifest"]["arch"] == "x86_64")
-    });
-    if !cached {
-        skip(&format!("Debian's {version} x86_64 kernel is not cached (ptelab kernel fetch debian:{version} --arch x86_64)"));
-        return None;
-    }
-    Some(())
+    crate::common::cached_x86_image(version).map(|_| ())
 }
 
 #[test]

@@ -192,7 +192,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 for arch in crate::guest::Arch::ALL {
                     if let Some(g) = ev.guests.grid(arch, k.workload) {
                         writeln!(text, "  measured in {}, one column per kernel:", g.heading)?;
-                        for line in g.table().text(" | ").lines() {
+                        for line in g.section(seed.id).table().text(" | ").lines() {
                             writeln!(text, "    {line}")?;
                         }
                     }

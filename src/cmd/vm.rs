@@ -126,14 +126,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             let (rendered, summary) = crate::crosscheck::summary::render_document(&doc)?;
             crosschecks.push(summary);
             if args.out.json {
-                docs.push(json!({
-                    "kernel": k.spec.to_string(),
-                    "kernel_release": out.kernel_release,
-                    "arch": k.arch.name(),
-                    "accel": out.accel.name(),
-                    "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
-                    "output": doc,
-                }));
+                docs.push(output_doc(k, &out, doc));
             } else {
                 text.push_str(&format!("{heading}\n{rendered}\n"));
             }
@@ -142,13 +135,8 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         if !command.measures {
             let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
             if args.out.json {
-                docs.push(json!({
-                    "kernel": k.spec.to_string(),
-                    "kernel_release": out.kernel_release,
-                    "arch": k.arch.name(),
-                    "accel": out.accel.name(),
-                    "output": serde_json::from_str::<Value>(&stdout).unwrap_or(Value::String(stdout)),
-                }));
+                let value = serde_json::from_str::<Value>(&stdout).unwrap_or(Value::String(stdout));
+                docs.push(output_doc(k, &out, value));
             } else {
                 text.push_str(&format!("{heading}\n{stdout}\n"));
             }
@@ -207,4 +195,16 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         print_text(&text)?;
     }
     Ok(code)
+}
+
+/// `vm --json`'s entry for a guest whose command printed `output`.
+fn output_doc(k: &Kernel, out: &crate::guest::run::GuestOutput, output: Value) -> Value {
+    json!({
+        "kernel": k.spec.to_string(),
+        "kernel_release": out.kernel_release,
+        "arch": k.arch.name(),
+        "accel": out.accel.name(),
+        "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
+        "output": output,
+    })
 }

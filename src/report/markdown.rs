@@ -463,18 +463,7 @@ fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
 /// A seed's cells across kernels: the table, ready to paste in a reply.
 fn kernel_section(out: &mut String, k: &KernelSection) -> anyhow::Result<()> {
     writeln!(out, "## Seed {}: {}\n", md(&k.seed), md(&k.heading))?;
-    let mut t = Table::new();
-    for (i, c) in k.columns.iter().enumerate() {
-        t = if i == 0 {
-            t.left(c.clone())
-        } else {
-            t.right(c.clone())
-        };
-    }
-    for r in &k.rows {
-        t.row(r.clone());
-    }
-    writeln!(out, "{}", t.markdown())?;
+    writeln!(out, "{}", k.table().markdown())?;
     Ok(())
 }
 

@@ -212,3 +212,32 @@ pub fn import_runs(db: &TempDb, docs: &[Value]) {
     }
     ptelab().args(&args).assert().success();
 }
+
+/// The image of Debian's `version` for x86_64 in the kernel cache, with
+/// QEMU here to boot it; else None, having said why (`skip`).
+pub fn cached_x86_image(version: &str) -> Option<String> {
+    if std::process::Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
+        return None;
+    }
+    let out = ptelab()
+        .args(["kernel", "list", "--json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let image = list.as_array().and_then(|l| {
+        l.iter()
+            .find(|k| k["manifest"]["version"] == version && k["manifest"]["arch"] == "x86_64")
+            .and_then(|k| k["image"].as_str().map(String::from))
+    });
+    if image.is_none() {
+        skip(&format!(
+            "Debian's {version} x86_64 kernel is not cached (ptelab kernel fetch debian:{version} --arch x86_64)"
+        ));
+    }
+    image
+}

@@ -109,20 +109,9 @@ impl<'a> Page<'a> {
                 .kernels
                 .iter()
                 .map(|k| {
-                    let mut t = Table::new();
-                    for (i, c) in k.columns.iter().enumerate() {
-                        t = if i == 0 {
-                            t.left(c.clone())
-                        } else {
-                            t.right(c.clone())
-                        };
-                    }
-                    for r in &k.rows {
-                        t.row(r.clone());
-                    }
                     (
                         format!("seed {}: {}", k.seed, k.heading),
-                        t.html(),
+                        k.table().html(),
                         k.plot.as_ref().map(|p| plotter.plot(p)),
                     )
                 })

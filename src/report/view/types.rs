@@ -410,6 +410,25 @@ pub struct ClaimRow {
     pub verdict: String,
 }
 
+impl KernelSection {
+    /// The table every renderer draws: the cell's keys (folio, phase) to
+    /// the left, sizes and per-kernel figures to the right.
+    pub fn table(&self) -> crate::text::table::Table {
+        let mut t = crate::text::table::Table::new();
+        for c in &self.columns {
+            t = if c == "folio" || c == "phase" {
+                t.left(c.clone())
+            } else {
+                t.right(c.clone())
+            };
+        }
+        for r in &self.rows {
+            t.row(r.clone());
+        }
+        t
+    }
+}
+
 /// One workload of a seed measured in guests of several kernels: a table
 /// in the seed's shape (one column per kernel) and a plot of the per-call
 /// figure against region size, one line per kernel.
