@@ -93,8 +93,9 @@ impl Word {
 }
 
 /// Measurement noise of a metric between kernels (percent): instruction
-/// counts under TCG repeat to 0.3% (docs/guests.md); wall time in a KVM
-/// guest is taken as the host's typical run-to-run spread.
+/// counts under TCG repeat to 0.01%, but a rebuilt guest binary shifts them
+/// by up to 0.4% (docs/guests.md); wall time in a KVM guest is taken as the
+/// host's typical run-to-run spread.
 fn noise_pct(m: Metric) -> f64 {
     match m {
         Metric::Instructions => 1.0,

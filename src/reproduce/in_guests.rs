@@ -81,7 +81,7 @@ pub fn request(
 }
 
 /// The guest flags of a run: a short budget under TCG, whose instruction
-/// counts repeat exactly (docs/guests.md), the host's under KVM.
+/// counts repeat to within 0.01% (docs/guests.md), the host's under KVM.
 fn budget(accel: Accel, quick: bool) -> Vec<String> {
     let (time, blocks) = match (accel, quick) {
         (Accel::Tcg, true) => ("100ms", 1),
