@@ -150,8 +150,17 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
 
     let chosen_ids: Vec<&str> = chosen.iter().map(|s| s.id).collect();
     let rows = claims::judge_all(&chosen_ids, &ev, args.quick);
+    // The report is written whichever way the result is printed.
+    let report = match (&store, outcome.run_id) {
+        (Some(s), Some(id)) => {
+            write_report(s, id, &rows, &chosen, &ev, args)?;
+            Some(&args.output)
+        }
+        _ => None,
+    };
     if args.out.json {
         crate::cmd::print_json(&json!({
+            "report": report,
             "schema": "ptelab/reproduce/v1",
             "run_id": outcome.run_id,
             "kernel": outcome.host.kernel_release,
@@ -233,12 +242,9 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         if let Some(id) = outcome.run_id {
             writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?;
         }
-        match (&store, outcome.run_id) {
-            (Some(s), Some(id)) => {
-                write_report(s, id, &rows, &chosen, &ev, args)?;
-                writeln!(text, "report: {}", args.output.display())?;
-            }
-            _ => writeln!(
+        match report {
+            Some(path) => writeln!(text, "report: {}", path.display())?,
+            None => writeln!(
                 text,
                 "no report written: it is built from the database (--no-store given)"
             )?,
