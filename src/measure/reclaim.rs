@@ -392,14 +392,34 @@ impl Reclaim {
     }
 
     /// The folios (page cache, or anonymous after a refault) must be the
-    /// requested ones.
-    fn check_layout(&self) -> anyhow::Result<()> {
+    /// requested ones. Page-cache pages evicted between population and this
+    /// check (a DAMON pageout scheme does that on some machines) are no
+    /// verdict: the files are populated again, three times at most.
+    fn check_layout(&mut self) -> anyhow::Result<()> {
+        for attempt in 0..3 {
+            match self.layout_verdict()? {
+                0 => return Ok(()),
+                missing if attempt == 2 => bail!(
+                    "{missing} file pages were evicted between population and the layout check                      three times in a row (memory pressure or a DAMON pageout scheme)"
+                ),
+                _ => self.populate()?,
+            }
+        }
+        unreachable!()
+    }
+
+    /// Check the layout: Ok(0) when it is the requested one, Ok(n) when n
+    /// page-cache pages are missing (no verdict), an error otherwise.
+    fn layout_verdict(&self) -> anyhow::Result<u64> {
         if layout::verification_available().is_err() {
-            return Ok(());
+            return Ok(0);
         }
         for r in &self.regions {
             let l = layout::observe(r.addr(), r.len(), r.spec())?;
             let (want, _) = layout::expected(r.spec(), r.len() as u64);
+            if self.memory == Memory::File && l.pages_present < l.pages_total {
+                return Ok(l.pages_total - l.pages_present);
+            }
             if l.histogram != want && self.memory == Memory::Anon {
                 bail!(
                     "the anonymous region refaulted in the reclaim cgroup did not get {} folios: \
@@ -422,7 +442,7 @@ impl Reclaim {
                 );
             }
         }
-        Ok(())
+        Ok(0)
     }
 
     /// Bring every file to "written in folio-sized chunks, clean, mapped,
