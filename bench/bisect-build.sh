@@ -32,7 +32,9 @@ echo "== unpacking $SRC"
 tar -xf "$SRC" -C "$WORK"
 TREE=$(find "$WORK" -mindepth 1 -maxdepth 1 -type d | head -1)
 git -C "$TREE" init -q -b work
-git -C "$TREE" add -A
+# Debian's linux-source tarball ignores everything but debian/ (`/*` in its
+# .gitignore): add the tree regardless.
+git -C "$TREE" add -A --force
 git -C "$TREE" -c user.name=bench -c user.email=bench@localhost commit -qm good
 echo "# bisect-build.sh" >>"$TREE/README"
 git -C "$TREE" -c user.name=bench -c user.email=bench@localhost commit -qam bad
