@@ -122,19 +122,7 @@ impl Sim {
         start: u64,
         pages: u64,
     ) -> Sim {
-        let k = strategy.kernel_features();
-        match *arch {
-            ArchConfig::X86 => Sim::X86(SimOf {
-                cx: build_file(X86, k, spec, true).0,
-                start,
-                pages,
-            }),
-            ArchConfig::Arm64(a) => Sim::Arm64(SimOf {
-                cx: build_file(a, k, spec, true).0,
-                start,
-                pages,
-            }),
-        }
+        Sim::faulted(arch, strategy, spec, start, pages, true)
     }
 
     /// Fault `spec` in under `strategy`; the region is `[start, start+pages)`.
@@ -145,15 +133,34 @@ impl Sim {
         start: u64,
         pages: u64,
     ) -> Sim {
+        Sim::faulted(arch, strategy, spec, start, pages, false)
+    }
+
+    fn faulted(
+        arch: &ArchConfig,
+        strategy: Strategy,
+        spec: &LayoutSpec,
+        start: u64,
+        pages: u64,
+        file: bool,
+    ) -> Sim {
         let k = strategy.kernel_features();
         match *arch {
             ArchConfig::X86 => Sim::X86(SimOf {
-                cx: build(X86, k, spec, true).0,
+                cx: if file {
+                    build_file(X86, k, spec, true).0
+                } else {
+                    build(X86, k, spec, true).0
+                },
                 start,
                 pages,
             }),
             ArchConfig::Arm64(a) => Sim::Arm64(SimOf {
-                cx: build(a, k, spec, true).0,
+                cx: if file {
+                    build_file(a, k, spec, true).0
+                } else {
+                    build(a, k, spec, true).0
+                },
                 start,
                 pages,
             }),

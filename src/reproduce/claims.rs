@@ -169,6 +169,15 @@ fn guests_words(arch: Arch, d: &Delta) -> String {
     )
 }
 
+/// "<arch> guests A -> B, <unit><what>: <parts>", or the parts alone (each
+/// saying why it is missing) when no cell was compared.
+fn measured_line(arch: Arch, d: Option<Delta>, what: &str, parts: &[String]) -> String {
+    match d {
+        Some(d) => format!("{}{what}: {}", guests_words(arch, &d), parts.join("; ")),
+        None => parts.join("; "),
+    }
+}
+
 /// One cell on the kernels that bracket change `key` among those measured.
 #[allow(clippy::too_many_arguments)]
 fn delta(
@@ -311,14 +320,12 @@ fn seed000(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
     let mut r = row("000", "arm64: PTE batching makes mprotect of large folios (T1, T2) much cheaper and order-0 (T3) slightly dearer");
     r.published = Some("Apple M3, seconds for the whole test: T1 2.1 -> 0.65, T2 2 -> 0.7, T3 1 -> 1.1 (cover letter)".into());
     let (m, words, d) = per_folio_claim(ev, Arch::Arm64, key, w, size, &arm, None);
-    r.measured = Some(match d {
-        Some(d) => format!(
-            "{}{scaled}, the two mprotect calls: {}",
-            guests_words(Arch::Arm64, &d),
-            m.join("; ")
-        ),
-        None => m.join("; "),
-    });
+    r.measured = Some(measured_line(
+        Arch::Arm64,
+        d,
+        &format!("{scaled}, the two mprotect calls"),
+        &m,
+    ));
     r.verdict = verdict(
         Word::all(&words),
         &format!("published {}", published_pcts(&arm)),
@@ -353,14 +360,12 @@ fn seed000(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
     let mut r = row("000", "x86: \"a minor improvement\" for large folios and \"a slight degradation in the small folio case\"");
     r.published = Some("x86, seconds for the whole test: T1 3.75 -> 3.7, T2 3.7 -> 3.7, T3 3.85 -> 3.9 (cover letter)".into());
     let (m, words, d) = per_folio_claim(ev, Arch::X86_64, key, w, size, &x86, None);
-    r.measured = Some(match d {
-        Some(d) => format!(
-            "{}{scaled}, the two mprotect calls: {}",
-            guests_words(Arch::X86_64, &d),
-            m.join("; ")
-        ),
-        None => m.join("; "),
-    });
+    r.measured = Some(measured_line(
+        Arch::X86_64,
+        d,
+        &format!("{scaled}, the two mprotect calls"),
+        &m,
+    ));
     let mut why = format!("published {}", published_pcts(&x86));
     if words.contains(&Word::NotReproduced) {
         why.push_str("; the published seconds include the memset and re-touch of the whole region in every loop, which ptelab does not time");
@@ -420,10 +425,7 @@ fn seed001(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
                 Err(why) => parts.push(format!("{} KiB: {why}", size / K)),
             }
         }
-        r.measured = Some(match words_used {
-            Some(d) => format!("{}: {}", guests_words(arch, &d), parts.join("; ")),
-            None => parts.join("; "),
-        });
+        r.measured = Some(measured_line(arch, words_used, "", &parts));
         let word = if ratios.is_empty() {
             Word::NotMeasured
         } else if ratios.len() == sizes.len() && ratios.iter().all(|x| *x >= 1.5) {
@@ -622,10 +624,7 @@ fn seed002(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
     r.published = Some("\"reduces from 1.9 to 1.2 seconds, giving a 37% performance optimization, on Apple M3 (arm64)\" (10,000 loops)".into());
     let parts = [("64K", f64k, pct(1.9, 1.2))];
     let (m, words, d) = per_folio_claim(ev, Arch::Arm64, key, w, M, &parts, phase);
-    r.measured = Some(match d {
-        Some(d) => format!("{}, 1M: {}", guests_words(Arch::Arm64, &d), m.join("; ")),
-        None => m.join("; "),
-    });
+    r.measured = Some(measured_line(Arch::Arm64, d, ", 1M", &m));
     r.verdict = verdict(Word::all(&words), &format!("published -36.8%; {note}"));
     if let (Some(a), Some(b)) = (
         ev.model("arm64", w, M, f64k, "per-pte"),
@@ -659,10 +658,7 @@ fn seed002(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
             continue;
         }
         let (m, w2, d) = per_folio_claim(ev, arch, key, w, M, &folios, phase);
-        measured.push(match d {
-            Some(d) => format!("{}, 1M: {}", guests_words(arch, &d), m.join("; ")),
-            None => m.join("; "),
-        });
+        measured.push(measured_line(arch, d, ", 1M", &m));
         words.extend(w2);
     }
     r.measured = Some(measured.join(". "));
@@ -733,10 +729,7 @@ fn seed003(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
             ));
         }
     }
-    r.measured = Some(match used {
-        Some(d) => format!("{}: {}", guests_words(Arch::Arm64, &d), measured.join("; ")),
-        None => measured.join("; "),
-    });
+    r.measured = Some(measured_line(Arch::Arm64, used, "", &measured));
     let word = Word::all(&words);
     let mut why =
         "published -10.9%; rw-to-none is shown for contrast (no published figure)".to_string();
@@ -795,10 +788,7 @@ fn seed003(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
         &[("400K none-to-rw", f4k, 0.0)],
         Some("none-to-rw"),
     );
-    measured.push(match d {
-        Some(d) => format!("{}: {}", guests_words(Arch::X86_64, &d), m.join("; ")),
-        None => m.join("; "),
-    });
+    measured.push(measured_line(Arch::X86_64, d, "", &m));
     words.extend(w2);
     r.measured = Some(measured.join(". "));
     r.verdict = verdict(
@@ -845,10 +835,7 @@ fn seed004(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         if lru.is_some() {
             words = vec![Word::NotMeasured];
         }
-        let mut measured = match d {
-            Some(d) => format!("{}, {scaled}: {}", guests_words(arch, &d), m.join("; ")),
-            None => m.join("; "),
-        };
+        let mut measured = measured_line(arch, d, &format!(", {scaled}"), &m);
         if let Ok(c) = delta(&ev.guests, arch, key, w, size, FolioSpec::Base, None) {
             measured.push_str(&format!("; 4K control {}", c.figures()));
         }
