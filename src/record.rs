@@ -149,6 +149,80 @@ pub struct CellResult {
     /// Warnings raised while measuring (high outlier share, budget spent before
     /// the precision target, ...).
     pub warnings: Vec<String>,
+    /// The sample windows a guest marked for ptelab's QEMU plugin (`vm
+    /// --profile`): what the host needs to turn the plugin's counts into
+    /// [`Profile`]. Only in a guest's answer; never stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<SampleWindow>,
+    /// Mechanism counters per call (`vm --profile`, TCG guests only);
+    /// `None` where nothing was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+}
+
+/// One sample of a cell as the guest marked it for the plugin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleWindow {
+    /// The commit's running number in the guest (the plugin's window number).
+    pub seq: u64,
+    /// The phase's index among the workload's phases.
+    pub phase: u8,
+    /// mm calls timed in the window.
+    pub calls: u64,
+}
+
+/// What ptelab's QEMU plugin counted for a cell (docs/guests.md,
+/// "Mechanism counters"): per mm call, the median over the cell's sample
+/// windows of each figure, so that a window disturbed by asynchronous
+/// kernel work moves none of them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Sample windows counted.
+    pub windows: u64,
+    /// Guest instructions per call executed in the kernel and in user space
+    /// inside the timed sections.
+    pub kernel_instructions: f64,
+    pub user_instructions: f64,
+    /// TLB-maintenance instructions per call by kind (`tlbi-page`,
+    /// `tlbi-range`, `tlbi-asid`, `tlbi-all`, `tlbi-other`, `dsb`, `invlpg`,
+    /// `invpcid`, `cr3-write`); kinds never seen are left out.
+    pub tlb: BTreeMap<String, f64>,
+    /// Kernel functions executed, most instructions first. Inlined code
+    /// counts in the function it was inlined into.
+    pub functions: Vec<FunctionCount>,
+    /// Where the function names come from, or why there are none.
+    pub symbols: String,
+    /// The largest deviation of one window's kernel instructions per call
+    /// from their median, as a fraction: how much asynchronous work the
+    /// median kept out.
+    pub max_window_deviation: f64,
+}
+
+/// One kernel function's counts per call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCount {
+    /// The symbol (or `0x…` when the guest's symbols were not available).
+    pub name: String,
+    /// Times execution entered the function at its first instruction.
+    pub entries: f64,
+    /// Instructions executed in it, inlined code included.
+    pub instructions: f64,
+}
+
+impl Profile {
+    /// TLB invalidations per call, every kind but the DSB barrier.
+    pub fn tlb_invalidations(&self) -> f64 {
+        self.tlb
+            .iter()
+            .filter(|(k, _)| ptelab_counts::Tlb::from_name(k).is_some_and(|t| t.invalidates()))
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    /// A function's counts, when it ran.
+    pub fn function(&self, name: &str) -> Option<&FunctionCount> {
+        self.functions.iter().find(|f| f.name == name)
+    }
 }
 
 /// One model cell: counters per call for one workload, arch and strategy.

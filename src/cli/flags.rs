@@ -168,6 +168,10 @@ pub struct MeasureOpts {
     /// Skip the TLB-flush counting pass.
     #[arg(long)]
     pub no_flush_count: bool,
+    /// Report each sample's window for ptelab's QEMU plugin: what a guest
+    /// of `ptelab vm --profile` is run with (set by the host, not typed).
+    #[arg(long, hide = true)]
+    pub windows: bool,
     /// reclaim: swap the anonymous region out to a temporary swapfile of SIZE
     /// (e.g. 256M; made in $PTELAB_RECLAIM_DIR, default /var/tmp, for each
     /// block, then swapped off and removed; a killed run's swapfile is

@@ -150,6 +150,7 @@ pub fn kernel_plan(
             blocks: opts.blocks,
             pinned_cpu: pin,
             reclaim: reclaim.clone(),
+            windows: opts.windows,
         })
         .collect();
     Ok(KernelPlan {

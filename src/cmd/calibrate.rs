@@ -73,6 +73,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         allow_unverified: false,
         neighbor: false,
         no_flush_count: true,
+        windows: false,
         swapfile: None,
     };
     let span = args.span;

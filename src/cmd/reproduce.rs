@@ -35,6 +35,7 @@ fn measure_opts(quick: bool) -> MeasureOpts {
         allow_unverified: false,
         neighbor: false,
         no_flush_count: false,
+        windows: false,
         // --quick must finish in minutes: fewer fresh instances per cell
         // (reproduce compares nothing; blocks only steady its medians).
         blocks: if quick {

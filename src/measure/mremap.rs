@@ -46,6 +46,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 
+use super::marker;
 use super::ops::{BatchTime, KernelOp};
 use crate::kernel::layout;
 use crate::kernel::region::{self, vmas_overlapping, Region};
@@ -246,12 +247,16 @@ impl KernelOp for MremapMove {
                 let r = &self.regions[i];
                 let (len, from, to) = (r.len(), src(r), dst(r));
                 let t0 = Instant::now();
+                marker::begin(1);
+                marker::begin(0);
                 region::mremap_fixed(from, len, to)?;
+                marker::end(0);
                 let t1 = Instant::now();
                 self.moved = true;
                 munmap(to, len)?;
                 self.refill(i)?;
                 self.moved = false;
+                marker::end(1);
                 let t2 = Instant::now();
                 mremap_ns += (t1 - t0).as_nanos() as u64;
                 iter_ns += (t2 - t0).as_nanos() as u64;

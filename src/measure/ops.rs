@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use super::marker;
 use super::runner::CellPlan;
 use crate::kernel::region::{touch, Region};
 use crate::workload::WorkloadKind;
@@ -98,6 +99,7 @@ impl KernelOp for MprotectToggle {
     }
     fn run(&mut self, iterations: u64) -> anyhow::Result<Vec<BatchTime>> {
         let t0 = Instant::now();
+        marker::begin(0);
         for j in 0..iterations {
             for (i, r) in self.regions.iter().enumerate() {
                 let prot = if (i as u64 + j + self.flip).is_multiple_of(2) {
@@ -108,6 +110,7 @@ impl KernelOp for MprotectToggle {
                 mprotect(r, prot)?;
             }
         }
+        marker::end(0);
         let ns = t0.elapsed().as_nanos() as u64;
         self.flip = (self.flip + iterations) % 2;
         Ok(vec![BatchTime {
@@ -134,10 +137,12 @@ impl KernelOp for MprotectRoRw {
         let mut ns = 0;
         for _ in 0..iterations {
             let t0 = Instant::now();
+            marker::begin(0);
             for r in &self.regions {
                 mprotect(r, libc::PROT_READ)?;
                 mprotect(r, RW)?;
             }
+            marker::end(0);
             ns += t0.elapsed().as_nanos() as u64;
             for r in &self.regions {
                 touch(r.addr(), r.len());
@@ -171,13 +176,17 @@ impl KernelOp for ProtTransition {
         for _ in 0..iterations {
             // Regions start each iteration RW (the runner populates them RW).
             let t0 = Instant::now();
+            marker::begin(1);
             for r in &self.regions {
                 mprotect(r, libc::PROT_NONE)?;
             }
+            marker::end(1);
             let t1 = Instant::now();
+            marker::begin(0);
             for r in &self.regions {
                 mprotect(r, RW)?;
             }
+            marker::end(0);
             let t2 = Instant::now();
             down += (t1 - t0).as_nanos() as u64;
             up += (t2 - t1).as_nanos() as u64;

@@ -78,6 +78,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 
+use super::marker;
 use super::ops::{BatchTime, KernelOp};
 use crate::kernel::cgroup::{self, ChildCgroup, Memcg};
 use crate::kernel::files::{fs_name, statfs_magic};
@@ -521,9 +522,11 @@ impl Reclaim {
         match self.method {
             Method::MadvPageout => {
                 let t0 = Instant::now();
+                marker::begin(0);
                 for r in &self.regions {
                     madvise(r.addr(), r.len(), libc::MADV_PAGEOUT, "MADV_PAGEOUT")?;
                 }
+                marker::end(0);
                 Ok((t0.elapsed().as_nanos() as u64, self.regions.len() as u64))
             }
             Method::MemcgV1Limit => {
@@ -533,7 +536,9 @@ impl Reclaim {
                 let text = limit.to_string();
                 let f = self.control.as_mut().context("no control file")?;
                 let t0 = Instant::now();
+                marker::begin(0);
                 let r = f.write(text.as_bytes());
+                marker::end(0);
                 let ns = t0.elapsed().as_nanos() as u64;
                 let unlimit = f.write(b"-1");
                 if matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EINTR)) {
@@ -557,7 +562,9 @@ impl Reclaim {
                 let text = target.to_string();
                 let f = self.control.as_mut().context("no control file")?;
                 let t0 = Instant::now();
+                marker::begin(0);
                 let r = f.write(text.as_bytes());
+                marker::end(0);
                 let ns = t0.elapsed().as_nanos() as u64;
                 match r {
                     Ok(_) => {}

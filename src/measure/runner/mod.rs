@@ -26,8 +26,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::marker;
 use super::ops::KernelOp;
-use crate::record::{CellResult, Layout, NsPerCall, TlbFlushes};
+use crate::record::{CellResult, Layout, NsPerCall, SampleWindow, TlbFlushes};
 use crate::workload::{FolioSpec, WorkloadKind};
 
 mod kernel;
@@ -76,6 +77,9 @@ pub struct CellPlan {
     pub pinned_cpu: Option<usize>,
     /// The reclaim workload's options (`None` for every other workload).
     pub reclaim: Option<super::reclaim::ReclaimOptions>,
+    /// Keep each sample's window number for the QEMU plugin (a guest of
+    /// `vm --profile`; docs/guests.md, "Mechanism counters").
+    pub windows: bool,
 }
 
 impl CellPlan {
@@ -247,6 +251,8 @@ pub struct CellRun {
     phases: Vec<Option<&'static str>>,
     pages: u64,
     warnings: Vec<String>,
+    /// Per phase, the plugin's window of every sample so far (`plan.windows`).
+    windows: Vec<Vec<SampleWindow>>,
 }
 
 impl CellRun {
@@ -260,6 +266,7 @@ impl CellRun {
             phases: Vec::new(),
             pages: 1,
             warnings: Vec::new(),
+            windows: Vec::new(),
         }
     }
 
@@ -330,6 +337,7 @@ impl CellRun {
 
         reporter.event(RunEvent::Phase("sample"));
         let pooled_before: Vec<usize> = self.pooled.iter().map(Vec::len).collect();
+        let windows_before: Vec<usize> = self.windows.iter().map(Vec::len).collect();
         let sampled = self.sample(op.as_mut(), backend, reporter, batch);
         let Sampled { n, calls, probes } = match sampled {
             Ok(s) => s,
@@ -339,6 +347,10 @@ impl CellRun {
                     s.truncate(len);
                 }
                 self.pooled.truncate(pooled_before.len());
+                for (w, &len) in self.windows.iter_mut().zip(&windows_before) {
+                    w.truncate(len);
+                }
+                self.windows.truncate(windows_before.len());
                 return Err(e);
             }
         };
@@ -389,6 +401,9 @@ impl CellRun {
     ) -> anyhow::Result<Sampled> {
         let multiple = op.iteration_multiple();
         self.pooled.resize(self.phases.len(), Vec::new());
+        if self.plan.windows {
+            self.windows.resize(self.phases.len(), Vec::new());
+        }
         let mut n = 0usize;
         let mut rel = f64::INFINITY;
         let mut calls = 0u64;
@@ -411,7 +426,16 @@ impl CellRun {
                 }
                 Budget::Time(_) => batch,
             };
+            marker::reset();
             let times = op.run(this)?;
+            let seq = marker::commit();
+            for (p, (w, bt)) in self.windows.iter_mut().zip(&times).enumerate() {
+                w.push(SampleWindow {
+                    seq,
+                    phase: p as u8,
+                    calls: bt.calls,
+                });
+            }
             probes.push(backend.probes());
             iters_done += this;
             for (s, bt) in self.pooled.iter_mut().zip(&times) {
@@ -519,6 +543,8 @@ impl CellRun {
                 tlb_flushes: flushes[p].clone(),
                 elapsed_s,
                 warnings,
+                windows: self.windows.get_mut(p).map(std::mem::take).unwrap_or_default(),
+                profile: None,
             });
         }
         out
