@@ -34,6 +34,11 @@ pub struct GuestOpts {
     /// Debian mirror URL (default: the Debian archive of apt's sources).
     #[arg(long, value_name = "URL")]
     pub mirror: Option<String>,
+    /// Count the mechanism too: ptelab's QEMU plugin counts, per call,
+    /// kernel function entries and instructions and TLB invalidations
+    /// (TCG guests only; docs/guests.md, "Mechanism counters").
+    #[arg(long)]
+    pub profile: bool,
 }
 
 #[derive(Debug, Args)]

@@ -71,6 +71,7 @@ pub fn fleet_settings(
         jobs: opts.jobs.unwrap_or(default_jobs),
         files,
         append,
+        profile: opts.profile,
     }
 }
 

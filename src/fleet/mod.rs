@@ -129,6 +129,8 @@ pub struct Settings {
     pub files: Vec<PathBuf>,
     /// Kernel parameters added to ptelab's.
     pub append: Vec<String>,
+    /// Load ptelab's QEMU plugin and count the mechanism (`--profile`).
+    pub profile: bool,
 }
 
 /// One guest boot: a command on a kernel.
@@ -163,6 +165,10 @@ struct ArchSetup {
 pub struct Fleet {
     settings: Settings,
     per_arch: BTreeMap<Arch, ArchSetup>,
+    /// The QEMU plugin (`--profile`).
+    plugin: Option<PathBuf>,
+    /// Guest kernels' symbols, by image sha256 (`--profile`).
+    symbols: PathBuf,
     logs: PathBuf,
     /// Where guest disk images are made (unnamed, gone after each run).
     disks: PathBuf,
@@ -180,6 +186,12 @@ impl Fleet {
                 continue;
             }
             let (accel, why) = choose_accel(settings.accel, k.arch)?;
+            if settings.profile && accel != Accel::Tcg {
+                bail_usage!(
+                    "--profile counts with a QEMU TCG plugin, and {} guests would run under KVM                      here ({why}); pass --accel tcg to count under TCG",
+                    k.arch.name()
+                );
+            }
             eprintln!("ptelab: {} guests: {why}", k.arch.name());
             per_arch.insert(
                 k.arch,
@@ -192,9 +204,15 @@ impl Fleet {
         let logs = cache.root.join("logs");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         prune_logs(&logs, KEEP_LOGS);
+        let plugin = match settings.profile {
+            true => Some(crate::guest::plugin::library()?),
+            false => None,
+        };
         Ok(Fleet {
             settings,
             per_arch,
+            plugin,
+            symbols: cache.root.join("symbols"),
             logs,
             disks: cache.root.join("disks"),
             interrupted: crate::kernel::signals::interrupted(),
@@ -241,7 +259,8 @@ impl Fleet {
                         job.name,
                         logs[i].display()
                     );
-                    let answer = run_guest(&self.guest_job(job, setup, &logs[i]));
+                    let answer = run_guest(&self.guest_job(job, setup, &logs[i]))
+                        .map(|out| self.with_symbols(job.kernel, out));
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                     if total > 1 {
                         eprintln!(
@@ -274,12 +293,63 @@ impl Fleet {
             .collect())
     }
 
+    /// Where a kernel's symbols are cached (deflated compact text).
+    fn symbols_path(&self, kernel: &Kernel) -> PathBuf {
+        self.symbols.join(format!("{}.syms", kernel.sha256))
+    }
+
+    /// A profiled answer's symbol table: the one the guest sent (then
+    /// cached), or the cached one.
+    fn with_symbols(&self, kernel: &Kernel, mut out: GuestOutput) -> GuestOutput {
+        if out.counts.is_none() {
+            return out;
+        }
+        let path = self.symbols_path(kernel);
+        let sent = out.symbols.take();
+        let bytes = match &sent {
+            Some(b) if b.is_empty() => {
+                out.symbol_table = Some(Err(
+                    "the guest's /proc/kallsyms showed no addresses".to_string()
+                ));
+                return out;
+            }
+            Some(b) => {
+                // A cache that cannot be written costs the next run a transfer.
+                let _ = std::fs::create_dir_all(&self.symbols)
+                    .and_then(|_| std::fs::write(&path, b));
+                b.clone()
+            }
+            None => match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(e) => {
+                    out.symbol_table = Some(Err(format!("{}: {e}", path.display())));
+                    return out;
+                }
+            },
+        };
+        out.symbol_table = Some(
+            crate::guest::profile::inflate(&bytes)
+                .map(|t| crate::guest::profile::Symbols::parse(&t))
+                .map_err(|e| format!("{e:#}")),
+        );
+        out
+    }
+
     fn guest_job(&self, job: &Job, setup: &ArchSetup, log: &Path) -> GuestJob {
+        let mut args = job.args.clone();
+        let measuring = matches!(args.first().map(String::as_str), Some("bench" | "sweep"));
+        if self.plugin.is_some() && job.program.is_none() && measuring {
+            args.insert(1, "--windows".into());
+        }
         GuestJob {
+            profile: self.plugin.as_ref().map(|library| crate::guest::run::Profiling {
+                library: library.clone(),
+                symbols: !self.symbols_path(job.kernel).is_file(),
+            }),
             arch: job.kernel.arch,
             kernel: job.kernel.image.clone(),
             binary: setup.binary.clone(),
-            args: job.args.clone(),
+            args,
             files: self.settings.files.clone(),
             append: self.settings.append.clone(),
             program: job.program.clone(),
@@ -340,6 +410,26 @@ impl Measured {
     /// guest of `kernel`, and record the guest's provenance in its host.
     pub fn parse(stdout: &[u8], kernel: &Kernel, out: &GuestOutput) -> anyhow::Result<Measured> {
         let mut m = measured(stdout)?;
+        if let Some(counts) = &out.counts {
+            use crate::guest::profile::{profile, Names};
+            let names = match &out.symbol_table {
+                Some(Ok(table)) if !table.is_empty() => Names::Symbols {
+                    table,
+                    source: format!("the guest's /proc/kallsyms ({} text symbols)", table.len()),
+                },
+                Some(Ok(_)) => Names::Addresses("the guest's /proc/kallsyms has no text symbols".into()),
+                Some(Err(why)) => Names::Addresses(why.clone()),
+                None => Names::Addresses("no symbols were asked for".into()),
+            };
+            for c in &mut m.cells {
+                let windows = std::mem::take(&mut c.windows);
+                if !windows.is_empty() {
+                    c.profile = Some(profile(&windows, counts, &names).with_context(|| {
+                        format!("counting the mechanism of {} {}", c.workload.name(), c.folio)
+                    })?);
+                }
+            }
+        }
         m.host.guest = Some(Guest::new(
             out.accel,
             &out.qemu_version,

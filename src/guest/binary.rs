@@ -103,7 +103,7 @@ fn no_source_tree(arch: Arch, tree: &Path) -> anyhow::Error {
 }
 
 /// The source tree this binary was built from, when it is still there.
-fn source_tree() -> Option<PathBuf> {
+pub(super) fn source_tree() -> Option<PathBuf> {
     let tree = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let manifest = std::fs::read_to_string(tree.join("Cargo.toml")).ok()?;
     manifest
@@ -151,6 +151,12 @@ fn build(tree: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
 /// cargo need not be asked. (Cargo's own check takes longer, and whenever
 /// git's index changes the build script re-runs and ptelab is compiled again.)
 fn up_to_date(tree: &Path, out: &Path) -> bool {
+    newer_than_sources(tree, out, &["src", "crates", "templates"])
+}
+
+/// Whether `out` is newer than the workspace's manifests and every file
+/// below the `dirs` of `tree`.
+pub(super) fn newer_than_sources(tree: &Path, out: &Path, dirs: &[&str]) -> bool {
     let Ok(built) = out.metadata().and_then(|m| m.modified()) else {
         return false;
     };
@@ -158,7 +164,7 @@ fn up_to_date(tree: &Path, out: &Path) -> bool {
     for f in ["Cargo.toml", "Cargo.lock", "build.rs"] {
         newest = newest.max(mtime(&tree.join(f)));
     }
-    for d in ["src", "crates", "templates"] {
+    for d in dirs {
         newest = newest.max(newest_in(&tree.join(d)));
     }
     newest < built

@@ -24,6 +24,29 @@ use sha2::{Digest, Sha256};
 const BEGIN: &str = "PTELAB-ANSWER-BEGIN v1 ";
 const DATA: &str = "PTELAB-ANSWER ";
 const END: &str = "PTELAB-ANSWER-END ";
+
+/// A second channel in the same format, sent before the answer: the
+/// guest kernel's symbols for `vm --profile` (deflated text; see
+/// `guest::profile`).
+pub const SYMBOLS: Channel = Channel {
+    begin: "PTELAB-SYMBOLS-BEGIN v1 ",
+    data: "PTELAB-SYMBOLS ",
+    end: "PTELAB-SYMBOLS-END ",
+};
+/// The answer's channel.
+const ANSWER: Channel = Channel {
+    begin: BEGIN,
+    data: DATA,
+    end: END,
+};
+
+/// The three line prefixes of one kind of frame.
+#[derive(Clone, Copy, Debug)]
+pub struct Channel {
+    begin: &'static str,
+    data: &'static str,
+    end: &'static str,
+}
 /// Bytes of stdout per data line (1024 base64 characters).
 const CHUNK: usize = 768;
 /// The longest kernel release accepted from a guest.
@@ -80,28 +103,42 @@ fn hex(bytes: &[u8]) -> String {
 /// The frame for `stdout` (guest side). Starts with a newline so the begin
 /// line never continues a line the console had left open.
 pub fn encode(stdout: &[u8], exit_code: i32, release: &str) -> Vec<u8> {
-    let sum = hex(&Sha256::digest(stdout));
-    let lines = stdout.len().div_ceil(CHUNK);
-    let release: String = release
-        .chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(MAX_RELEASE)
-        .collect();
-    let release = if release.is_empty() {
-        "unknown".to_string()
-    } else {
-        release
-    };
-    let mut out = format!(
-        "\n{BEGIN}len={} exit={exit_code} lines={lines} release={release} sha256={sum}\n",
-        stdout.len()
-    )
-    .into_bytes();
-    for (i, chunk) in stdout.chunks(CHUNK).enumerate() {
-        out.extend_from_slice(format!("{DATA}{i} {}\n", STANDARD.encode(chunk)).as_bytes());
+    ANSWER.encode(stdout, exit_code, release)
+}
+
+impl Channel {
+    /// The frame of `stdout` on this channel.
+    pub fn encode(&self, stdout: &[u8], exit_code: i32, release: &str) -> Vec<u8> {
+        let Channel {
+            begin,
+            data: data_prefix,
+            end,
+        } = *self;
+        let sum = hex(&Sha256::digest(stdout));
+        let lines = stdout.len().div_ceil(CHUNK);
+        let release: String = release
+            .chars()
+            .filter(|c| c.is_ascii_graphic())
+            .take(MAX_RELEASE)
+            .collect();
+        let release = if release.is_empty() {
+            "unknown".to_string()
+        } else {
+            release
+        };
+        let mut out = format!(
+            "\n{begin}len={} exit={exit_code} lines={lines} release={release} sha256={sum}\n",
+            stdout.len()
+        )
+        .into_bytes();
+        for (i, chunk) in stdout.chunks(CHUNK).enumerate() {
+            out.extend_from_slice(
+                format!("{data_prefix}{i} {}\n", STANDARD.encode(chunk)).as_bytes(),
+            );
+        }
+        out.extend_from_slice(format!("{end}sha256={sum}\n").as_bytes());
+        out
     }
-    out.extend_from_slice(format!("{END}sha256={sum}\n").as_bytes());
-    out
 }
 
 /// The frame of a command that printed more than the guest may send: only
@@ -196,85 +233,99 @@ fn parse_header(rest: &str, limit: u64) -> Result<Header, FrameError> {
 /// Find and verify the last answer in `console` (host side). `limit` caps
 /// the announced stdout length before anything is decoded.
 pub fn decode(console: &[u8], limit: u64) -> Result<Answer, FrameError> {
-    let text = String::from_utf8_lossy(console);
-    let mut lines: Vec<&str> = text.split('\n').map(|l| l.trim_end_matches('\r')).collect();
-    // What follows the last newline is a line still being written.
-    lines.pop();
-    // The last begin line: a command's own stderr on the console could show
-    // one earlier, the guest's init writes the real one last.
-    let Some((at, rest)) = lines
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, l)| l.find(BEGIN).map(|p| (i, &l[p + BEGIN.len()..])))
-    else {
-        return Err(FrameError::Missing);
-    };
-    let h = parse_header(rest, limit)?;
-    let mut stdout = Vec::with_capacity(h.len as usize);
-    let mut next = 0usize;
-    for line in &lines[at + 1..] {
-        if let Some(p) = line.find(END) {
-            if next != h.lines {
-                return Err(FrameError::Truncated {
-                    got: next,
-                    want: h.lines,
+    ANSWER.decode(console, limit)
+}
+
+impl Channel {
+    /// Find and verify the last frame of this channel in `console`.
+    pub fn decode(&self, console: &[u8], limit: u64) -> Result<Answer, FrameError> {
+        let Channel {
+            begin,
+            data: data_prefix,
+            end,
+        } = *self;
+        let text = String::from_utf8_lossy(console);
+        let mut lines: Vec<&str> = text.split('\n').map(|l| l.trim_end_matches('\r')).collect();
+        // What follows the last newline is a line still being written.
+        lines.pop();
+        // The last begin line: a command's own stderr on the console could show
+        // one earlier, the guest's init writes the real one last.
+        let Some((at, rest)) = lines
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, l)| l.find(begin).map(|p| (i, &l[p + begin.len()..])))
+        else {
+            return Err(FrameError::Missing);
+        };
+        let h = parse_header(rest, limit)?;
+        let mut stdout = Vec::with_capacity(h.len as usize);
+        let mut next = 0usize;
+        for line in &lines[at + 1..] {
+            if let Some(p) = line.find(end) {
+                if next != h.lines {
+                    return Err(FrameError::Truncated {
+                        got: next,
+                        want: h.lines,
+                    });
+                }
+                let sum = line[p + end.len()..]
+                    .trim()
+                    .strip_prefix("sha256=")
+                    .unwrap_or("");
+                if !sum.eq_ignore_ascii_case(&h.sha256) {
+                    return Err(FrameError::Malformed(
+                        "end line's sha256 differs from the begin line's".into(),
+                    ));
+                }
+                if stdout.len() as u64 != h.len {
+                    return Err(FrameError::Malformed(format!(
+                        "{} bytes decoded, {} announced",
+                        stdout.len(),
+                        h.len
+                    )));
+                }
+                if hex(&Sha256::digest(&stdout)) != h.sha256 {
+                    return Err(FrameError::Checksum);
+                }
+                return Ok(Answer {
+                    stdout,
+                    exit_code: h.exit_code,
+                    release: h.release,
                 });
             }
-            let sum = line[p + END.len()..]
-                .trim()
-                .strip_prefix("sha256=")
-                .unwrap_or("");
-            if !sum.eq_ignore_ascii_case(&h.sha256) {
-                return Err(FrameError::Malformed(
-                    "end line's sha256 differs from the begin line's".into(),
-                ));
-            }
-            if stdout.len() as u64 != h.len {
+            // Other lines are kernel messages between frame lines.
+            let Some(p) = line.find(data_prefix) else {
+                continue;
+            };
+            let (idx, data) = line[p + data_prefix.len()..]
+                .split_once(' ')
+                .ok_or_else(|| FrameError::Malformed(format!("data line {next} has no payload")))?;
+            if idx.parse::<usize>().ok() != Some(next) {
                 return Err(FrameError::Malformed(format!(
-                    "{} bytes decoded, {} announced",
-                    stdout.len(),
-                    h.len
+                    "data line {next} missing (found '{}')",
+                    trunc(idx)
                 )));
             }
-            if hex(&Sha256::digest(&stdout)) != h.sha256 {
-                return Err(FrameError::Checksum);
+            if next >= h.lines || data.len() > CHUNK.div_ceil(3) * 4 {
+                return Err(FrameError::Malformed(format!(
+                    "data line {next} is too long or one too many"
+                )));
             }
-            return Ok(Answer {
-                stdout,
-                exit_code: h.exit_code,
-                release: h.release,
-            });
+            let bytes = STANDARD
+                .decode(data.trim())
+                .map_err(|e| FrameError::Malformed(format!("data line {next}: {e}")))?;
+            if stdout.len() + bytes.len() > h.len as usize {
+                return Err(FrameError::Malformed("more bytes than announced".into()));
+            }
+            stdout.extend_from_slice(&bytes);
+            next += 1;
         }
-        // Other lines are kernel messages between frame lines.
-        let Some(p) = line.find(DATA) else { continue };
-        let (idx, data) = line[p + DATA.len()..]
-            .split_once(' ')
-            .ok_or_else(|| FrameError::Malformed(format!("data line {next} has no payload")))?;
-        if idx.parse::<usize>().ok() != Some(next) {
-            return Err(FrameError::Malformed(format!(
-                "data line {next} missing (found '{}')",
-                trunc(idx)
-            )));
-        }
-        if next >= h.lines || data.len() > CHUNK.div_ceil(3) * 4 {
-            return Err(FrameError::Malformed(format!(
-                "data line {next} is too long or one too many"
-            )));
-        }
-        let bytes = STANDARD
-            .decode(data.trim())
-            .map_err(|e| FrameError::Malformed(format!("data line {next}: {e}")))?;
-        if stdout.len() + bytes.len() > h.len as usize {
-            return Err(FrameError::Malformed("more bytes than announced".into()));
-        }
-        stdout.extend_from_slice(&bytes);
-        next += 1;
+        Err(FrameError::Truncated {
+            got: next,
+            want: h.lines,
+        })
     }
-    Err(FrameError::Truncated {
-        got: next,
-        want: h.lines,
-    })
 }
 
 fn trunc(s: &str) -> &str {

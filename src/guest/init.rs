@@ -31,23 +31,31 @@ pub fn main() -> ! {
     for p in &problems {
         eprintln!("ptelab-init: {p}");
     }
-    let frame = match read_job() {
-        Ok(job) => match prepare(&job) {
-            Ok(()) => run_job(&job),
-            Err(e) => {
-                eprintln!("ptelab-init: {e}; the command was not run");
-                frame::encode(b"", 125, &release())
-            }
-        },
+    let (frame, symbols) = match read_job() {
+        Ok(job) => {
+            let frame = match prepare(&job) {
+                Ok(()) => run_job(&job),
+                Err(e) => {
+                    eprintln!("ptelab-init: {e}; the command was not run");
+                    frame::encode(b"", 125, &release())
+                }
+            };
+            (frame, job.symbols.then(symbols_frame))
+        }
         Err(e) => {
             eprintln!("ptelab-init: cannot read {JOB_PATH}: {e}");
-            frame::encode(b"", 125, &release())
+            (frame::encode(b"", 125, &release()), None)
         }
     };
     // Kernel messages from here on would only get in the frame's way.
     // SAFETY: SYSLOG_ACTION_CONSOLE_LEVEL takes no buffer.
     unsafe { libc::klogctl(8, std::ptr::null_mut(), 1) };
     let mut out = std::io::stdout().lock();
+    if let Some(symbols) = symbols {
+        if let Err(e) = out.write_all(&symbols) {
+            eprintln!("ptelab-init: cannot write the symbols to the console: {e}");
+        }
+    }
     if let Err(e) = out.write_all(&frame).and_then(|_| out.flush()) {
         eprintln!("ptelab-init: cannot write the answer to the console: {e}");
     }
@@ -282,6 +290,27 @@ fn run_job(job: &JobFile) -> Vec<u8> {
         return frame::encode_oversized(stdout.len() as u64, code, &release());
     }
     frame::encode(&stdout, code, &release())
+}
+
+/// The kernel's text symbols, compact and deflated, framed on the symbols
+/// channel (after the command, so that reading them is not measured). An
+/// empty frame when the kernel shows no addresses.
+fn symbols_frame() -> Vec<u8> {
+    // Root sees addresses unless kptr_restrict is 2; 0 shows them to all.
+    let _ = std::fs::write("/proc/sys/kernel/kptr_restrict", "0");
+    let table = match std::fs::read_to_string("/proc/kallsyms") {
+        Ok(text) => super::profile::Symbols::parse(&text),
+        Err(e) => {
+            eprintln!("ptelab-init: cannot read /proc/kallsyms: {e}");
+            Default::default()
+        }
+    };
+    let bytes = if table.is_empty() {
+        Vec::new()
+    } else {
+        super::profile::deflate(table.compact().as_bytes())
+    };
+    frame::SYMBOLS.encode(&bytes, 0, &release())
 }
 
 /// `uname -r`.

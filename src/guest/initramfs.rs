@@ -52,6 +52,10 @@ pub struct JobFile {
     /// Environment of the command, besides `PATH`, `HOME` and `TERM`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Send the kernel's text symbols (from `/proc/kallsyms`) before the
+    /// answer, for the host to name what the QEMU plugin counted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub symbols: bool,
 }
 
 /// A block device the guest's init mounts.

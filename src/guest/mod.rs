@@ -18,6 +18,8 @@ pub mod frame;
 pub mod image;
 pub mod init;
 pub mod initramfs;
+pub mod plugin;
+pub mod profile;
 pub mod qemu;
 pub mod run;
 pub mod sources;

@@ -182,6 +182,9 @@ pub struct Machine<'a> {
     /// A disk image for the guest's NVMe controller (`disk`), when the
     /// command needs one.
     pub disk: Option<&'a Path>,
+    /// `-plugin` argument: ptelab's QEMU plugin and its output (`vm
+    /// --profile`; `plugin::qemu_arg`).
+    pub plugin: Option<String>,
 }
 
 /// The kernel command line: the console, kernel errors and worse only (an
@@ -258,6 +261,10 @@ pub fn args(m: &Machine) -> Vec<OsString> {
     let mut a: Vec<OsString> = a.into_iter().map(OsString::from).collect();
     if let Some(image) = m.disk {
         a.extend(super::disk::qemu_args(image));
+    }
+    if let Some(p) = &m.plugin {
+        a.push("-plugin".into());
+        a.push(p.into());
     }
     a.push("-kernel".into());
     a.push(m.kernel.into());
@@ -361,6 +368,7 @@ mod tests {
             initrd: Path::new("/t/i.cpio"),
             append: &[],
             disk: None,
+            plugin: None,
         };
         args(&m)
             .iter()
@@ -397,6 +405,7 @@ mod tests {
             initrd: Path::new("/i"),
             append: &[],
             disk: None,
+            plugin: None,
         };
         let a = args(&m);
         assert_eq!(a[a.len() - 1], OsString::from(kernel_cmdline(Arch::X86_64)));

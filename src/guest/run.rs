@@ -63,6 +63,17 @@ pub struct GuestJob {
     pub log: PathBuf,
     /// Set on SIGINT/SIGTERM (`kernel::thp::interrupted()`): stop the guest.
     pub interrupted: &'static AtomicBool,
+    /// Load ptelab's QEMU plugin (`vm --profile`).
+    pub profile: Option<Profiling>,
+}
+
+/// What a profiled guest run loads and asks for.
+#[derive(Clone, Debug)]
+pub struct Profiling {
+    /// The plugin library (`plugin::library`).
+    pub library: PathBuf,
+    /// Ask the guest for its kernel's symbols (none cached for it yet).
+    pub symbols: bool,
 }
 
 #[derive(Debug)]
@@ -78,6 +89,14 @@ pub struct GuestOutput {
     pub kernel_release: String,
     /// From QEMU's start to its exit.
     pub boot_to_exit: Duration,
+    /// What the QEMU plugin counted (a profiled run).
+    pub counts: Option<ptelab_counts::record::Output>,
+    /// The guest kernel's symbols as it sent them (deflated compact text;
+    /// empty when its kallsyms showed no addresses), when asked for.
+    pub symbols: Option<Vec<u8>>,
+    /// The symbols that name what the plugin counted, or why there are
+    /// none (set by the fleet, from `symbols` or its cache).
+    pub symbol_table: Option<Result<super::profile::Symbols, String>>,
 }
 
 /// The full QEMU command line a job boots with (for the log and reports).
@@ -109,6 +128,23 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         disk: None,
         mglru: job.mglru,
         env: Default::default(),
+        symbols: job.profile.as_ref().is_some_and(|p| p.symbols),
+    };
+    if job.profile.is_some() {
+        super::plugin::check_qemu(&emulator, &qemu_version)?;
+    }
+    // The plugin writes into an unnamed file QEMU opens through /proc (gone
+    // with ptelab, whatever happens).
+    let counts_file = match &job.profile {
+        Some(_) => Some(tempfile::tempfile().context("creating the plugin's output file")?),
+        None => None,
+    };
+    let plugin_arg = match (&job.profile, &counts_file) {
+        (Some(p), Some(f)) => Some(super::plugin::qemu_arg(
+            &p.library,
+            &proc_path(f),
+        )),
+        _ => None,
     };
     if job.disk.is_some() {
         jobfile.disk = Some(JobDisk {
@@ -149,6 +185,7 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         initrd: &initrd,
         append: &job.append,
         disk: image_path.as_deref(),
+        plugin: plugin_arg,
     };
     if let Some(dir) = job.log.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -198,6 +235,17 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
             qemu_version,
             kernel_release: a.release,
             boot_to_exit,
+            counts: counts_file.map(read_counts).transpose()?,
+            symbols: match job.profile.as_ref().is_some_and(|p| p.symbols) {
+                true => Some(
+                    frame::SYMBOLS
+                        .decode(&console, MAX_OUTPUT)
+                        .map_err(|e| anyhow::anyhow!("the guest's symbols: {e}"))?
+                        .stdout,
+                ),
+                false => None,
+            },
+            symbol_table: None,
         }),
         Err(e) => {
             let mut why = match (&e, panic_line(&console)) {
@@ -220,6 +268,22 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
             )
         }
     }
+}
+
+/// A path QEMU can open an unnamed file of ours by.
+fn proc_path(f: &File) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), f.as_raw_fd()))
+}
+
+/// What the plugin wrote, parsed.
+fn read_counts(mut f: File) -> anyhow::Result<ptelab_counts::record::Output> {
+    use std::io::Seek;
+    let mut text = String::new();
+    f.rewind()
+        .and_then(|_| f.read_to_string(&mut text))
+        .context("reading the QEMU plugin's output")?;
+    ptelab_counts::record::parse(&text).context("the QEMU plugin's output does not parse")
 }
 
 /// The least guest memory worth booting with: the kernel keeps the

@@ -92,6 +92,10 @@ mod tests {
 
     #[test]
     fn phases_marked_are_the_plugins() {
-        assert_eq!(ptelab_counts::MAX_PHASES, 2, "begin/end mark phases 0 and 1");
+        assert_eq!(
+            ptelab_counts::MAX_PHASES,
+            2,
+            "begin/end mark phases 0 and 1"
+        );
     }
 }

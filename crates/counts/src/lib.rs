@@ -374,7 +374,13 @@ mod tests {
             assert_eq!(arm(w), Some(Insn::Tlb(kind)), "{w:#x}");
         }
         // Not TLB maintenance: isb, dmb ish, ssbb, dc civac, ic iallu.
-        for w in [0xD503_3FDF, 0xD503_3BBF, 0xD503_309F, 0xD50B_7E20, 0xD508_751F] {
+        for w in [
+            0xD503_3FDF,
+            0xD503_3BBF,
+            0xD503_309F,
+            0xD50B_7E20,
+            0xD508_751F,
+        ] {
             assert_eq!(arm(w), None, "{w:#x}");
         }
     }
@@ -385,7 +391,10 @@ mod tests {
         assert_eq!(x(&[0x0F, 0x01, 0x38]), Some(Insn::Tlb(Tlb::Invlpg))); // invlpg (%rax)
         assert_eq!(x(&[0x0F, 0x01, 0x3F]), Some(Insn::Tlb(Tlb::Invlpg))); // invlpg (%rdi)
         assert_eq!(x(&[0x41, 0x0F, 0x01, 0x38]), Some(Insn::Tlb(Tlb::Invlpg))); // invlpg (%r8)
-        assert_eq!(x(&[0x0F, 0x01, 0x7C, 0x24, 0x08]), Some(Insn::Tlb(Tlb::Invlpg)));
+        assert_eq!(
+            x(&[0x0F, 0x01, 0x7C, 0x24, 0x08]),
+            Some(Insn::Tlb(Tlb::Invlpg))
+        );
         assert_eq!(x(&[0x0F, 0x01, 0xF8]), None); // swapgs
         assert_eq!(x(&[0x0F, 0x01, 0xF9]), None); // rdtscp
         assert_eq!(x(&[0x0F, 0x01, 0x10]), None); // lgdt
@@ -427,7 +436,10 @@ mod tests {
     #[test]
     fn targets() {
         assert_eq!(Target::from_qemu("aarch64"), Some(Target::Aarch64));
-        assert_eq!(Target::from_qemu("x86_64").map(Target::name), Some("x86_64"));
+        assert_eq!(
+            Target::from_qemu("x86_64").map(Target::name),
+            Some("x86_64")
+        );
         assert_eq!(Target::from_qemu("riscv64"), None);
     }
 }

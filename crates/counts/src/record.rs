@@ -169,7 +169,10 @@ mod tests {
             kernel_insns: 91_234,
             user_insns: 812,
             tlb,
-            blocks: vec![(0xffff_ffff_8123_4560, 100, 1200), (0xffff_ffff_8100_0000, 1, 7)],
+            blocks: vec![
+                (0xffff_ffff_8123_4560, 100, 1200),
+                (0xffff_ffff_8100_0000, 1, 7),
+            ],
         }
     }
 
@@ -201,7 +204,11 @@ mod tests {
         assert_eq!((e.line, e.why.as_str()), (2, "a block outside a window"));
         let e = parse(&format!("{}W 0 0 1 2 3\n", header("x86_64"))).unwrap_err();
         assert!(e.why.contains("missing"), "{e}");
-        let e = parse(&format!("{}W 0 7 1 2 0 0 0 0 0 0 0 0 0\n", header("x86_64"))).unwrap_err();
+        let e = parse(&format!(
+            "{}W 0 7 1 2 0 0 0 0 0 0 0 0 0\n",
+            header("x86_64")
+        ))
+        .unwrap_err();
         assert!(e.why.contains("phase 7"), "{e}");
         let e = parse(&format!("{}X\n", header("x86_64"))).unwrap_err();
         assert!(e.to_string().contains("unknown record 'X'"), "{e}");

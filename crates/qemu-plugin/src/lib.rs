@@ -287,12 +287,7 @@ extern "C" fn translate(_id: PluginId, tb: *mut QemuPluginTb) {
                 Some(Insn::Tlb(k)) => TLB_TAG | k.index(),
                 None => continue,
             };
-            qemu_plugin_register_vcpu_insn_exec_cb(
-                insn,
-                insn_exec,
-                CB_NO_REGS,
-                tag as *mut c_void,
-            );
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, insn_exec, CB_NO_REGS, tag as *mut c_void);
         }
     }
 }

@@ -543,7 +543,11 @@ impl CellRun {
                 tlb_flushes: flushes[p].clone(),
                 elapsed_s,
                 warnings,
-                windows: self.windows.get_mut(p).map(std::mem::take).unwrap_or_default(),
+                windows: self
+                    .windows
+                    .get_mut(p)
+                    .map(std::mem::take)
+                    .unwrap_or_default(),
                 profile: None,
             });
         }
