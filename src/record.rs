@@ -557,6 +557,8 @@ pub(crate) mod fixtures {
             },
             elapsed_s: 1.0,
             warnings: vec![],
+            windows: vec![],
+            profile: None,
         }
     }
 }

@@ -11,6 +11,7 @@
 mod drift;
 #[cfg(test)]
 mod exact;
+pub mod functions;
 mod noise;
 mod pair;
 mod paired;

@@ -336,6 +336,17 @@ pub struct CompareArgs {
     /// requested layout.
     #[arg(long)]
     pub across_folios: bool,
+    /// Compare the mechanism instead: per kernel function, entries and
+    /// instructions per call on each side and the change, largest first,
+    /// and TLB invalidations per call (runs of `ptelab vm --profile`).
+    #[arg(long, conflicts_with_all = ["replicates", "across_folios", "fail_on_regression"])]
+    pub functions: bool,
+    /// Functions listed per cell with --functions.
+    #[arg(long, default_value_t = 15, requires = "functions")]
+    pub top: usize,
+    /// With --functions: only this kernel function (its symbol).
+    #[arg(long, value_name = "NAME", requires = "functions")]
+    pub function: Option<String>,
     /// Correct each cell for machine drift between the runs with the
     /// kernel-speed probe every block records (ns per getppid): `auto` when
     /// both runs ran the same kernel release on the same machine, `probe`

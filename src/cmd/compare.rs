@@ -7,12 +7,14 @@ use std::process::ExitCode;
 
 use ptelab_stats::compare::{CompareOpts, DEFAULT_SEED};
 
+use crate::analysis::functions::compare_functions;
 use crate::analysis::{compare_replicated, compare_runs_paired, CompareView, NoiseRule, Rules};
 use crate::bail_usage;
 use crate::cli::flags::CompareArgs;
 use crate::cli::values::TextFormat;
 use crate::error::usage;
 use crate::report::compare::{render, Format};
+use crate::report::mechanism::render_functions;
 use crate::store::{Store, StoredRun};
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
@@ -37,6 +39,20 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open_existing(&args.out.db)?;
     let ids_a = store.resolve_runs(&args.a, args.replicates)?;
     let ids_b = store.resolve_runs(&args.b, args.replicates)?;
+    if args.functions {
+        if ids_a.len() > 1 || ids_b.len() > 1 {
+            bail_usage!("--functions compares one run with one run");
+        }
+        let (a, b) = (store.load(ids_a[0])?, store.load(ids_b[0])?);
+        let mut view = compare_functions((&args.a, &a), (&args.b, &b))?;
+        if let Some(name) = &args.function {
+            view.only(name)?;
+        }
+        let mut out = std::io::stdout().lock();
+        out.write_all(render_functions(&view, format, args.top).as_bytes())?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let replicated = ids_a.len() > 1 || ids_b.len() > 1;
     // (One run against itself stays allowed: a sanity check with no change.)
     if replicated {

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use crate::cli::flags::ShowArgs;
 use crate::record::{CellResult, Metric, ModelCellRecord};
 use crate::report::cells::render_table_in;
+use crate::report::mechanism;
 use crate::store::{Store, StoredCell, StoredRun};
 use crate::text::table::Table;
 
@@ -119,6 +120,7 @@ pub fn render_text(run: &StoredRun) -> String {
         writeln!(out, "\n{w}: median {per_call} of {n} samples per cell").unwrap();
         out.push_str(render_table_in(&cells, metric).trim_end());
         out.push('\n');
+        mechanism(&mut out, &cells);
     }
 
     let model: Vec<&ModelCellRecord> = run.model_cells().collect();
@@ -161,6 +163,35 @@ pub fn render_text(run: &StoredRun) -> String {
         out.push_str(&t.text(" | "));
     }
     out
+}
+
+/// Functions listed per profiled cell.
+const TOP_FUNCTIONS: usize = 12;
+
+/// The mechanism counters of the cells that have them (`vm --profile`).
+fn mechanism(out: &mut String, cells: &[CellResult]) {
+    let counted: Vec<&CellResult> = cells.iter().filter(|c| c.profile.is_some()).collect();
+    let Some(first) = counted.first().and_then(|c| c.profile.as_ref()) else {
+        return;
+    };
+    writeln!(
+        out,
+        "\nmechanism (ptelab's QEMU plugin, per call; names from {}):",
+        first.symbols
+    )
+    .unwrap();
+    for c in cells {
+        let label = format!(
+            "{} {}{}",
+            crate::text::format::size(c.size_bytes),
+            c.folio,
+            c.phase.as_ref().map_or(String::new(), |p| format!(" {p}"))
+        );
+        match &c.profile {
+            Some(p) => out.push_str(&mechanism::cell_text(&label, p, TOP_FUNCTIONS)),
+            None => writeln!(out, "{label}: {}", mechanism::NOT_COUNTED).unwrap(),
+        }
+    }
 }
 
 fn sample_range(cells: &[CellResult]) -> (usize, usize) {

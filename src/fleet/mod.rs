@@ -315,8 +315,8 @@ impl Fleet {
             }
             Some(b) => {
                 // A cache that cannot be written costs the next run a transfer.
-                let _ = std::fs::create_dir_all(&self.symbols)
-                    .and_then(|_| std::fs::write(&path, b));
+                let _ =
+                    std::fs::create_dir_all(&self.symbols).and_then(|_| std::fs::write(&path, b));
                 b.clone()
             }
             None => match std::fs::read(&path) {
@@ -342,10 +342,13 @@ impl Fleet {
             args.insert(1, "--windows".into());
         }
         GuestJob {
-            profile: self.plugin.as_ref().map(|library| crate::guest::run::Profiling {
-                library: library.clone(),
-                symbols: !self.symbols_path(job.kernel).is_file(),
-            }),
+            profile: self
+                .plugin
+                .as_ref()
+                .map(|library| crate::guest::run::Profiling {
+                    library: library.clone(),
+                    symbols: !self.symbols_path(job.kernel).is_file(),
+                }),
             arch: job.kernel.arch,
             kernel: job.kernel.image.clone(),
             binary: setup.binary.clone(),
@@ -417,7 +420,9 @@ impl Measured {
                     table,
                     source: format!("the guest's /proc/kallsyms ({} text symbols)", table.len()),
                 },
-                Some(Ok(_)) => Names::Addresses("the guest's /proc/kallsyms has no text symbols".into()),
+                Some(Ok(_)) => {
+                    Names::Addresses("the guest's /proc/kallsyms has no text symbols".into())
+                }
                 Some(Err(why)) => Names::Addresses(why.clone()),
                 None => Names::Addresses("no symbols were asked for".into()),
             };
@@ -425,7 +430,11 @@ impl Measured {
                 let windows = std::mem::take(&mut c.windows);
                 if !windows.is_empty() {
                     c.profile = Some(profile(&windows, counts, &names).with_context(|| {
-                        format!("counting the mechanism of {} {}", c.workload.name(), c.folio)
+                        format!(
+                            "counting the mechanism of {} {}",
+                            c.workload.name(),
+                            c.folio
+                        )
                     })?);
                 }
             }

@@ -89,6 +89,7 @@ fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<Gue
         timeout,
         log,
         interrupted: &NEVER,
+        profile: None,
     })
 }
 

@@ -292,6 +292,7 @@ mod tests {
             disk: None,
             mglru: false,
             env: BTreeMap::new(),
+            symbols: false,
         }
     }
 

@@ -47,7 +47,9 @@ pub fn library() -> anyhow::Result<PathBuf> {
             .arg(tree.join("target"))
             .stdout(Stdio::from(std::io::stderr()))
             .status()
-            .with_context(|| format!("cannot run cargo to build {PACKAGE} in {}", tree.display()))?;
+            .with_context(|| {
+                format!("cannot run cargo to build {PACKAGE} in {}", tree.display())
+            })?;
         if !status.success() {
             anyhow::bail!(
                 "building the QEMU plugin failed ({status}): cargo's output is above; the \
@@ -132,7 +134,10 @@ mod tests {
         let e = check_qemu(Path::new("/usr/bin/qemu-system-x86_64"), "9.2.1 (v9.2.1)").unwrap_err();
         assert!(crate::error::is_usage(&e));
         let msg = e.to_string();
-        assert!(msg.contains("QEMU 9.2.1") && msg.contains("level 1"), "{msg}");
+        assert!(
+            msg.contains("QEMU 9.2.1") && msg.contains("level 1"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -140,7 +145,11 @@ mod tests {
         // A stand-in "QEMU" whose -help lists no -plugin option.
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("qemu-system-x86_64");
-        std::fs::write(&fake, "#!/bin/sh\necho '-accel tcg'\necho '-icount shift=N'\n").unwrap();
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho '-accel tcg'\necho '-icount shift=N'\n",
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let e = check_qemu(&fake, "7.2.0").unwrap_err();

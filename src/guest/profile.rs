@@ -91,39 +91,6 @@ impl Symbols {
         let a = self.addrs[i];
         (vaddr - a < MAX_FUNCTION_BYTES).then(|| (self.names[i].as_str(), a == vaddr))
     }
-
-    /// The names nearest to `name`: sharing its longest run of characters,
-    /// then the shortest (for "no function X; did you mean …").
-    pub fn nearest(&self, name: &str, n: usize) -> Vec<&str> {
-        nearest_names(self.names.iter().map(String::as_str), name, n)
-    }
-}
-
-/// The `n` names of `names` nearest to `name` (most characters in common
-/// as one run, then shortest, then alphabetical).
-pub fn nearest_names<'a>(names: impl Iterator<Item = &'a str>, name: &str, n: usize) -> Vec<&'a str> {
-    let mut scored: Vec<(usize, &str)> = names.map(|c| (common_run(c, name), c)).collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.len().cmp(&b.1.len())).then(a.1.cmp(b.1)));
-    scored.dedup_by_key(|s| s.1);
-    scored.into_iter().take(n).map(|(_, c)| c).collect()
-}
-
-/// The longest common substring of `a` and `b`, in bytes.
-fn common_run(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut best = 0;
-    let mut prev = vec![0usize; b.len() + 1];
-    for &x in a {
-        let mut cur = vec![0usize; b.len() + 1];
-        for (j, &y) in b.iter().enumerate() {
-            if x == y {
-                cur[j + 1] = prev[j] + 1;
-                best = best.max(cur[j + 1]);
-            }
-        }
-        prev = cur;
-    }
-    best
 }
 
 /// kallsyms types of text: global, local, weak.
@@ -261,7 +228,13 @@ pub fn profile(windows: &[SampleWindow], out: &Output, names: &Names) -> anyhow:
     });
     let max_window_deviation = rows
         .iter()
-        .map(|r| if kernel > 0.0 { (r.kernel - kernel).abs() / kernel } else { 0.0 })
+        .map(|r| {
+            if kernel > 0.0 {
+                (r.kernel - kernel).abs() / kernel
+            } else {
+                0.0
+            }
+        })
         .fold(0.0, f64::max);
     Ok(Profile {
         windows: rows.len() as u64,
@@ -300,25 +273,34 @@ ffffffffc0000000 t mod_fn\t[somemod]
     fn kallsyms_text_symbols_only() {
         let s = table();
         assert_eq!(s.len(), 5, "{s:?}");
-        assert_eq!(s.lookup(0xffff_ffff_8100_1000), Some(("vm_normal_page", true)));
-        assert_eq!(s.lookup(0xffff_ffff_8100_1010), Some(("vm_normal_page", false)));
-        assert_eq!(s.lookup(0xffff_ffff_8100_1200), Some(("change_pte_range", true)));
+        assert_eq!(
+            s.lookup(0xffff_ffff_8100_1000),
+            Some(("vm_normal_page", true))
+        );
+        assert_eq!(
+            s.lookup(0xffff_ffff_8100_1010),
+            Some(("vm_normal_page", false))
+        );
+        assert_eq!(
+            s.lookup(0xffff_ffff_8100_1200),
+            Some(("change_pte_range", true))
+        );
         // Past the data symbol: still change_pte_range's (data is not text).
-        assert_eq!(s.lookup(0xffff_ffff_8100_2010).map(|x| x.0), Some("change_pte_range"));
+        assert_eq!(
+            s.lookup(0xffff_ffff_8100_2010).map(|x| x.0),
+            Some("change_pte_range")
+        );
         assert_eq!(s.lookup(0xffff_ffff_8000_0000), None);
-        assert_eq!(s.lookup(0xffff_ffff_c100_0000), None, "too far past any symbol");
+        assert_eq!(
+            s.lookup(0xffff_ffff_c100_0000),
+            None,
+            "too far past any symbol"
+        );
         // The compact form parses to the same table.
         assert_eq!(Symbols::parse(&s.compact()), s);
         let round = inflate(&deflate(s.compact().as_bytes())).unwrap();
         assert_eq!(round, s.compact());
         assert!(inflate(b"not deflate at all \xff\xfe").is_err());
-    }
-
-    #[test]
-    fn nearest_names_share_the_longest_run() {
-        let s = table();
-        assert_eq!(s.nearest("vm_normal_folio", 2), ["vm_normal_page", "mod_fn"]);
-        assert_eq!(s.nearest("change_pte", 1), ["change_pte_range"]);
     }
 
     fn window(seq: u64, phase: u8, blocks: Vec<(u64, u64, u64)>, kernel: u64) -> Window {
@@ -340,7 +322,12 @@ ffffffffc0000000 t mod_fn\t[somemod]
         let f = 0xffff_ffff_8100_1000;
         let g = 0xffff_ffff_8100_1200;
         let normal = |seq| {
-            window(seq, 0, vec![(f, 200, 2000), (f + 0x20, 100, 500), (g, 2, 300)], 2800)
+            window(
+                seq,
+                0,
+                vec![(f, 200, 2000), (f + 0x20, 100, 500), (g, 2, 300)],
+                2800,
+            )
         };
         // Window 1 also ran 8M instructions of asynchronous work in _stext.
         let mut noisy = normal(1);
@@ -350,7 +337,11 @@ ffffffffc0000000 t mod_fn\t[somemod]
             target: "x86_64".into(),
             windows: vec![normal(0), noisy, normal(2)],
         };
-        let sw = |seq| SampleWindow { seq, phase: 0, calls: 2 };
+        let sw = |seq| SampleWindow {
+            seq,
+            phase: 0,
+            calls: 2,
+        };
         let table = table();
         let names = Names::Symbols {
             table: &table,
@@ -366,18 +357,37 @@ ffffffffc0000000 t mod_fn\t[somemod]
         assert_eq!((cpr.entries, cpr.instructions), (1.0, 150.0));
         // _stext ran in one window of three: its median is 0, so it is left out.
         assert!(p.function("_stext").is_none(), "{:?}", p.functions);
-        assert_eq!(p.functions[0].name, "vm_normal_page", "most instructions first");
+        assert_eq!(
+            p.functions[0].name, "vm_normal_page",
+            "most instructions first"
+        );
         assert_eq!(p.tlb.get("dsb"), Some(&2.0));
         assert_eq!(p.tlb.get("tlbi-page"), Some(&1.0));
         assert_eq!(p.tlb.get("invlpg"), None, "kinds never seen are left out");
         assert_eq!(p.tlb_invalidations(), 1.0, "a DSB is not an invalidation");
-        assert!(p.max_window_deviation > 1000.0, "{}", p.max_window_deviation);
+        assert!(
+            p.max_window_deviation > 1000.0,
+            "{}",
+            p.max_window_deviation
+        );
         // Phase 1 was never written: the windows disagree.
-        let e = profile(&[SampleWindow { seq: 0, phase: 1, calls: 1 }], &out, &names).unwrap_err();
+        let e = profile(
+            &[SampleWindow {
+                seq: 0,
+                phase: 1,
+                calls: 1,
+            }],
+            &out,
+            &names,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("no window 0 of phase 1"), "{e}");
         // Without symbols: blocks by address, each its own entry.
         let p = profile(&[sw(0)], &out, &Names::Addresses("no kallsyms".into())).unwrap();
         assert_eq!(p.symbols, "addresses only: no kallsyms");
-        assert_eq!(p.function("0xffffffff81001000").map(|f| f.entries), Some(100.0));
+        assert_eq!(
+            p.function("0xffffffff81001000").map(|f| f.entries),
+            Some(100.0)
+        );
     }
 }

@@ -140,10 +140,7 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         None => None,
     };
     let plugin_arg = match (&job.profile, &counts_file) {
-        (Some(p), Some(f)) => Some(super::plugin::qemu_arg(
-            &p.library,
-            &proc_path(f),
-        )),
+        (Some(p), Some(f)) => Some(super::plugin::qemu_arg(&p.library, &proc_path(f))),
         _ => None,
     };
     if job.disk.is_some() {

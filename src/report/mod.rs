@@ -5,6 +5,7 @@ pub mod cells;
 pub mod compare;
 pub mod html;
 pub mod markdown;
+pub mod mechanism;
 pub mod phrase;
 pub mod plot;
 pub mod view;

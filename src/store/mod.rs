@@ -54,6 +54,7 @@ pub type RunId = i64;
 const MIGRATIONS: &[&str] = &[
     include_str!("schema.sql"),
     include_str!("migrations/0002_calibration.sql"),
+    include_str!("migrations/0003_profile.sql"),
 ];
 
 /// The `schema` value of a run document ([`StoredRun`] as JSON): what

@@ -13,7 +13,8 @@ use proptest::sample::select;
 use super::tests::host;
 use super::{RunId, RunStatus, Store, StoredCell, StoredRun, RUN_SCHEMA};
 use crate::record::{
-    Accel, CellResult, Guest, Host, Layout, Metric, ModelCellRecord, NsPerCall, TlbFlushes,
+    Accel, CellResult, FunctionCount, Guest, Host, Layout, Metric, ModelCellRecord, NsPerCall,
+    Profile, TlbFlushes,
 };
 use crate::workload::folio::MTHP_SIZES;
 use crate::workload::{FolioSpec, WorkloadKind};
@@ -141,6 +142,45 @@ fn tlb_flushes() -> impl Strategy<Value = TlbFlushes> {
     ]
 }
 
+/// A guest cell's mechanism counters (or none, as every host cell).
+fn profile() -> impl Strategy<Value = Option<Profile>> {
+    let tlb_kind = select(
+        ptelab_counts::Tlb::ALL
+            .map(|k| k.name().to_string())
+            .to_vec(),
+    );
+    let function =
+        (text(), figure(), figure()).prop_map(|(name, entries, instructions)| FunctionCount {
+            name,
+            entries,
+            instructions,
+        });
+    prop::option::of(
+        (
+            (0..1u64 << 20, figure(), figure(), figure()),
+            btree_map(tlb_kind, figure(), 0..4),
+            vec(function, 0..6),
+            text(),
+        )
+            .prop_map(
+                |((windows, kernel, user, dev), tlb, mut functions, symbols)| {
+                    // A cell's functions have distinct names.
+                    let mut seen = std::collections::HashSet::new();
+                    functions.retain(|f| seen.insert(f.name.clone()));
+                    Profile {
+                        windows,
+                        kernel_instructions: kernel,
+                        user_instructions: user,
+                        tlb,
+                        functions,
+                        symbols,
+                        max_window_deviation: dev,
+                    }
+                },
+            ),
+    )
+}
+
 /// Any measured cell: every workload, folio and phase.
 pub(crate) fn kernel_cell() -> impl Strategy<Value = CellResult> {
     (
@@ -176,6 +216,7 @@ pub(crate) fn kernel_cell() -> impl Strategy<Value = CellResult> {
             figure(),
             vec(text(), 0..3),
         ),
+        profile(),
     )
         .prop_map(
             |(
@@ -183,6 +224,7 @@ pub(crate) fn kernel_cell() -> impl Strategy<Value = CellResult> {
                 (layout, layout_after, verified, (vmas_before, vmas_after)),
                 (ns_per_call, blocks, probe_ns, memory_probe_ns, ns_per_page),
                 ((calls, calls_per_sample), pinned_cpu, tlb_flushes, elapsed_s, warnings),
+                profile,
             )| CellResult {
                 workload,
                 size_bytes,
@@ -206,6 +248,8 @@ pub(crate) fn kernel_cell() -> impl Strategy<Value = CellResult> {
                 tlb_flushes,
                 elapsed_s,
                 warnings,
+                windows: Vec::new(),
+                profile,
             },
         )
 }

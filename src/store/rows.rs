@@ -7,7 +7,7 @@ use anyhow::Context;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{RunId, RunStatus, RunSummary, StoredCell};
-use crate::record::{CellResult, Guest, ModelCellRecord};
+use crate::record::{CellResult, FunctionCount, Guest, ModelCellRecord};
 
 /// Values of a new `run` row.
 pub(super) struct NewRun<'a> {
@@ -81,6 +81,13 @@ pub(super) fn insert_kernel_cell(
     let mut rest = cell.clone();
     let samples = std::mem::take(&mut rest.ns_per_call.samples);
     let breakdown = std::mem::take(&mut rest.tlb_flushes.breakdown);
+    let functions = rest
+        .profile
+        .as_mut()
+        .map(|p| std::mem::take(&mut p.functions))
+        .unwrap_or_default();
+    // Sample windows are the guest's message to the host, never a result.
+    rest.windows.clear();
     let requested = serde_json::json!({
         "folio": cell.folio,
         "regions": cell.regions,
@@ -123,6 +130,13 @@ pub(super) fn insert_kernel_cell(
         conn.prepare_cached("INSERT INTO flush (cell, key, events) VALUES (?1, ?2, ?3)")?;
     for (key, events) in &breakdown {
         stmt.execute(params![id, key, i64_of(*events)?])?;
+    }
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO cell_function (cell, idx, name, entries, instructions) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for (i, f) in functions.iter().enumerate() {
+        stmt.execute(params![id, i as i64, f.name, f.entries, f.instructions])?;
     }
     Ok(id)
 }
@@ -267,6 +281,9 @@ pub(super) fn select_cells(conn: &Connection, run: RunId) -> anyhow::Result<Vec<
     let mut samples = conn.prepare_cached("SELECT ns FROM sample WHERE cell = ?1 ORDER BY idx")?;
     let mut flushes = conn.prepare_cached("SELECT key, events FROM flush WHERE cell = ?1")?;
     let mut counters = conn.prepare_cached("SELECT name, value FROM counter WHERE cell = ?1")?;
+    let mut functions = conn.prepare_cached(
+        "SELECT name, entries, instructions FROM cell_function WHERE cell = ?1 ORDER BY idx",
+    )?;
     let mut out = Vec::with_capacity(rows.len());
     for (id, backend, json, exact) in rows {
         let bad = || format!("cell {id} of run {run} has a malformed record");
@@ -282,6 +299,17 @@ pub(super) fn select_cells(conn: &Connection, run: RunId) -> anyhow::Result<Vec<
                         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
                     })?
                     .collect::<rusqlite::Result<_>>()?;
+                if let Some(p) = c.profile.as_mut() {
+                    p.functions = functions
+                        .query_map([id], |r| {
+                            Ok(FunctionCount {
+                                name: r.get(0)?,
+                                entries: r.get(1)?,
+                                instructions: r.get(2)?,
+                            })
+                        })?
+                        .collect::<rusqlite::Result<_>>()?;
+                }
                 StoredCell::Kernel(c)
             }
             "model" => {

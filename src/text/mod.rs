@@ -5,4 +5,5 @@
 //! print sizes and tables the same way as `report`.
 
 pub mod format;
+pub mod nearest;
 pub mod table;

@@ -216,12 +216,24 @@ pub fn import_runs(db: &TempDb, docs: &[Value]) {
 /// The image of Debian's `version` for x86_64 in the kernel cache, with
 /// QEMU here to boot it; else None, having said why (`skip`).
 pub fn cached_x86_image(version: &str) -> Option<String> {
-    if std::process::Command::new("qemu-system-x86_64")
+    cached_image(version, "x86_64")
+}
+
+/// The image of Debian's `version` for `arch` (x86_64, arm64) in the
+/// kernel cache, with QEMU here to boot it; else None, having said why.
+pub fn cached_image(version: &str, arch: &str) -> Option<String> {
+    let (qemu, package) = match arch {
+        "arm64" => ("qemu-system-aarch64", "qemu-system-arm"),
+        _ => ("qemu-system-x86_64", "qemu-system-x86"),
+    };
+    if std::process::Command::new(qemu)
         .arg("--version")
         .output()
         .is_err()
     {
-        skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
+        skip(&format!(
+            "{qemu} is not installed (apt-get install {package})"
+        ));
         return None;
     }
     let out = ptelab()
@@ -231,12 +243,12 @@ pub fn cached_x86_image(version: &str) -> Option<String> {
     let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let image = list.as_array().and_then(|l| {
         l.iter()
-            .find(|k| k["manifest"]["version"] == version && k["manifest"]["arch"] == "x86_64")
+            .find(|k| k["manifest"]["version"] == version && k["manifest"]["arch"] == arch)
             .and_then(|k| k["image"].as_str().map(String::from))
     });
     if image.is_none() {
         skip(&format!(
-            "Debian's {version} x86_64 kernel is not cached (ptelab kernel fetch debian:{version} --arch x86_64)"
+            "Debian's {version} {arch} kernel is not cached (ptelab kernel fetch debian:{version} --arch {arch})"
         ));
     }
     image

@@ -102,6 +102,7 @@ pub fn plan(size: u64, budget: Budget, blocks: u32) -> CellPlan {
         blocks,
         pinned_cpu: None,
         reclaim: None,
+        windows: false,
     }
 }
 

@@ -1,0 +1,259 @@
+//! `vm --profile`: the mechanism counters of real guests (QEMU TCG with
+//! ptelab's plugin), on the kernels each figure is about, stored, shown and
+//! compared per function; and its bad input refused before any boot.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{cached_image, ptelab, TempDb};
+
+/// Boot `kernels` of `arch` with `--profile`, one cell each, stored in `db`
+/// tagged by kernel; the stored runs' cells, one list per kernel.
+fn profiled(db: &TempDb, arch: &str, kernels: &[&str], bench: &[&str]) -> Vec<Vec<Value>> {
+    let out = ptelab()
+        .args([
+            "vm",
+            "--kernel",
+            &kernels.join(","),
+            "--arch",
+            arch,
+            "--profile",
+        ])
+        .args(["--db", db.path(), "--", "bench"])
+        .args(bench)
+        .args(["--blocks", "3"])
+        .timeout(Duration::from_secs(900))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kernels
+        .iter()
+        .map(|k| {
+            let show = ptelab()
+                .args(["show", k, "--json", "--db", db.path()])
+                .output()
+                .unwrap();
+            let run: Value = serde_json::from_slice(&show.stdout).unwrap();
+            run["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["cell"].clone())
+                .collect()
+        })
+        .collect()
+}
+
+fn phase<'a>(cells: &'a [Value], name: &str) -> &'a Value {
+    cells
+        .iter()
+        .find(|c| c["phase"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}: {cells:?}"))
+}
+
+/// Entries of `function` per call, 0 when it did not run.
+fn entries(cell: &Value, function: &str) -> f64 {
+    cell["profile"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == function)
+        .map_or(0.0, |f| f["entries"].as_f64().unwrap())
+}
+
+/// Seed 001's mechanism: from 6.17 change_pte_range looks up the folio of
+/// every PTE (vm_normal_page) even on the PROT_NONE call, which 6.16 did
+/// not do for an order-0 anonymous page.
+#[test]
+fn x86_folio_lookups_per_pte_go_from_0_to_1() {
+    let (old, new) = ("6.16.12", "6.17.13");
+    if cached_image(old, "x86_64").is_none() || cached_image(new, "x86_64").is_none() {
+        return;
+    }
+    let db = TempDb::new();
+    let kernels = [format!("debian:{old}"), format!("debian:{new}")];
+    let names: Vec<&str> = kernels.iter().map(String::as_str).collect();
+    let runs = profiled(
+        &db,
+        "x86_64",
+        &names,
+        &["prot-transition", "--size", "400K", "--folio", "4K"],
+    );
+    let ptes = 100.0;
+    let per_pte: Vec<f64> = runs
+        .iter()
+        .map(|cells| entries(phase(cells, "rw-to-none"), "vm_normal_page") / ptes)
+        .collect();
+    assert_eq!(
+        per_pte,
+        [0.0, 1.0],
+        "vm_normal_page entries per PTE, PROT_NONE call"
+    );
+    // The counted instructions are the cell's own figure, less the clock
+    // reads the windows leave out.
+    for cells in &runs {
+        let c = phase(cells, "rw-to-none");
+        let p = &c["profile"];
+        let counted =
+            p["kernel_instructions"].as_f64().unwrap() + p["user_instructions"].as_f64().unwrap();
+        let figure = c["ns_per_call"]["median"].as_f64().unwrap();
+        assert!(
+            counted <= figure * 1.001 && counted > figure * 0.8,
+            "{counted} vs {figure}"
+        );
+        assert!(p["symbols"].as_str().unwrap().contains("kallsyms"), "{p}");
+        assert!(p["windows"].as_u64().unwrap() >= 3, "{p}");
+    }
+
+    // show prints the mechanism; compare --functions the per-function change.
+    let show = ptelab()
+        .args(["show", &names[1], "--db", db.path()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("mechanism (ptelab's QEMU plugin"), "{text}");
+    assert!(text.contains("vm_normal_page"), "{text}");
+    let cmp = ptelab()
+        .args([
+            "compare",
+            names[0],
+            names[1],
+            "--functions",
+            "--db",
+            db.path(),
+        ])
+        .args(["--function", "vm_normal_page", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        cmp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+    let view: Value = serde_json::from_slice(&cmp.stdout).unwrap();
+    let cells = view["comparison"]["cells"].as_array().unwrap();
+    let down = cells
+        .iter()
+        .find(|c| c["cell"].as_str().unwrap().contains("rw-to-none"))
+        .unwrap();
+    let row = &down["functions"][0];
+    assert_eq!(row["name"], "vm_normal_page");
+    assert_eq!(row["entries_a"], Value::Null, "did not run on {old}");
+    assert_eq!(row["entries_b"], 100.0);
+    // A function that ran nowhere is refused with the nearest names.
+    let bad = ptelab()
+        .args([
+            "compare",
+            names[0],
+            names[1],
+            "--functions",
+            "--db",
+            db.path(),
+        ])
+        .args(["--function", "vm_normal_folio"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no kernel function 'vm_normal_folio'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("vm_normal_page"),
+        "nearest names listed: {err}"
+    );
+}
+
+/// Seed 003's mechanism: arm64 6.19 no longer flushes the TLB when an
+/// mprotect makes a PROT_NONE page accessible (pte_needs_flush).
+#[test]
+fn arm64_tlbi_per_none_to_rw_call_goes_from_1_to_0() {
+    let (old, new) = ("6.18.15", "6.19.6");
+    if cached_image(old, "arm64").is_none() || cached_image(new, "arm64").is_none() {
+        return;
+    }
+    let db = TempDb::new();
+    let kernels = [format!("debian:{old}"), format!("debian:{new}")];
+    let names: Vec<&str> = kernels.iter().map(String::as_str).collect();
+    let runs = profiled(
+        &db,
+        "arm64",
+        &names,
+        &["prot-transition", "--size", "4K", "--folio", "4K"],
+    );
+    let tlbi = |cell: &Value| -> f64 {
+        let tlb = cell["profile"]["tlb"].as_object().unwrap();
+        tlb.iter()
+            .filter(|(k, _)| k.starts_with("tlbi"))
+            .map(|(_, v)| v.as_f64().unwrap())
+            .sum()
+    };
+    let up: Vec<f64> = runs.iter().map(|c| tlbi(phase(c, "none-to-rw"))).collect();
+    assert_eq!(up, [1.0, 0.0], "TLBIs per NONE->RW call");
+    // The RW->NONE call still flushes on both.
+    let down: Vec<f64> = runs.iter().map(|c| tlbi(phase(c, "rw-to-none"))).collect();
+    assert_eq!(down, [1.0, 1.0], "TLBIs per RW->NONE call");
+}
+
+fn refused(args: &[&str], path: Option<&std::path::Path>, needle: &str) {
+    let mut cmd = ptelab();
+    cmd.args(args);
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+}
+
+#[test]
+fn a_qemu_without_plugins_is_refused_naming_the_remedy() {
+    if cached_image("6.17.13", "x86_64").is_none() {
+        return;
+    }
+    // A "QEMU" built without plugins: it answers --version, and its -help
+    // lists no -plugin option.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("qemu-system-x86_64");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'QEMU emulator version 7.2.0';; \
+         *) echo '-accel tcg';; esac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    refused(
+        &[
+            "vm",
+            "--kernel",
+            "debian:6.17.13",
+            "--arch",
+            "x86_64",
+            "--profile",
+            "--no-store",
+            "--",
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "4K",
+            "--folio",
+            "4K",
+        ],
+        Some(std::path::Path::new(&path)),
+        "built without TCG plugin support",
+    );
+}
