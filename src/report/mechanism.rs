@@ -66,9 +66,26 @@ pub fn cell_text(label: &str, p: &Profile, top: usize) -> String {
         writeln!(out, "  {line}").unwrap();
     }
     if p.functions.len() > top {
-        writeln!(out, "  … {} more functions", p.functions.len() - top).unwrap();
+        writeln!(out, "{}", more(p.functions.len() - top, "")).unwrap();
     }
     out
+}
+
+/// A change with its sign: `+1650`, `-9000`, `0`.
+fn signed(v: f64) -> String {
+    let v = round(v);
+    let s = counter(Some(v.abs()));
+    match v {
+        v if v > 0.0 => format!("+{s}"),
+        v if v < 0.0 => format!("-{s}"),
+        _ => s,
+    }
+}
+
+/// `1 more function`, `3 more functions`.
+fn more(n: usize, hint: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("  … {n} more function{s}{hint}")
 }
 
 fn change_pct(r: &FunctionRow) -> String {
@@ -95,7 +112,7 @@ fn diff_table(rows: &[FunctionRow], top: usize) -> Table {
             opt(r.entries_b),
             opt(r.instructions_a),
             opt(r.instructions_b),
-            format!("{:+}", counter(Some(round(r.instructions_change)))).replace("+-", "-"),
+            signed(r.instructions_change),
             if gone { "gone".into() } else { change_pct(r) },
         ]);
     }
@@ -162,12 +179,7 @@ pub fn render_functions(view: &FunctionsView, format: Format, top: usize) -> Str
             }
         }
         if c.functions.len() > top {
-            writeln!(
-                out,
-                "  … {} more functions (--top)",
-                c.functions.len() - top
-            )
-            .unwrap();
+            writeln!(out, "{}", more(c.functions.len() - top, " (--top)")).unwrap();
         }
         out.push('\n');
     }
