@@ -77,7 +77,8 @@ impl FunctionsView {
                 .flat_map(|c| c.functions.iter().map(|f| f.name.as_str()));
             let near = crate::text::nearest::nearest(all, name, 5);
             bail_usage!(
-                "no kernel function '{name}' ran in the counted cells of {} or {}; the nearest                  names that did: {}",
+                "no kernel function '{name}' ran in the counted cells of {} or {}; the nearest \
+                 names that did: {}",
                 self.a,
                 self.b,
                 near.join(", ")

@@ -71,7 +71,11 @@ pub fn fleet_settings(
         jobs: opts.jobs.unwrap_or(default_jobs),
         files,
         append,
-        profile: opts.profile,
+        profile: if opts.profile {
+            crate::fleet::ProfileRequest::Required
+        } else {
+            crate::fleet::ProfileRequest::Off
+        },
     }
 }
 

@@ -137,13 +137,17 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     // Guests last: the session above pinned this process to one CPU, and
     // the fleet lets its guests use every CPU again.
     if let Some(req) = &guests {
-        let settings = super::fleet_settings(
+        let mut settings = super::fleet_settings(
             &args.guest,
             1 << 30,
             crate::kernel::procfs::online_cpus() as u32,
             Vec::new(),
             Vec::new(),
         );
+        // Each seed's mechanism is stated from the counts of TCG guests.
+        if settings.profile == crate::fleet::ProfileRequest::Off {
+            settings.profile = crate::fleet::ProfileRequest::WhereTcg;
+        }
         let mut tags = args.out.tags.clone();
         tags.push("reproduce".into());
         ev.guests = in_guests::measure(&chosen, req, settings, store.as_ref(), &tags)?;

@@ -129,8 +129,19 @@ pub struct Settings {
     pub files: Vec<PathBuf>,
     /// Kernel parameters added to ptelab's.
     pub append: Vec<String>,
-    /// Load ptelab's QEMU plugin and count the mechanism (`--profile`).
-    pub profile: bool,
+    /// Load ptelab's QEMU plugin and count the mechanism.
+    pub profile: ProfileRequest,
+}
+
+/// Whether guests count the mechanism (docs/guests.md, "Mechanism counters").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileRequest {
+    Off,
+    /// `--profile`: every guest, or a usage error where one cannot (KVM).
+    Required,
+    /// Every guest that runs under TCG (`reproduce`): a KVM guest measures
+    /// time instead.
+    WhereTcg,
 }
 
 /// One guest boot: a command on a kernel.
@@ -159,6 +170,8 @@ pub struct Finished {
 struct ArchSetup {
     binary: PathBuf,
     accel: Accel,
+    /// Its guests load the QEMU plugin.
+    profile: bool,
 }
 
 /// Kernels, guest binaries and logs, ready to boot jobs.
@@ -186,9 +199,10 @@ impl Fleet {
                 continue;
             }
             let (accel, why) = choose_accel(settings.accel, k.arch)?;
-            if settings.profile && accel != Accel::Tcg {
+            if settings.profile == ProfileRequest::Required && accel != Accel::Tcg {
                 bail_usage!(
-                    "--profile counts with a QEMU TCG plugin, and {} guests would run under KVM                      here ({why}); pass --accel tcg to count under TCG",
+                    "--profile counts with a QEMU TCG plugin, and {} guests would run under KVM \
+                     here ({why}); pass --accel tcg to count under TCG",
                     k.arch.name()
                 );
             }
@@ -198,13 +212,14 @@ impl Fleet {
                 ArchSetup {
                     binary: guest_binary(k.arch)?,
                     accel,
+                    profile: settings.profile != ProfileRequest::Off && accel == Accel::Tcg,
                 },
             );
         }
         let logs = cache.root.join("logs");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         prune_logs(&logs, KEEP_LOGS);
-        let plugin = match settings.profile {
+        let plugin = match per_arch.values().any(|a| a.profile) {
             true => Some(crate::guest::plugin::library()?),
             false => None,
         };
@@ -337,18 +352,16 @@ impl Fleet {
 
     fn guest_job(&self, job: &Job, setup: &ArchSetup, log: &Path) -> GuestJob {
         let mut args = job.args.clone();
+        let plugin = self.plugin.as_ref().filter(|_| setup.profile);
         let measuring = matches!(args.first().map(String::as_str), Some("bench" | "sweep"));
-        if self.plugin.is_some() && job.program.is_none() && measuring {
+        if plugin.is_some() && job.program.is_none() && measuring {
             args.insert(1, "--windows".into());
         }
         GuestJob {
-            profile: self
-                .plugin
-                .as_ref()
-                .map(|library| crate::guest::run::Profiling {
-                    library: library.clone(),
-                    symbols: !self.symbols_path(job.kernel).is_file(),
-                }),
+            profile: plugin.map(|library| crate::guest::run::Profiling {
+                library: library.clone(),
+                symbols: !self.symbols_path(job.kernel).is_file(),
+            }),
             arch: job.kernel.arch,
             kernel: job.kernel.image.clone(),
             binary: setup.binary.clone(),
