@@ -13,6 +13,7 @@ pub mod changes;
 pub mod claims;
 pub mod guests;
 pub mod in_guests;
+pub mod mechanism;
 
 use ptelab_model::workload::ModelOutcome;
 
