@@ -216,7 +216,9 @@ impl Profile {
             .iter()
             .filter(|(k, _)| ptelab_counts::Tlb::from_name(k).is_some_and(|t| t.invalidates()))
             .map(|(_, v)| v)
-            .sum()
+            .sum::<f64>()
+            // An empty sum is -0.0.
+            + 0.0
     }
 
     /// A function's counts, when it ran.
