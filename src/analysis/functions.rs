@@ -2,7 +2,7 @@
 //! profiled runs (`vm --profile`), per call and exactly: a `perf diff` whose
 //! figures are counts, not samples.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::pair::key;
 use crate::bail_usage;
@@ -10,7 +10,7 @@ use crate::record::{CellResult, Profile};
 use crate::store::StoredRun;
 
 /// One function in two cells: per call, `None` where it did not run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionRow {
     pub name: String,
     pub entries_a: Option<f64>,
@@ -22,7 +22,7 @@ pub struct FunctionRow {
 }
 
 /// One TLB-maintenance kind in two cells, per call.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TlbRow {
     pub kind: String,
     pub a: f64,
@@ -30,7 +30,7 @@ pub struct TlbRow {
 }
 
 /// The changes of one pair of cells.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellFunctions {
     /// `mprotect-toggle 400K 4K` (and the phase, when the workload has several).
     pub cell: String,
@@ -42,7 +42,7 @@ pub struct CellFunctions {
 }
 
 /// Every pair of profiled cells of two runs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionsView {
     pub a: String,
     pub b: String,

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use ptelab_stats::compare::CompareOpts;
 
+use crate::analysis::functions::compare_functions;
 use crate::analysis::{compare_runs, NoiseRule};
 use crate::bail_usage;
 use crate::cli::flags::ReportArgs;
@@ -62,6 +63,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let mut builder = ReportBuilder::new(title(&run, base.as_ref())).run(&args.run, &run);
     if let (Some(b), Some(name), Some(c)) = (&base, &args.vs, &cmp) {
         builder = builder.baseline(name, b, c);
+        // Runs without mechanism counters simply have no such section.
+        if let Ok(view) = compare_functions((name, b), (&args.run, &run)) {
+            builder = builder.functions(view);
+        }
     }
     if let (Some(m), Some(name)) = (&model_run, &args.model) {
         builder = builder.model_run(name, m);

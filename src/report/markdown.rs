@@ -45,6 +45,13 @@ pub fn render_markdown(model: &ReportModel) -> anyhow::Result<Vec<u8>> {
     if let Some(c) = &model.comparison {
         comparison(&mut out, c)?;
     }
+    if let Some(f) = &model.functions {
+        out.push_str(&super::mechanism::render_functions(
+            f,
+            super::compare::Format::Markdown,
+            super::mechanism::REPORT_TOP,
+        ));
+    }
     for w in &model.workloads {
         workload(&mut out, w)?;
     }

@@ -11,6 +11,62 @@ use crate::record::Profile;
 use crate::text::format::counter;
 use crate::text::table::Table;
 
+/// Functions a report lists and draws per cell.
+pub const REPORT_TOP: usize = 12;
+
+/// A horizontal bar per function: its change in instructions per call,
+/// right of the zero line for more, left for fewer (self-contained SVG).
+pub fn bars_svg(rows: &[FunctionRow], top: usize) -> String {
+    use crate::text::table::html_escape;
+    let rows: Vec<&FunctionRow> = rows.iter().take(top).collect();
+    let (label_w, plot_w, row_h, pad) = (260.0, 420.0, 22.0, 8.0);
+    let max = rows
+        .iter()
+        .map(|r| r.instructions_change.abs())
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let zero = label_w + plot_w / 2.0;
+    let scale = (plot_w / 2.0 - 60.0) / max;
+    let height = pad * 2.0 + row_h * rows.len() as f64 + 18.0;
+    let width = label_w + plot_w + pad;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"bars\" width=\"{width}\" \
+         height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
+         aria-label=\"change in instructions per call, per kernel function\" \
+         font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let y = pad + row_h * i as f64;
+        let d = r.instructions_change;
+        let w = (d.abs() * scale).max(1.0);
+        let (x, colour, anchor, tx) = if d >= 0.0 {
+            (zero, "#c0392b", "start", zero + w + 4.0)
+        } else {
+            (zero - w, "#1e8449", "end", zero - w - 4.0)
+        };
+        svg.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
+             <rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"{colour}\"/>\
+             <text x=\"{tx:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
+            label_w - 6.0,
+            y + 15.0,
+            html_escape(&r.name),
+            y + 4.0,
+            row_h - 8.0,
+            y + 15.0,
+            signed(d)
+        ));
+    }
+    let bottom = pad + row_h * rows.len() as f64;
+    svg.push_str(&format!(
+        "<line x1=\"{zero}\" y1=\"{pad}\" x2=\"{zero}\" y2=\"{bottom}\" stroke=\"#333\"/>\
+         <text x=\"{zero}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">\
+         change in guest instructions per call (B - A)</text></svg>",
+        bottom + 15.0
+    ));
+    svg
+}
+
 /// What a column says for a cell nothing was counted for (a host or KVM
 /// run, or a guest run without `--profile`): never 0.
 pub const NOT_COUNTED: &str = "not counted";
@@ -95,7 +151,8 @@ fn change_pct(r: &FunctionRow) -> String {
     }
 }
 
-fn diff_table(rows: &[FunctionRow], top: usize) -> Table {
+/// Per function: entries and instructions per call on each side, the change.
+pub fn diff_table(rows: &[FunctionRow], top: usize) -> Table {
     let mut t = Table::new()
         .left("function")
         .right("entries A")
@@ -261,6 +318,37 @@ mod tests {
             json["comparison"]["cells"][0]["functions"][0]["name"],
             "change_pte_range"
         );
+    }
+
+    #[test]
+    fn bars_go_right_for_more_and_left_for_fewer() {
+        let v = view();
+        let svg = bars_svg(&v.cells[0].functions, 10);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"), "{svg}");
+        assert!(svg.contains(">change_pte_range</text>") && svg.contains(">+15059</text>"));
+        assert!(svg.contains(">-9000</text>"), "{svg}");
+        // Red bars start at the zero line; the green one ends there.
+        assert_eq!(svg.matches("fill=\"#c0392b\"").count(), 3);
+        assert_eq!(svg.matches("fill=\"#1e8449\"").count(), 1);
+        let bad = bars_svg(
+            &[FunctionRow {
+                name: "<b>".into(),
+                entries_a: None,
+                entries_b: None,
+                instructions_a: None,
+                instructions_b: Some(1.0),
+                instructions_change: 1.0,
+            }],
+            1,
+        );
+        assert!(bad.contains("&lt;b&gt;") && !bad.contains("<b>"), "{bad}");
+        // The report's HTML has the section when the view is set.
+        let mut model = crate::report::view::ReportBuilder::new("t").build();
+        model.functions = Some(v);
+        let html = String::from_utf8(crate::report::html::render_html(&model).unwrap()).unwrap();
+        assert!(html.contains("<section id=\"functions\">") && html.contains("class=\"bars\""));
+        let md = String::from_utf8(crate::report::markdown::render_markdown(&model).unwrap()).unwrap();
+        assert!(md.contains("### Kernel functions"), "{md}");
     }
 
     #[test]

@@ -55,7 +55,8 @@ pub struct Mechanism {
 pub fn catalogue(quick: bool) -> Vec<Mechanism> {
     let f4k = FolioSpec::Base;
     let f64k = FolioSpec::Mthp(64 * K);
-    let toggle = |arch| Mechanism {
+    let toggle = |arch| {
+        Mechanism {
         seed: "001",
         arch,
         change: "mprotect-batching",
@@ -66,6 +67,7 @@ pub fn catalogue(quick: bool) -> Vec<Mechanism> {
         what: "folio lookups per PTE (mprotect-toggle averages its PROT_NONE and PROT_READ|PROT_WRITE calls)",
         counted: Counted::Functions(&["vm_normal_page", "vm_normal_folio"]),
         per: Per::Pte,
+    }
     };
     let mremap = |arch, counted, what| Mechanism {
         seed: "002",
@@ -167,7 +169,9 @@ impl Mechanism {
     fn counts(&self, p: &Profile) -> Vec<(String, f64)> {
         let u = self.units();
         match self.counted {
-            Counted::TlbInvalidations => vec![("TLB invalidations".into(), p.tlb_invalidations() / u)],
+            Counted::TlbInvalidations => {
+                vec![("TLB invalidations".into(), p.tlb_invalidations() / u)]
+            }
             Counted::Functions(pats) => p
                 .functions
                 .iter()
@@ -178,7 +182,14 @@ impl Mechanism {
     }
 
     fn cell<'a>(&self, g: &'a GuestEvidence, v: Version) -> Option<&'a CellResult> {
-        g.cell(self.arch, v, self.workload, self.size, self.folio, self.phase)
+        g.cell(
+            self.arch,
+            v,
+            self.workload,
+            self.size,
+            self.folio,
+            self.phase,
+        )
     }
 }
 
@@ -222,7 +233,11 @@ pub fn count(m: &Mechanism, g: &GuestEvidence) -> Result<Counts, String> {
         .into_iter()
         .map(|n| (n.clone(), get(&ca, n), get(&cb, n)))
         .collect();
-    Ok(Counts { before, after, rows })
+    Ok(Counts {
+        before,
+        after,
+        rows,
+    })
 }
 
 /// The claim rows of the mechanisms of `ids`.
@@ -237,7 +252,12 @@ pub fn rows(ids: &[&str], g: &GuestEvidence, quick: bool) -> Vec<ClaimRow> {
 
 fn row(m: &Mechanism, g: &GuestEvidence) -> ClaimRow {
     let phase = m.phase.map_or(String::new(), |p| format!(" {p}"));
-    let cell = format!("{} {} {}{phase}", m.workload.name(), fmt_size(m.size), m.folio);
+    let cell = format!(
+        "{} {} {}{phase}",
+        m.workload.name(),
+        fmt_size(m.size),
+        m.folio
+    );
     let mut r = ClaimRow {
         seed: m.seed.into(),
         claim: format!("{}: mechanism, {}", m.arch.name(), m.what),

@@ -57,6 +57,8 @@ struct Page<'a> {
     kernels: Vec<(String, String, Option<String>)>,
     /// The runs were measured in different units (time, instructions).
     metric_note: Option<&'a str>,
+    /// Per kernel function, run against baseline: heading, table, bars.
+    functions: Vec<(String, String, String)>,
 }
 
 impl<'a> Page<'a> {
@@ -117,8 +119,30 @@ impl<'a> Page<'a> {
                 })
                 .collect(),
             metric_note: model.metric_note.as_deref(),
+            functions: model
+                .functions
+                .as_ref()
+                .map_or(Vec::new(), functions_blocks),
         }
     }
+}
+
+/// The kernel-functions section: per pair of cells, the change of each
+/// function as bars and as a table.
+fn functions_blocks(
+    v: &crate::analysis::functions::FunctionsView,
+) -> Vec<(String, String, String)> {
+    use super::mechanism::{bars_svg, diff_table, REPORT_TOP};
+    v.cells
+        .iter()
+        .map(|c| {
+            (
+                format!("{}: {} (A) vs {} (B)", c.cell, v.a, v.b),
+                diff_table(&c.functions, REPORT_TOP).html(),
+                bars_svg(&c.functions, REPORT_TOP),
+            )
+        })
+        .collect()
 }
 
 /// One row of a run's key-value table.

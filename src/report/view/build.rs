@@ -16,6 +16,7 @@ pub struct ReportBuilder<'a> {
     model_runs: Vec<(&'a str, &'a StoredRun)>,
     claims: Vec<ClaimRow>,
     kernels: Vec<KernelSection>,
+    functions: Option<crate::analysis::functions::FunctionsView>,
 }
 
 impl<'a> ReportBuilder<'a> {
@@ -27,6 +28,7 @@ impl<'a> ReportBuilder<'a> {
             model_runs: Vec::new(),
             claims: Vec::new(),
             kernels: Vec::new(),
+            functions: None,
         }
     }
 
@@ -54,6 +56,12 @@ impl<'a> ReportBuilder<'a> {
     /// A seed's cells across kernels (reproduce --kernels).
     pub fn kernel_section(mut self, section: KernelSection) -> Self {
         self.kernels.push(section);
+        self
+    }
+
+    /// The per-function comparison of the run against its baseline.
+    pub fn functions(mut self, view: crate::analysis::functions::FunctionsView) -> Self {
+        self.functions = Some(view);
         self
     }
 
@@ -106,6 +114,7 @@ impl<'a> ReportBuilder<'a> {
                     .map(|(_, r)| *r)
                     .chain(self.baseline.map(|(_, r, _)| r)),
             ),
+            functions: self.functions,
         }
     }
 }

@@ -36,6 +36,10 @@ pub struct ReportModel {
     /// plots; nothing draws the two units on one axis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric_note: Option<String>,
+    /// Per kernel function, the run against its baseline, when both were
+    /// counted (`vm --profile`; `compare --functions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions: Option<crate::analysis::functions::FunctionsView>,
 }
 
 /// Why a run is in the report.
