@@ -353,8 +353,11 @@ impl Fleet {
     fn guest_job(&self, job: &Job, setup: &ArchSetup, log: &Path) -> GuestJob {
         let mut args = job.args.clone();
         let plugin = self.plugin.as_ref().filter(|_| setup.profile);
+        // Every measuring guest reports its windows, counted or not, so that
+        // a profiled guest runs exactly what a plain one does (same argv):
+        // its instruction figures are the plain guest's.
         let measuring = matches!(args.first().map(String::as_str), Some("bench" | "sweep"));
-        if plugin.is_some() && job.program.is_none() && measuring {
+        if job.program.is_none() && measuring {
             args.insert(1, "--windows".into());
         }
         GuestJob {
@@ -426,7 +429,11 @@ impl Measured {
     /// guest of `kernel`, and record the guest's provenance in its host.
     pub fn parse(stdout: &[u8], kernel: &Kernel, out: &GuestOutput) -> anyhow::Result<Measured> {
         let mut m = measured(stdout)?;
-        if let Some(counts) = &out.counts {
+        let counts = out.counts.as_ref();
+        if counts.is_none() {
+            m.cells.iter_mut().for_each(|c| c.windows.clear());
+        }
+        if let Some(counts) = counts {
             use crate::guest::profile::{profile, Names};
             let names = match &out.symbol_table {
                 Some(Ok(table)) if !table.is_empty() => Names::Symbols {
