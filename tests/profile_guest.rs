@@ -8,9 +8,19 @@ use serde_json::Value;
 
 use crate::common::{cached_image, ptelab, TempDb};
 
-/// Boot `kernels` of `arch` with `--profile`, one cell each, stored in `db`
-/// tagged by kernel; the stored runs' cells, one list per kernel.
-fn profiled(db: &TempDb, arch: &str, kernels: &[&str], bench: &[&str]) -> Vec<Vec<Value>> {
+/// Debian's `old` and `new` of `arch` booted with `--profile`, one bench
+/// each, stored in `db` tagged by kernel: the kernel names and the stored
+/// runs' cells, one list per kernel; None (having said why) when they are
+/// not cached.
+fn profiled(
+    db: &TempDb,
+    arch: &str,
+    (old, new): (&str, &str),
+    bench: &[&str],
+) -> Option<([String; 2], Vec<Vec<Value>>)> {
+    cached_image(old, arch)?;
+    cached_image(new, arch)?;
+    let kernels = [format!("debian:{old}"), format!("debian:{new}")];
     let out = ptelab()
         .args([
             "vm",
@@ -32,7 +42,7 @@ fn profiled(db: &TempDb, arch: &str, kernels: &[&str], bench: &[&str]) -> Vec<Ve
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    kernels
+    let runs = kernels
         .iter()
         .map(|k| {
             let show = ptelab()
@@ -47,7 +57,8 @@ fn profiled(db: &TempDb, arch: &str, kernels: &[&str], bench: &[&str]) -> Vec<Ve
                 .map(|c| c["cell"].clone())
                 .collect()
         })
-        .collect()
+        .collect();
+    Some((kernels, runs))
 }
 
 fn phase<'a>(cells: &'a [Value], name: &str) -> &'a Value {
@@ -72,19 +83,13 @@ fn entries(cell: &Value, function: &str) -> f64 {
 /// not do for an order-0 anonymous page.
 #[test]
 fn x86_folio_lookups_per_pte_go_from_0_to_1() {
-    let (old, new) = ("6.16.12", "6.17.13");
-    if cached_image(old, "x86_64").is_none() || cached_image(new, "x86_64").is_none() {
-        return;
-    }
     let db = TempDb::new();
-    let kernels = [format!("debian:{old}"), format!("debian:{new}")];
+    let bench = ["prot-transition", "--size", "400K", "--folio", "4K"];
+    let Some((kernels, runs)) = profiled(&db, "x86_64", ("6.16.12", "6.17.13"), &bench) else {
+        return;
+    };
     let names: Vec<&str> = kernels.iter().map(String::as_str).collect();
-    let runs = profiled(
-        &db,
-        "x86_64",
-        &names,
-        &["prot-transition", "--size", "400K", "--folio", "4K"],
-    );
+    let old = names[0];
     let ptes = 100.0;
     let per_pte: Vec<f64> = runs
         .iter()
@@ -113,7 +118,7 @@ fn x86_folio_lookups_per_pte_go_from_0_to_1() {
 
     // show prints the mechanism; compare --functions the per-function change.
     let show = ptelab()
-        .args(["show", &names[1], "--db", db.path()])
+        .args(["show", names[1], "--db", db.path()])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&show.stdout);
@@ -175,19 +180,11 @@ fn x86_folio_lookups_per_pte_go_from_0_to_1() {
 /// mprotect makes a PROT_NONE page accessible (pte_needs_flush).
 #[test]
 fn arm64_tlbi_per_none_to_rw_call_goes_from_1_to_0() {
-    let (old, new) = ("6.18.15", "6.19.6");
-    if cached_image(old, "arm64").is_none() || cached_image(new, "arm64").is_none() {
-        return;
-    }
     let db = TempDb::new();
-    let kernels = [format!("debian:{old}"), format!("debian:{new}")];
-    let names: Vec<&str> = kernels.iter().map(String::as_str).collect();
-    let runs = profiled(
-        &db,
-        "arm64",
-        &names,
-        &["prot-transition", "--size", "4K", "--folio", "4K"],
-    );
+    let bench = ["prot-transition", "--size", "4K", "--folio", "4K"];
+    let Some((_, runs)) = profiled(&db, "arm64", ("6.18.15", "6.19.6"), &bench) else {
+        return;
+    };
     let tlbi = |cell: &Value| -> f64 {
         let tlb = cell["profile"]["tlb"].as_object().unwrap();
         tlb.iter()

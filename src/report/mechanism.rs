@@ -347,7 +347,8 @@ mod tests {
         model.functions = Some(v);
         let html = String::from_utf8(crate::report::html::render_html(&model).unwrap()).unwrap();
         assert!(html.contains("<section id=\"functions\">") && html.contains("class=\"bars\""));
-        let md = String::from_utf8(crate::report::markdown::render_markdown(&model).unwrap()).unwrap();
+        let md =
+            String::from_utf8(crate::report::markdown::render_markdown(&model).unwrap()).unwrap();
         assert!(md.contains("### Kernel functions"), "{md}");
     }
 

@@ -81,6 +81,18 @@ pub fn catalogue(quick: bool) -> Vec<Mechanism> {
         counted,
         per: Per::Call,
     };
+    let ro_rw = |what, counted| Mechanism {
+        seed: "000",
+        arch: Arch::Arm64,
+        change: "mprotect-batching",
+        workload: WorkloadKind::MprotectRoRw,
+        size: ro_rw_size(quick),
+        folio: f64k,
+        phase: None,
+        what,
+        counted,
+        per: Per::Folio,
+    };
     let reclaim = |arch| Mechanism {
         seed: "004",
         arch,
@@ -94,30 +106,11 @@ pub fn catalogue(quick: bool) -> Vec<Mechanism> {
         per: Per::Folio,
     };
     vec![
-        Mechanism {
-            seed: "000",
-            arch: Arch::Arm64,
-            change: "mprotect-batching",
-            workload: WorkloadKind::MprotectRoRw,
-            size: ro_rw_size(quick),
-            folio: f64k,
-            phase: None,
-            what: "contpte unfolds and refolds and the ptep_get family per 64K block",
-            counted: Counted::Functions(&["contpte", "ptep_get", "modify_prot"]),
-            per: Per::Folio,
-        },
-        Mechanism {
-            seed: "000",
-            arch: Arch::Arm64,
-            change: "mprotect-batching",
-            workload: WorkloadKind::MprotectRoRw,
-            size: ro_rw_size(quick),
-            folio: f64k,
-            phase: None,
-            what: "TLB invalidations per 64K block",
-            counted: Counted::TlbInvalidations,
-            per: Per::Folio,
-        },
+        ro_rw(
+            "contpte unfolds and refolds and the ptep_get family per 64K block",
+            Counted::Functions(&["contpte", "ptep_get", "modify_prot"]),
+        ),
+        ro_rw("TLB invalidations per 64K block", Counted::TlbInvalidations),
         toggle(Arch::X86_64),
         toggle(Arch::Arm64),
         mremap(

@@ -91,8 +91,8 @@ impl Marker {
         match code {
             0 => Some(Marker::Reset),
             1 => Some(Marker::Commit),
-            c if c >= 2 && c < 2 + MAX_PHASES => Some(Marker::Begin(c - 2)),
-            c if c >= 2 + MAX_PHASES && c < 2 + 2 * MAX_PHASES => {
+            c if (2..2 + MAX_PHASES).contains(&c) => Some(Marker::Begin(c - 2)),
+            c if (2 + MAX_PHASES..2 + 2 * MAX_PHASES).contains(&c) => {
                 Some(Marker::End(c - 2 - MAX_PHASES))
             }
             _ => None,
