@@ -199,9 +199,13 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             }
             for k in &seed.guest {
                 for arch in crate::guest::Arch::ALL {
-                    if let Some(g) = ev.guests.grid(arch, k.workload) {
+                    if let Some(g) = ev.guests.grid(arch, k) {
                         writeln!(text, "  measured in {}, one column per kernel:", g.heading)?;
-                        for line in g.section(seed.id).table().text(" | ").lines() {
+                        let section = g.section(seed.id);
+                        if let Some(b) = &section.baseline {
+                            writeln!(text, "    ratios to {b}")?;
+                        }
+                        for line in section.table().text(" | ").lines() {
                             writeln!(text, "    {line}")?;
                         }
                     }
@@ -280,7 +284,7 @@ fn write_report(
     for seed in chosen {
         for k in &seed.guest {
             for arch in crate::guest::Arch::ALL {
-                if let Some(g) = ev.guests.grid(arch, k.workload) {
+                if let Some(g) = ev.guests.grid(arch, k) {
                     builder = builder.kernel_section(g.section(seed.id));
                 }
             }
