@@ -167,7 +167,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             "cpu": outcome.host.cpu_model,
             "quick": args.quick,
             "claims": rows,
-            "cells": ev.cells,
+            "cells": crate::report::json::cells(&ev.cells, outcome.host.metric()),
             "unavailable": ev.unavailable.iter().map(|(w, why)| json!({"workload": w, "why": why})).collect::<Vec<_>>(),
             "guests": ev.guests.runs,
             "guest_notes": ev.guests.notes.iter().map(|(s, why)| json!({"seeds": s, "why": why})).collect::<Vec<_>>(),

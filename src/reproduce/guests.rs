@@ -122,7 +122,7 @@ pub fn plan(seeds: &[&Seed], arch: Arch, choice: &KernelChoice, offered: &[Versi
 }
 
 /// The cells one guest run brought back.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct GuestRun {
     pub arch: Arch,
     /// The spec it booted (`debian:6.17.8`).
@@ -135,6 +135,27 @@ pub struct GuestRun {
     /// Cells the guest could not measure, with the reason.
     pub failed: Vec<String>,
     pub run_id: Option<i64>,
+}
+
+/// `reproduce --json`'s `guests`: each cell named by what it holds, in the
+/// run's unit (`report::json`).
+impl Serialize for GuestRun {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("GuestRun", 8)?;
+        st.serialize_field("arch", &self.arch)?;
+        st.serialize_field("kernel", &self.kernel)?;
+        st.serialize_field("release", &self.release)?;
+        st.serialize_field("metric", &self.metric)?;
+        st.serialize_field("workload", &self.workload)?;
+        st.serialize_field(
+            "cells",
+            &crate::report::json::cells(&self.cells, self.metric),
+        )?;
+        st.serialize_field("failed", &self.failed)?;
+        st.serialize_field("run_id", &self.run_id)?;
+        st.end()
+    }
 }
 
 impl GuestRun {
@@ -854,6 +875,18 @@ mod tests {
             .as_deref()
             .unwrap()
             .starts_with("6.16.12, the newest"));
+    }
+
+    #[test]
+    fn a_guest_runs_json_names_its_figures_by_their_unit() {
+        let v = serde_json::to_value(&evidence().runs[0]).unwrap();
+        assert_eq!(v["metric"], "instructions");
+        let c = &v["cells"][0];
+        assert_eq!(
+            (c["unit"].as_str(), c["per_call"]["median"].as_f64()),
+            (Some("instructions"), Some(38535.0))
+        );
+        assert!(c.get("ns_per_call").is_none() && c.get("ns_per_page").is_none());
     }
 
     #[test]
