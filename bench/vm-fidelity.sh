@@ -28,7 +28,7 @@ VM=("$P" vm --kernel "$KERNEL" --append transparent_hugepage=never)
 printf '%8s %14s %14s %14s %9s\n' size_kib "repro mean" "repro marginal" ptelab "ptelab/marginal"
 "${VM[@]}" --no-store --json -- sweep mprotect-toggle --sizes 400K,4M,40M --folios 4K 2>/dev/null |
     python3 -c 'import json,sys
-for c in json.load(sys.stdin)["guests"][0]["cells"]: print(c["size_bytes"]>>10, c["ns_per_call"]["median"])' >"$WORK/ptelab"
+for c in json.load(sys.stdin)["guests"][0]["cells"]: print(c["size_bytes"]>>10, c["per_call"]["median"])' >"$WORK/ptelab"
 total() { # kib calls -> total instructions (the reproducer's runtime in ns)
     "${VM[@]}" --file "$WORK/mprot" -- exec mprot "$1" 1 "$2" 2>/dev/null |
         grep -oP 'Runtime: \K[0-9.]+(?= seconds)' | python3 -c 'import sys; print(float(sys.stdin.read())*1e9)'

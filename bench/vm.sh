@@ -18,7 +18,7 @@ trap cleanup EXIT
 sweep() { # kernel -> "size median" lines
     "$P" vm --kernel "$1" --no-store --json -- sweep mprotect-toggle --sizes 400K,4M,40M --folios 4K 2>/dev/null |
         python3 -c 'import json,sys
-for c in json.load(sys.stdin)["guests"][0]["cells"]: print(c["size_bytes"]>>10, c["ns_per_call"]["median"])'
+for c in json.load(sys.stdin)["guests"][0]["cells"]: print(c["size_bytes"]>>10, c["per_call"]["median"])'
 }
 
 echo "== repeatability: $RUNS invocations of mprotect-toggle 4K on debian:6.17.13 (x86_64), instructions per call"

@@ -110,6 +110,9 @@ pub struct CellResult {
     /// VMAs covering the region(s) before and after the timed phase.
     pub vmas_before: u64,
     pub vmas_after: u64,
+    /// Printed as `per_call` with its `unit` by the documents of stored and
+    /// guest runs (`report::json`), which this reads back too.
+    #[serde(alias = "per_call")]
     pub ns_per_call: NsPerCall,
     /// Samples per block, in measurement order (each block is a fresh
     /// instance of the cell; see `runner::DEFAULT_BLOCKS`). Empty in results
@@ -122,6 +125,7 @@ pub struct CellResult {
     /// with it. Empty in results stored before the probe existed.
     #[serde(
         default,
+        alias = "probe",
         skip_serializing_if = "Vec::is_empty",
         with = "undefined::each"
     )]
@@ -131,12 +135,13 @@ pub struct CellResult {
     /// between the block's timed batches. Empty in older results.
     #[serde(
         default,
+        alias = "memory_probe",
         skip_serializing_if = "Vec::is_empty",
         with = "undefined::each"
     )]
     pub memory_probe_ns: Vec<f64>,
     /// Median ns per call divided by the pages one call covers.
-    #[serde(with = "undefined")]
+    #[serde(alias = "per_page", with = "undefined")]
     pub ns_per_page: f64,
     /// Calls timed in total, and per sample.
     pub calls: u64,
@@ -298,9 +303,11 @@ pub fn metric_of(guest: Option<&Guest>) -> Metric {
     guest.map_or(Metric::Time, |g| g.metric)
 }
 
-/// What a run's per-call figures count. The fields keep their `ns` names
-/// (`ns_per_call`, `probe_ns`, ...) for schema stability; under
-/// [`Metric::Instructions`] they hold guest instructions, not nanoseconds.
+/// What a run's per-call figures count. The record's fields keep their `ns`
+/// names (`ns_per_call`, `probe_ns`, ...) as the measuring process wrote
+/// them; under [`Metric::Instructions`] they hold guest instructions, not
+/// nanoseconds, and the documents of stored and guest runs print them as
+/// `per_call`, `per_page`, ... with a `unit` (`report::json`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Metric {

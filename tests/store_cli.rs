@@ -176,13 +176,13 @@ fn show_prints_tables_csv_and_a_document_that_imports_back() {
     let v: Value = serde_json::from_str(&doc).unwrap();
     assert_eq!(v["schema"], "ptelab/run/v1");
     assert_eq!(v["run"]["id"], 2);
-    assert_eq!(
-        v["cells"][0]["cell"]["ns_per_call"]["samples"]
-            .as_array()
-            .unwrap()
-            .len(),
-        30
-    );
+    // Figures named by what they hold, the unit beside them (the seeded
+    // runs were imported with the record's own names, `ns_per_call`).
+    let cell = &v["cells"][0]["cell"];
+    assert_eq!(cell["per_call"]["samples"].as_array().unwrap().len(), 30);
+    assert_eq!(cell["unit"], "ns");
+    assert!(cell["per_page"].as_f64().unwrap() > 0.0);
+    assert!(cell.get("ns_per_call").is_none() && cell.get("ns_per_page").is_none());
     // Export, import, show again: the same cells.
     let f = db.dir().join("export.json");
     std::fs::write(&f, &doc).unwrap();
@@ -675,7 +675,7 @@ fn calibrate_interrupted_while_idle_keeps_its_runs() {
 fn read_everywhere(db: &TempDb, run: &str) -> Value {
     let text = stdout(&["show", run], db);
     let doc: Value = serde_json::from_str(&stdout(&["show", run, "--json"], db)).unwrap();
-    let ns = &doc["cells"][0]["cell"]["ns_per_call"];
+    let ns = &doc["cells"][0]["cell"]["per_call"];
     assert!(ns["median"].as_f64().unwrap() > 0.0, "{ns}");
     // One sample: no interval, null in JSON, n/a in text. (`--iters` may
     // also give a few samples, whose interval is [min, max].)

@@ -172,7 +172,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             "cpu": outcome.host.cpu_model,
             "quick": args.quick,
             "claims": rows,
-            "cells": ev.cells,
+            "cells": crate::report::json::cells(&ev.cells, outcome.host.metric()),
             "unavailable": ev.unavailable.iter().map(|(w, why)| json!({"workload": w, "why": why})).collect::<Vec<_>>(),
             "guests": ev.guests.runs,
             "guest_notes": ev.guests.notes.iter().map(|(s, why)| json!({"seeds": s, "why": why})).collect::<Vec<_>>(),
@@ -204,9 +204,13 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             }
             for k in &seed.guest {
                 for arch in crate::guest::Arch::ALL {
-                    if let Some(g) = ev.guests.grid(arch, k.workload) {
+                    if let Some(g) = ev.guests.grid(arch, k) {
                         writeln!(text, "  measured in {}, one column per kernel:", g.heading)?;
-                        for line in g.section(seed.id).table().text(" | ").lines() {
+                        let section = g.section(seed.id);
+                        if let Some(b) = &section.baseline {
+                            writeln!(text, "    ratios to {b}")?;
+                        }
+                        for line in section.table().text(" | ").lines() {
                             writeln!(text, "    {line}")?;
                         }
                     }
@@ -285,7 +289,7 @@ fn write_report(
     for seed in chosen {
         for k in &seed.guest {
             for arch in crate::guest::Arch::ALL {
-                if let Some(g) = ev.guests.grid(arch, k.workload) {
+                if let Some(g) = ev.guests.grid(arch, k) {
                     builder = builder.kernel_section(g.section(seed.id));
                 }
             }

@@ -18,7 +18,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open_existing(&args.out.db)?;
     let run = store.load_run(&args.run)?;
     let text = if args.out.json {
-        let mut s = serde_json::to_string_pretty(&run)?;
+        let mut s = serde_json::to_string_pretty(&run_doc(&run))?;
         s.push('\n');
         s
     } else if args.csv {
@@ -30,6 +30,39 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run document of `show --json` (`ptelab/run/v1`): the stored run,
+/// with each measured cell's figures named by what they hold and their
+/// unit beside them (`report::json`); `runs --import` reads it back.
+#[derive(serde::Serialize)]
+pub struct RunDoc<'a> {
+    schema: &'a str,
+    run: &'a crate::store::RunSummary,
+    host: &'a serde_json::Value,
+    cells: Vec<serde_json::Value>,
+}
+
+pub fn run_doc(run: &StoredRun) -> RunDoc<'_> {
+    let metric = run.run.metric();
+    RunDoc {
+        schema: &run.schema,
+        run: &run.run,
+        host: &run.host,
+        cells: run
+            .cells
+            .iter()
+            .map(|c| match c {
+                StoredCell::Kernel(k) => serde_json::json!({
+                    "backend": "kernel",
+                    "cell": crate::report::json::cell(k, metric),
+                }),
+                StoredCell::Model(_) => {
+                    serde_json::to_value(c).expect("a model cell serializes to JSON")
+                }
+            })
+            .collect(),
+    }
 }
 
 fn host_field(run: &StoredRun, key: &str) -> Option<String> {

@@ -164,7 +164,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 "run_id": run_id,
                 "log": done.log,
                 "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
-                "cells": m.cells,
+                "cells": crate::report::json::cells(&m.cells, m.host.metric()),
                 "failed": m.failed,
             }));
         } else {

@@ -470,6 +470,13 @@ fn model_table(out: &mut String, t: &ModelTable) -> anyhow::Result<()> {
 /// A seed's cells across kernels: the table, ready to paste in a reply.
 fn kernel_section(out: &mut String, k: &KernelSection) -> anyhow::Result<()> {
     writeln!(out, "## Seed {}: {}\n", md(&k.seed), md(&k.heading))?;
+    if let Some(b) = &k.baseline {
+        let text = format!(
+            "Ratios (`KERNEL/BASELINE` columns): each kernel's figure over that of {}.",
+            md(b)
+        );
+        writeln!(out, "{}\n", wrap_sep("", &words(&text), "", 78))?;
+    }
     writeln!(out, "{}", k.table().markdown())?;
     Ok(())
 }

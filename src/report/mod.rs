@@ -4,6 +4,7 @@
 pub mod cells;
 pub mod compare;
 pub mod html;
+pub mod json;
 pub mod markdown;
 pub mod mechanism;
 pub mod phrase;

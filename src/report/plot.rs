@@ -486,6 +486,44 @@ impl SvgPlotter {
             .filter_map(|p| Some((p, px(p.x)?, py(p.y)?)))
             .collect();
         let bars = pts.iter().any(|(p, _, _)| p.marker.is_some());
+        for segment in segments(&pts, &series.gaps) {
+            self.segment(s, series, segment, bars, py);
+        }
+        for (p, x, y) in &pts {
+            let mut tip = format!(
+                "{}, {}: {}",
+                series.label,
+                value_text(p.x, plot.x.unit),
+                value_text(p.y, plot.y.unit)
+            );
+            if let (Some(lo), Some(hi)) = (p.lo, p.hi) {
+                write!(
+                    tip,
+                    " (95% CI {} to {})",
+                    value_text(lo, plot.y.unit),
+                    value_text(hi, plot.y.unit)
+                )
+                .unwrap();
+            }
+            if let Some(v) = p.marker {
+                write!(tip, ", {}", v.text()).unwrap();
+            }
+            let shape = marker(p.marker, *x, *y, c, series.dashed);
+            writeln!(s, "<g>{shape}<title>{}</title></g>", escape(&tip)).unwrap();
+        }
+    }
+
+    /// One unbroken run of a series' points: its CI band or error bars, and
+    /// its line.
+    fn segment(
+        &self,
+        s: &mut String,
+        series: &Series,
+        pts: &[(&Point, f64, f64)],
+        bars: bool,
+        py: &dyn Fn(f64) -> Option<f64>,
+    ) {
+        let c = color(series.color);
         let bounded: Vec<(f64, f64, f64)> = pts
             .iter()
             .filter_map(|(p, x, _)| Some((*x, py(p.lo?)?, py(p.hi?)?)))
@@ -530,28 +568,6 @@ impl SvgPlotter {
                 line.join(" ")
             )
             .unwrap();
-        }
-        for (p, x, y) in &pts {
-            let mut tip = format!(
-                "{}, {}: {}",
-                series.label,
-                value_text(p.x, plot.x.unit),
-                value_text(p.y, plot.y.unit)
-            );
-            if let (Some(lo), Some(hi)) = (p.lo, p.hi) {
-                write!(
-                    tip,
-                    " (95% CI {} to {})",
-                    value_text(lo, plot.y.unit),
-                    value_text(hi, plot.y.unit)
-                )
-                .unwrap();
-            }
-            if let Some(v) = p.marker {
-                write!(tip, ", {}", v.text()).unwrap();
-            }
-            let shape = marker(p.marker, *x, *y, c, series.dashed);
-            writeln!(s, "<g>{shape}<title>{}</title></g>", escape(&tip)).unwrap();
         }
     }
 
@@ -634,6 +650,28 @@ impl SvgPlotter {
             }
         }
     }
+}
+
+/// The points of a series split where a gap (an x with no value) falls
+/// between two neighbours, so that no line is drawn across a missing cell.
+fn segments<'a, 'p>(
+    pts: &'a [(&'p Point, f64, f64)],
+    gaps: &[f64],
+) -> Vec<&'a [(&'p Point, f64, f64)]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..pts.len() {
+        let (a, b) = (pts[i - 1].0.x, pts[i].0.x);
+        let (lo, hi) = (a.min(b), a.max(b));
+        if gaps.iter().any(|g| *g > lo && *g < hi) {
+            out.push(&pts[start..i]);
+            start = i;
+        }
+    }
+    if start < pts.len() {
+        out.push(&pts[start..]);
+    }
+    out
 }
 
 /// A point's shape: a circle, or the verdict's shape (triangle up for a
@@ -807,6 +845,7 @@ mod tests {
                         marker: Some(Verdict::Regression),
                     },
                 ],
+                gaps: vec![],
             }],
             reference: Some(1.0),
         };

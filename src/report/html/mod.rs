@@ -53,8 +53,8 @@ struct Page<'a> {
     models: Vec<ModelBlock<'a>>,
     /// The claims table (HTML, escaped by [`Table`]).
     claims: Option<String>,
-    /// Cells across kernels, per seed: heading, table (HTML), plot (SVG).
-    kernels: Vec<(String, String, Option<String>)>,
+    /// Cells across kernels, per seed and arch.
+    kernels: Vec<KernelBlock<'a>>,
     /// The runs were measured in different units (time, instructions).
     metric_note: Option<&'a str>,
     /// Per kernel function, run against baseline: heading, table, bars.
@@ -110,12 +110,16 @@ impl<'a> Page<'a> {
             kernels: model
                 .kernels
                 .iter()
-                .map(|k| {
-                    (
-                        format!("seed {}: {}", k.seed, k.heading),
-                        k.table().html(),
-                        k.plot.as_ref().map(|p| plotter.plot(p)),
-                    )
+                .map(|k| KernelBlock {
+                    heading: format!("seed {}: {}", k.seed, k.heading),
+                    baseline: k.baseline.as_deref(),
+                    table: k.table().html(),
+                    plots: k
+                        .plot
+                        .iter()
+                        .chain(&k.relative)
+                        .map(|p| plotter.plot(p))
+                        .collect(),
                 })
                 .collect(),
             metric_note: model.metric_note.as_deref(),
@@ -143,6 +147,16 @@ fn functions_blocks(
             )
         })
         .collect()
+}
+
+/// A seed's cells across kernels: heading, the baseline of the ratios, the
+/// table (HTML, escaped by [`Table`]), the plots (SVG: absolute, then
+/// relative to the baseline kernel).
+struct KernelBlock<'a> {
+    heading: String,
+    baseline: Option<&'a str>,
+    table: String,
+    plots: Vec<String>,
 }
 
 /// One row of a run's key-value table.

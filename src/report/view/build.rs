@@ -478,6 +478,7 @@ fn time_plot(
                 color: colors.of(k),
                 dashed,
                 points: time_points(cells, per_page),
+                gaps: Vec::new(),
             })
             .collect()
     };
@@ -549,25 +550,30 @@ fn ratio_plot(
         },
         series: comparison
             .iter()
-            .map(|s| Series {
-                label: s.label.clone(),
-                color: colors.of(&s.key),
-                dashed: false,
-                points: s
+            .map(|s| {
+                // Like `ptelab compare`: no ratio where there is no verdict;
+                // the line is broken there.
+                let (points, gaps): (Vec<_>, Vec<_>) = s
                     .rows
                     .iter()
-                    // Like `ptelab compare`: no ratio where there is no verdict.
-                    .filter(|row| row.verdict != Verdict::NotComparable)
-                    .filter_map(|row| {
-                        Some(Point {
+                    .map(|row| match row.ratio {
+                        Some(y) if row.verdict != Verdict::NotComparable => Ok(Point {
                             x: row.size_bytes as f64,
-                            y: row.ratio?,
+                            y,
                             lo: row.ci_low,
                             hi: row.ci_high,
                             marker: Some(row.verdict),
-                        })
+                        }),
+                        _ => Err(row.size_bytes as f64),
                     })
-                    .collect(),
+                    .partition(Result::is_ok);
+                Series {
+                    label: s.label.clone(),
+                    color: colors.of(&s.key),
+                    dashed: false,
+                    points: points.into_iter().flatten().collect(),
+                    gaps: gaps.into_iter().filter_map(Result::err).collect(),
+                }
             })
             .collect(),
         reference: Some(1.0),

@@ -345,6 +345,10 @@ pub struct Series {
     /// Drawn dashed (the baseline's curves).
     pub dashed: bool,
     pub points: Vec<Point>,
+    /// Positions on the x axis where the series has no value (a cell not
+    /// measured): its line is broken there rather than drawn across.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<f64>,
 }
 
 /// One point, with its confidence interval and verdict when known.
@@ -434,8 +438,10 @@ impl KernelSection {
 }
 
 /// One workload of a seed measured in guests of several kernels: a table
-/// in the seed's shape (one column per kernel) and a plot of the per-call
-/// figure against region size, one line per kernel.
+/// in the seed's shape (one column per kernel, then each kernel's ratio to
+/// the baseline kernel), a plot of the per-call figure against region size,
+/// one line per kernel, and beside it the same lines relative to the
+/// baseline kernel.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KernelSection {
     pub seed: String,
@@ -443,6 +449,15 @@ pub struct KernelSection {
     pub heading: String,
     pub columns: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    /// The kernel the ratio columns and the relative plot divide by, and
+    /// why it is the baseline: `6.16.12, the newest kernel measured without
+    /// cac1db8c3aad (…)`. Absent when no ratio is shown (one kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
     /// Absent when the cells have one size only.
     pub plot: Option<Plot>,
+    /// Every kernel's figure over the baseline kernel's, on a linear axis
+    /// with 1.0 marked; absent when `plot` is, or without a baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative: Option<Plot>,
 }
