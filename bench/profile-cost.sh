@@ -30,7 +30,7 @@ run() { # arch, mode -> "seconds figures…"
 import json, sys
 t0, t1, f = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 g = json.load(open(f))["guests"][0]
-figs = " ".join(f'{c["size_bytes"] >> 10}K={c["ns_per_call"]["median"]:.1f}' for c in g["cells"])
+figs = " ".join(f'{c["size_bytes"] >> 10}K={c["per_call"]["median"]:.1f}' for c in g["cells"])
 print(f"{t1 - t0:.1f} {g['boot_to_exit_s']:.1f} {figs}")
 PY
 }

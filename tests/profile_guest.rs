@@ -107,7 +107,7 @@ fn x86_folio_lookups_per_pte_go_from_0_to_1() {
         let p = &c["profile"];
         let counted =
             p["kernel_instructions"].as_f64().unwrap() + p["user_instructions"].as_f64().unwrap();
-        let figure = c["ns_per_call"]["median"].as_f64().unwrap();
+        let figure = c["per_call"]["median"].as_f64().unwrap();
         assert!(
             counted <= figure * 1.001 && counted > figure * 0.8,
             "{counted} vs {figure}"
