@@ -10,7 +10,7 @@ use ptelab_model::{
 };
 use serde_json::{json, Value};
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::error::usage;
 use crate::record::ModelCellRecord;
 use crate::workload::{FolioSpec, WorkloadKind};

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::guest::Arch;
 
 /// Where the config of every step comes from.

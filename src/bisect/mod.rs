@@ -291,7 +291,7 @@ pub fn endpoints(
         let (m, resumed) = prober.measure(id, kernel)?;
         let m = match m {
             Ok(m) => m,
-            Err(why) => crate::bail_usage!(
+            Err(why) => crate::error::bail_usage!(
                 "the {} endpoint {id} gave no figure, so there is nothing to bisect against{hint}: {why}",
                 if role == Role::Good { "good" } else { "bad" }
             ),

@@ -4,7 +4,7 @@
 //! boot or classify. The tree is put back as found on every exit
 //! (`git::Bisecting`).
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::fleet::Kernel;
 use crate::guest::fetch;
 use crate::guest::KernelSpec;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::fleet::Kernel;
 use crate::guest::debian::{Apt, Offer, INDEX_MAX_AGE};
 use crate::guest::fetch;

@@ -3,8 +3,8 @@
 //! (unknown sizes and specs, sizes above available memory, no root, folio
 //! sizes the kernel does not offer).
 
-use crate::bail_usage;
 use crate::cli::flags::MeasureOpts;
+use crate::error::bail_usage;
 use crate::error::usage;
 use crate::kernel::procfs::{is_root, online_cpus};
 use crate::kernel::{host, layout, thp};

@@ -24,9 +24,9 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use crate::bail_usage;
 use crate::cli::flags::{MeasureOpts, StoreOpts};
 use crate::cli::plan;
+use crate::error::bail_usage;
 use crate::measure::session;
 use crate::report::cells;
 use crate::report::html::render_html;

@@ -30,8 +30,8 @@ use std::process::ExitCode;
 use ptelab_model::{ArchConfig, FlushSource, ModelOutcome, RmapImpl, Strategy};
 use serde_json::{json, Value};
 
-use crate::bail_usage;
 use crate::cli::flags::ModelArgs;
+use crate::error::bail_usage;
 use crate::model::{model_cells, parse_arch, parse_strategies, validate, ModelPlan};
 use crate::text::table::Table;
 use crate::workload::size::format_size;

@@ -52,7 +52,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     let ids: Vec<&str> = catalogue.iter().map(|s| s.id).collect();
     for s in &args.seeds {
         if !ids.contains(&s.as_str()) {
-            crate::bail_usage!("unknown seed '{s}': accepted seeds are {}", ids.join(", "));
+            crate::error::bail_usage!("unknown seed '{s}': accepted seeds are {}", ids.join(", "));
         }
     }
     let chosen: Vec<&Seed> = catalogue

@@ -17,7 +17,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::guest::binary::guest_binary;
 use crate::guest::cache::Cache;
 use crate::guest::fetch::{self, Resolved};

@@ -104,7 +104,7 @@ impl Cache {
                 .filter(|p| p.is_absolute())
             {
                 Some(h) => h.join(".cache"),
-                None => crate::bail_usage!(
+                None => crate::error::bail_usage!(
                     "no cache directory: set XDG_CACHE_HOME or HOME to an absolute path"
                 ),
             },

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use super::spec::{Arch, Flavour, Version};
-use crate::bail_usage;
+use crate::error::bail_usage;
 
 /// Suites searched, oldest first.
 pub const SUITES: [&str; 3] = ["trixie", "trixie-backports", "sid"];

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 
 /// What a kernel spec accepts, for every message about a bad one.
 pub const ACCEPTED: &str = "accepted: debian:VERSION[-FLAVOUR][-ARCH] \

@@ -34,7 +34,7 @@ pub fn request(
 ) -> anyhow::Result<Option<Request>> {
     if kernels.is_empty() {
         if !arches.is_empty() {
-            crate::bail_usage!(
+            crate::error::bail_usage!(
                 "--arch chooses the guests' arches: give --kernels auto or --kernels SPEC,… too"
             );
         }
@@ -51,7 +51,7 @@ pub fn request(
                     flavour: Flavour::Cloud,
                     arch: None,
                 } if version.patch.is_some() => versions.push(version),
-                _ => crate::bail_usage!(
+                _ => crate::error::bail_usage!(
                     "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
                      and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
                      run other kernels, your own builds included, with ptelab vm --kernel"
