@@ -20,7 +20,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::fleet::{Fleet, Job, Kernel, Measured, Settings};
-use crate::guest::cache::Cache;
+use crate::guest::source::cache::Cache;
 use crate::guest::Arch;
 use crate::record::Metric;
 use crate::store::Store;

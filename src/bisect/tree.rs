@@ -6,7 +6,7 @@
 
 use crate::error::bail_usage;
 use crate::fleet::Kernel;
-use crate::guest::fetch;
+use crate::guest::source::fetch;
 use crate::guest::KernelSpec;
 
 use super::build::{short, Builder};

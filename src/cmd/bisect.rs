@@ -16,7 +16,7 @@ use crate::cli::bisect::BisectArgs;
 use crate::cli::guest::GuestCommand;
 use crate::error::bail_usage;
 use crate::fleet;
-use crate::guest::cache::Cache;
+use crate::guest::source::cache::Cache;
 use crate::guest::{Arch, KernelSpec};
 
 enum Target {

@@ -59,7 +59,7 @@ pub fn fleet_settings(
     append: Vec<String>,
 ) -> crate::fleet::Settings {
     use crate::cli::vm::AccelFlag;
-    use crate::guest::qemu::AccelRequest;
+    use crate::guest::boot::qemu::AccelRequest;
     crate::fleet::Settings {
         accel: match opts.accel {
             AccelFlag::Auto => AccelRequest::Auto,

@@ -7,10 +7,10 @@
 use super::guests::{plan, GuestEvidence, GuestRun, KernelChoice, PlannedRun};
 use super::Seed;
 use crate::fleet::{self, Fleet, Job, Kernel, Measured, Settings};
-use crate::guest::cache::Cache;
-use crate::guest::debian::by_flavour;
-use crate::guest::fetch;
-use crate::guest::spec::{Flavour, Version};
+use crate::guest::source::cache::Cache;
+use crate::guest::source::debian::by_flavour;
+use crate::guest::source::fetch;
+use crate::guest::source::spec::{Flavour, Version};
 use crate::guest::{Arch, KernelSpec};
 use crate::record::Accel;
 use crate::store::Store;
@@ -137,7 +137,7 @@ pub fn measure(
     let interrupted = fleet::interrupted();
     let mut planned: Vec<PlannedRun> = Vec::new();
     for &arch in &req.arches {
-        if let Err(e) = crate::guest::qemu::find_emulator(arch) {
+        if let Err(e) = crate::guest::boot::qemu::find_emulator(arch) {
             ev.missing.push((arch, format!("{e:#}")));
             continue;
         }
@@ -160,7 +160,7 @@ pub fn measure(
     // Seed 004's guests need a disk, formatted here: without mkfs.ext4
     // they are left out with the remedy, the rest run.
     if planned.iter().any(|r| r.workload == WorkloadKind::Reclaim) {
-        if let Err(e) = crate::guest::disk::find_mkfs() {
+        if let Err(e) = crate::guest::boot::disk::find_mkfs() {
             planned.retain(|r| r.workload != WorkloadKind::Reclaim);
             ev.notes.push(("004".into(), format!("{e:#}")));
         }

@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
 
-use super::spec::Arch;
 use crate::error::bail_usage;
+use crate::guest::source::spec::Arch;
 
 /// How QEMU runs a guest (the record layer's type: it is stored with the run).
 pub use crate::record::Accel;
