@@ -40,7 +40,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "bisect",
         &[
-            "fleet", "guest", "store", "kernel", "record", "text", "error",
+            "fleet", "guest", "store", "kernel", "record", "workload", "text", "error",
         ],
     ),
     (

@@ -16,7 +16,7 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 use crate::error::bail_usage;
-use crate::guest::Arch;
+use crate::workload::Arch;
 
 /// Where the config of every step comes from.
 #[derive(Clone, Debug)]

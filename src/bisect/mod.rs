@@ -21,9 +21,9 @@ use sha2::{Digest, Sha256};
 
 use crate::fleet::{Fleet, Job, Kernel, Measured, Settings};
 use crate::guest::source::cache::Cache;
-use crate::guest::Arch;
 use crate::record::Metric;
 use crate::store::Store;
+use crate::workload::Arch;
 use classify::{Classifier, Verdict};
 use state::{Measurement, State};
 

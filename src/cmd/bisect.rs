@@ -17,7 +17,8 @@ use crate::cli::guest::GuestCommand;
 use crate::error::bail_usage;
 use crate::fleet;
 use crate::guest::source::cache::Cache;
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::KernelSpec;
+use crate::workload::Arch;
 
 enum Target {
     Versions(KernelSpec, KernelSpec),

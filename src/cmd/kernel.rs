@@ -12,7 +12,8 @@ use crate::cli::kernel::{KernelArgs, KernelCommand, KernelFetchArgs, KernelListA
 use crate::guest::source::cache::{Cache, Cached};
 use crate::guest::source::debian::{self, Offer};
 use crate::guest::source::fetch::{self, Resolved};
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::KernelSpec;
+use crate::workload::Arch;
 
 pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
     match &args.command {

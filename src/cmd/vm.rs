@@ -22,8 +22,9 @@ use crate::cli::vm::VmArgs;
 use crate::fleet::{self, Fleet, Job, Kernel, Measured};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::fetch;
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::KernelSpec;
 use crate::report::cells;
+use crate::workload::Arch;
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut command = GuestCommand::parse("vm", &args.command, &args.files)?;

@@ -24,10 +24,11 @@ use crate::guest::boot::run::{run_guest, GuestJob, GuestOutput};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::fetch::{self, Resolved};
 use crate::guest::source::spec::Version;
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::KernelSpec;
 use crate::kernel::procfs::MEM_SHARE;
 use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::store::Store;
+use crate::workload::Arch;
 
 /// Set on SIGINT/SIGTERM: what a caller of the fleet checks between steps.
 pub fn interrupted() -> &'static AtomicBool {

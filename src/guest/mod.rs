@@ -12,4 +12,4 @@
 pub mod boot;
 pub mod source;
 
-pub use source::spec::{Arch, KernelSpec};
+pub use source::spec::KernelSpec;

@@ -12,9 +12,9 @@ use serde::Serialize;
 use super::changes::{change, release_version};
 use super::Seed;
 use crate::guest::source::spec::Version;
-use crate::guest::Arch;
 use crate::record::{CellResult, Metric};
 use crate::report::view::{Axis, KernelSection, Plot, Point, Scale, Series, Unit};
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// A kernel a seed needs, relative to a change.

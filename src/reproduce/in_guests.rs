@@ -11,10 +11,11 @@ use crate::guest::source::cache::Cache;
 use crate::guest::source::debian::by_flavour;
 use crate::guest::source::fetch;
 use crate::guest::source::spec::{Flavour, Version};
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::KernelSpec;
 use crate::record::Accel;
 use crate::store::Store;
 use crate::workload::size::format_size;
+use crate::workload::Arch;
 use crate::workload::WorkloadKind;
 
 /// What `--kernels` and `--arch` asked for.

@@ -14,7 +14,7 @@ use anyhow::Context;
 use goblin::elf::{header, program_header, Elf};
 
 use crate::error::usage;
-use crate::guest::source::spec::Arch;
+use crate::workload::Arch;
 
 /// The largest file taken for a guest binary (a guest build is 4 MB, a
 /// release build with debug info about 30 MB).

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::Context;
 
 use crate::error::bail_usage;
-use crate::guest::source::spec::Arch;
+use crate::workload::Arch;
 
 /// How QEMU runs a guest (the record layer's type: it is stored with the run).
 pub use crate::record::Accel;

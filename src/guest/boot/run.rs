@@ -17,7 +17,7 @@ use super::frame::{self, FrameError};
 use super::initramfs::{self, Initramfs, JobDisk, JobFile, JOB_SCHEMA};
 use super::qemu::{self, Machine, Qemu};
 use crate::error::bail_usage;
-use crate::guest::source::spec::Arch;
+use crate::workload::Arch;
 
 // The accelerator choice is part of this module's interface.
 #[cfg_attr(not(test), allow(unused_imports))]

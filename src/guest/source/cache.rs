@@ -13,7 +13,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::image::sha256_file;
-use super::spec::{Arch, Flavour, Version};
+use super::spec::{Flavour, Version};
+use crate::workload::Arch;
 
 /// The manifest file of a cache entry.
 pub const MANIFEST: &str = "manifest.json";

@@ -5,10 +5,10 @@ use ptelab_model::workload::ModelOutcome;
 
 use super::{judge, Word};
 use crate::guest::source::spec::Version;
-use crate::guest::Arch;
 use crate::record::Metric;
 use crate::reproduce::guests::GuestEvidence;
 use crate::reproduce::{ClaimRow, Evidence};
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 pub(super) fn row(seed: &str, claim: &str) -> ClaimRow {

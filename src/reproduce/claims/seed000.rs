@@ -2,8 +2,8 @@
 
 use super::evidence::*;
 use super::{Word, K};
-use crate::guest::Arch;
 use crate::reproduce::{ClaimRow, Evidence};
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
@@ -36,8 +36,8 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         &format!("published {}", published_pcts(&arm)),
     );
     if let (Some(a), Some(b)) = (
-        ev.model("arm64", w, size, f64k, "per-pte"),
-        ev.model("arm64", w, size, f64k, "batched"),
+        ev.model(Arch::Arm64, w, size, f64k, "per-pte"),
+        ev.model(Arch::Arm64, w, size, f64k, "batched"),
     ) {
         let blocks = a.pages as f64 / 16.0;
         let (xa, xb) = (
@@ -77,8 +77,8 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
     }
     r.verdict = verdict(Word::all(&words), &why);
     if let (Some(a), Some(b)) = (
-        ev.model("x86_64", w, size, FolioSpec::Base, "per-pte"),
-        ev.model("x86_64", w, size, FolioSpec::Base, "batched"),
+        ev.model(Arch::X86_64, w, size, FolioSpec::Base, "per-pte"),
+        ev.model(Arch::X86_64, w, size, FolioSpec::Base, "batched"),
     ) {
         let pages = a.pages as f64;
         let d = (per_call(b, "page_reads") - per_call(a, "page_reads")) / pages;

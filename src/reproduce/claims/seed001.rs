@@ -2,9 +2,9 @@
 
 use super::evidence::*;
 use super::{judge, noise_pct, Word, K};
-use crate::guest::Arch;
 use crate::record::Metric;
 use crate::reproduce::{ClaimRow, Evidence};
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Sizes of seed 001's rows that the claim "for >=400KiB regions" covers.
@@ -64,8 +64,8 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         );
         if arch == Arch::X86_64 {
             if let (Some(a), Some(b)) = (
-                ev.model("x86_64", w, 4000 * K, f4k, "per-pte"),
-                ev.model("x86_64", w, 4000 * K, f4k, "batched"),
+                ev.model(Arch::X86_64, w, 4000 * K, f4k, "per-pte"),
+                ev.model(Arch::X86_64, w, 4000 * K, f4k, "batched"),
             ) {
                 // The path without write-upgrade: mprotect(PROT_NONE).
                 let pages = a.pages as f64;
@@ -214,8 +214,8 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         "at least 2.5% fewer per call (half the published minimum of 5%) at every size from 400 KiB counts as reproduced",
     );
     if let (Some(b), Some(c)) = (
-        ev.model("x86_64", w, 4000 * K, f4k, "batched"),
-        ev.model("x86_64", w, 4000 * K, f4k, "smallfast"),
+        ev.model(Arch::X86_64, w, 4000 * K, f4k, "batched"),
+        ev.model(Arch::X86_64, w, 4000 * K, f4k, "smallfast"),
     ) {
         let same = b
             .per_call()

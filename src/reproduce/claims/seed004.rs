@@ -4,8 +4,8 @@ use ptelab_model::workload::ModelOutcome;
 
 use super::evidence::*;
 use super::{Word, K, M};
-use crate::guest::Arch;
 use crate::reproduce::{ClaimRow, Evidence};
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
@@ -61,10 +61,10 @@ fn model_line(ev: &Evidence) -> Option<String> {
     let f = FolioSpec::Mthp(64 * K);
     let get = |arch, s| ev.model(arch, w, 64 * M, f, s);
     let (Some(a0), Some(a1), Some(x0), Some(x1)) = (
-        get("arm64", "per-pte"),
-        get("arm64", "smallfast"),
-        get("x86_64", "per-pte"),
-        get("x86_64", "smallfast"),
+        get(Arch::Arm64, "per-pte"),
+        get(Arch::Arm64, "smallfast"),
+        get(Arch::X86_64, "per-pte"),
+        get(Arch::X86_64, "smallfast"),
     ) else {
         return None;
     };
