@@ -19,8 +19,9 @@ pub mod versions;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::fleet::{Fleet, Job, Kernel, Measured, Settings};
+use crate::fleet::{Fleet, Job, Measured, Settings};
 use crate::guest::source::cache::Cache;
+use crate::guest::source::Kernel;
 use crate::record::Metric;
 use crate::store::Store;
 use crate::workload::Arch;

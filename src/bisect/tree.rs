@@ -5,9 +5,7 @@
 //! (`git::Bisecting`).
 
 use crate::error::bail_usage;
-use crate::fleet::Kernel;
-use crate::guest::source::fetch;
-use crate::guest::KernelSpec;
+use crate::guest::source::{self, Kernel, KernelSpec};
 
 use super::build::{short, Builder};
 use super::classify::Verdict;
@@ -54,12 +52,12 @@ fn kernel(setup: &Setup, plan: &Plan, commit: &str) -> anyhow::Result<Result<Ker
         Ok(i) => i,
         Err(why) => return Ok(Err(why)),
     };
-    let opts = fetch::Options {
+    let opts = source::Options {
         arch: Some(plan.builder.arch),
         mirror: None,
         interrupted: crate::kernel::signals::interrupted(),
     };
-    match Kernel::resolve(setup.cache, KernelSpec::Image(image), &opts) {
+    match KernelSpec::parse(&image.display().to_string())?.resolve(setup.cache, &opts) {
         Ok(k) => Ok(Ok(k)),
         Err(e) => Ok(Err(format!("the build's image was refused: {e:#}"))),
     }

@@ -2,49 +2,49 @@
 //! endpoints (same flavour and arch), each fetched through the kernel
 //! cache when the search reaches it. No build: the time is the guests'.
 
-use std::collections::BTreeSet;
-
 use crate::error::bail_usage;
-use crate::fleet::Kernel;
-use crate::guest::source::debian::{Apt, Offer, INDEX_MAX_AGE};
-use crate::guest::source::fetch;
-use crate::guest::source::spec::{Flavour, Version};
-use crate::guest::KernelSpec;
+use crate::guest::source::{self, KernelSpec, Offered, Version, Versions};
 use crate::workload::Arch;
 
 use super::{bisect_id, endpoints, probe_step, search, Found, Prober, Report, Setup};
 
-/// The exact Debian version, flavour and arch a `--good`/`--bad` spec names.
+/// The source, exact version, line and arch a `--good`/`--bad` spec names.
 fn exact(
     flag: &str,
     spec: &KernelSpec,
     arch: Option<Arch>,
-) -> anyhow::Result<(Version, Flavour, Arch)> {
-    let KernelSpec::Debian {
-        version, flavour, ..
-    } = spec
-    else {
+) -> anyhow::Result<(&'static dyn Versions, Version, String, Arch)> {
+    let Some(src) = spec.versions() else {
         bail_usage!(
             "{flag} {spec} is an image: without --repo, bisect walks Debian's versions \
              (e.g. --good debian:6.16.12 --bad debian:6.17.13); with --repo it takes commits"
         );
     };
+    let version = src.version(spec);
     if version.patch.is_none() {
         bail_usage!("{flag} {spec} names no exact version: pass one with its patch level, e.g. debian:6.16.12");
     }
-    Ok((*version, *flavour, spec.debian_arch(arch)?))
+    let (line, arch) = src.line(spec, arch)?;
+    Ok((src, version, line, arch))
 }
 
-/// Check the endpoints: exact Debian versions of one flavour and arch,
+/// The endpoints, checked: exact versions of one source, line and arch,
 /// good older than bad.
-pub fn check(
-    good: &KernelSpec,
-    bad: &KernelSpec,
-    arch: Option<Arch>,
-) -> anyhow::Result<(Version, Version, Flavour, Arch)> {
-    let (g, gf, ga) = exact("--good", good, arch)?;
-    let (b, bf, ba) = exact("--bad", bad, arch)?;
-    if (gf, ga) != (bf, ba) {
+pub struct Endpoints {
+    pub source: &'static dyn Versions,
+    pub good: Version,
+    pub bad: Version,
+    /// Debian: the flavour.
+    pub line: String,
+    pub arch: Arch,
+}
+
+/// Check the endpoints: exact versions of one source, line (Debian: flavour)
+/// and arch, good older than bad.
+pub fn check(good: &KernelSpec, bad: &KernelSpec, arch: Option<Arch>) -> anyhow::Result<Endpoints> {
+    let (src, g, gf, ga) = exact("--good", good, arch)?;
+    let (bsrc, b, bf, ba) = exact("--bad", bad, arch)?;
+    if src.title() != bsrc.title() || (&gf, ga) != (&bf, ba) {
         bail_usage!(
             "--good {good} ({gf}, {ga}) and --bad {bad} ({bf}, {ba}) differ in flavour or arch: \
              bisect between kernels of one flavour and arch"
@@ -59,45 +59,38 @@ pub fn check(
              pass the older, good version as --good"
         );
     }
-    Ok((g, b, gf, ga))
+    Ok(Endpoints {
+        source: src,
+        good: g,
+        bad: b,
+        line: gf,
+        arch: ga,
+    })
 }
 
-/// The offered versions from `good` to `bad`, both included, oldest first.
+/// The offered versions of `line` from `good` to `bad`, both included,
+/// oldest first.
 pub fn between(
-    offers: &[Offer],
+    src: &dyn Versions,
+    offered: &Offered,
     good: Version,
     bad: Version,
-    flavour: Flavour,
-    arch: Arch,
+    line: &str,
 ) -> anyhow::Result<Vec<Version>> {
-    let all: BTreeSet<Version> = offers
-        .iter()
-        .filter(|o| o.flavour == flavour && o.arch == arch)
-        .map(|o| o.version)
-        .collect();
+    let all = offered.line(line);
     for v in [good, bad] {
         if !all.contains(&v) {
-            return Err(fetch::not_offered(offers, v, flavour, arch));
+            return Err(src.not_offered(offered, v, line));
         }
     }
     Ok(all
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|v| *v >= good && *v <= bad)
         .collect())
 }
 
-/// What Debian offers: the cached index when it is fresh, else updated.
-fn offers(setup: &Setup, arch: Arch, mirror: Option<&str>) -> anyhow::Result<Vec<Offer>> {
-    let m = fetch::mirror(mirror)?;
-    let apt = Apt::new(&setup.cache.apt(), &m, arch);
-    if apt.index_age().is_some_and(|a| a < INDEX_MAX_AGE) {
-        let _lock = setup.cache.lock()?;
-        return apt.offers();
-    }
-    Ok(fetch::available(setup.cache, arch, mirror)?.0)
-}
-
-/// Bisect the Debian versions from `good` to `bad`.
+/// Bisect the versions a source offers from `good` to `bad`.
 pub fn run(
     setup: &Setup,
     good: &KernelSpec,
@@ -105,42 +98,38 @@ pub fn run(
     arch_flag: Option<Arch>,
     mirror: Option<&str>,
 ) -> anyhow::Result<Report> {
-    let (g, b, flavour, arch) = check(good, bad, arch_flag)?;
-    let list = between(&offers(setup, arch, mirror)?, g, b, flavour, arch)?;
+    let Endpoints {
+        source: src,
+        good: g,
+        bad: b,
+        line: flavour,
+        arch,
+    } = check(good, bad, arch_flag)?;
+    let opts = source::Options {
+        arch: Some(arch),
+        mirror: mirror.map(String::from),
+        interrupted: crate::kernel::signals::interrupted(),
+    };
+    let offered = src.offered(setup.cache, arch, &opts, true)?;
+    let list = between(src, &offered, g, b, &flavour)?;
     eprintln!(
-        "ptelab: Debian offers {} versions from {g} to {b} ({flavour}, {arch}): {}",
+        "ptelab: {} offers {} versions from {g} to {b} ({flavour}, {arch}): {}",
+        src.title(),
         list.len(),
         list.iter()
             .map(|v| v.to_string())
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let spec_arch = match good {
-        KernelSpec::Debian { arch, .. } => *arch,
-        KernelSpec::Image(_) => None,
-    };
-    let opts = fetch::Options {
-        arch: Some(arch),
-        mirror: mirror.map(String::from),
-        interrupted: crate::kernel::signals::interrupted(),
-    };
     let kernel = |v: Version| {
-        eprintln!("ptelab: kernel debian:{v} …");
-        Kernel::resolve(
-            setup.cache,
-            KernelSpec::Debian {
-                version: v,
-                flavour,
-                arch: spec_arch,
-            },
-            &opts,
-        )
+        eprintln!("ptelab: kernel {}:{v} …", good.source().name());
+        src.at(good, v).resolve(setup.cache, &opts)
     };
     let id = bisect_id(&[
         "versions",
         &g.to_string(),
         &b.to_string(),
-        flavour.name(),
+        &flavour,
         arch.name(),
         &setup.args.join(" "),
         &format!("{:?}", setup.settings.accel),
@@ -190,6 +179,8 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest::source::debian::Offer;
+    use crate::guest::source::fetch;
 
     fn offer(v: &str, flavour: &str) -> Offer {
         Offer::from_release(&format!("{v}+deb13-{flavour}")).unwrap()
@@ -203,23 +194,11 @@ mod tests {
             .chain([offer("6.17.10", "amd64")])
             .collect();
         let v = |s: &str| Version::parse(s).unwrap();
-        let list = between(
-            &offers,
-            v("6.16.12"),
-            v("6.17.13"),
-            Flavour::Cloud,
-            Arch::X86_64,
-        )
-        .unwrap();
+        let offered = fetch::offered(&offers, Arch::X86_64, "m".into());
+        let between = |g, b| between(&fetch::Debian, &offered, g, b, "cloud");
+        let list = between(v("6.16.12"), v("6.17.13")).unwrap();
         assert_eq!(list, [v("6.16.12"), v("6.17.8"), v("6.17.13")]);
-        let e = between(
-            &offers,
-            v("6.16.11"),
-            v("6.17.13"),
-            Flavour::Cloud,
-            Arch::X86_64,
-        )
-        .unwrap_err();
+        let e = between(v("6.16.11"), v("6.17.13")).unwrap_err();
         assert!(e.to_string().contains("nearest offered"), "{e}");
     }
 
@@ -239,7 +218,9 @@ mod tests {
             ),
             ("/boot/vmlinuz", "debian:6.17.13", "is an image"),
         ] {
-            let e = check(&s(g), &s(b), a).unwrap_err();
+            let Err(e) = check(&s(g), &s(b), a) else {
+                panic!("{g} {b} passed")
+            };
             assert!(crate::error::is_usage(&e), "{g} {b}");
             assert!(e.to_string().contains(needle), "{g} {b}: {e}");
         }

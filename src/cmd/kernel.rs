@@ -10,9 +10,7 @@ use serde_json::{json, Value};
 use super::{print_json, print_text};
 use crate::cli::kernel::{KernelArgs, KernelCommand, KernelFetchArgs, KernelListArgs};
 use crate::guest::source::cache::{Cache, Cached};
-use crate::guest::source::debian::{self, Offer};
-use crate::guest::source::fetch::{self, Resolved};
-use crate::guest::KernelSpec;
+use crate::guest::source::{self, KernelSpec, Offered};
 use crate::workload::Arch;
 
 pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
@@ -35,21 +33,21 @@ fn fetch_cmd(a: &KernelFetchArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| KernelSpec::parse(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if let Some(m) = &a.mirror {
-        fetch::mirror(Some(m))?;
-    }
-    let cache = Cache::from_env()?;
-    let opts = fetch::Options {
+    let opts = source::Options {
         arch,
         mirror: a.mirror.clone(),
         interrupted: crate::kernel::thp::interrupted(),
     };
+    for src in source::SOURCES {
+        src.check(&opts)?;
+    }
+    let cache = Cache::from_env()?;
     let mut docs = Vec::new();
     let mut text = String::new();
     for spec in &specs {
-        let r = fetch::resolve(&cache, spec, &opts)?;
-        docs.push(resolved_json(spec, &r));
-        text.push_str(&resolved_line(spec, &r));
+        let k = spec.resolve(&cache, &opts)?;
+        docs.push(k.json);
+        text.push_str(&k.line);
     }
     if a.json {
         print_json(&docs)?;
@@ -57,54 +55,6 @@ fn fetch_cmd(a: &KernelFetchArgs) -> anyhow::Result<ExitCode> {
         print_text(&text)?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn resolved_json(spec: &KernelSpec, r: &Resolved) -> Value {
-    match r {
-        Resolved::Debian { entry, fetched } => json!({
-            "spec": spec.to_string(),
-            "source": "debian",
-            "fetched": fetched,
-            "image": entry.image(),
-            "config": entry.config(),
-            "modules": entry.modules(),
-            "manifest": entry.manifest,
-        }),
-        Resolved::Image(img) => json!({
-            "spec": spec.to_string(),
-            "source": "image",
-            "image": img.image,
-            "arch": img.arch,
-            "sha256": img.sha256,
-            "config": img.config,
-        }),
-    }
-}
-
-fn resolved_line(spec: &KernelSpec, r: &Resolved) -> String {
-    match r {
-        Resolved::Debian { entry, fetched } => {
-            let m = &entry.manifest;
-            format!(
-                "{spec}: {} ({}, {} {}, sha256 {}, {})\n",
-                entry.image().display(),
-                m.arch,
-                m.package.name,
-                m.package.version,
-                m.sha256,
-                if *fetched { "fetched" } else { "cached" }
-            )
-        }
-        Resolved::Image(img) => format!(
-            "{spec}: {} ({}, own build, sha256 {}, config {})\n",
-            img.image.display(),
-            img.arch,
-            img.sha256,
-            img.config
-                .as_ref()
-                .map_or("none".to_string(), |c| c.display().to_string())
-        ),
-    }
 }
 
 fn list_cmd(a: &KernelListArgs) -> anyhow::Result<ExitCode> {
@@ -210,48 +160,52 @@ fn available_cmd(a: &KernelListArgs) -> anyhow::Result<ExitCode> {
         })?,
     };
     let cache = Cache::from_env()?;
-    let (offers, mirror) = fetch::available(&cache, arch, a.mirror.as_deref())?;
+    let opts = source::Options {
+        arch: Some(arch),
+        mirror: a.mirror.clone(),
+        interrupted: crate::kernel::thp::interrupted(),
+    };
+    let offered = source::listing().offered(&cache, arch, &opts, false)?;
     if a.json {
-        print_json(&available_json(&offers, arch, &mirror))?;
+        print_json(&available_json(&offered))?;
     } else {
-        print_text(&render_available(&offers, arch, &mirror))?;
+        print_text(&render_available(&offered))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn available_json(offers: &[Offer], arch: Arch, mirror: &str) -> Value {
-    let flavours: BTreeMap<String, Vec<String>> = debian::by_flavour(offers, arch)
-        .into_iter()
-        .map(|(f, vs)| (f.to_string(), vs.iter().map(|v| v.to_string()).collect()))
+fn available_json(offered: &Offered) -> Value {
+    let flavours: BTreeMap<&str, Vec<String>> = offered
+        .lines
+        .iter()
+        .map(|(f, vs)| (f.as_str(), vs.iter().map(|v| v.to_string()).collect()))
         .collect();
-    json!({
-        "arch": arch,
-        "mirror": mirror,
-        "suites": debian::SUITES,
-        "flavours": flavours,
-    })
+    let mut doc = offered.json.clone();
+    doc.insert("arch".into(), json!(offered.arch));
+    doc.insert("mirror".into(), json!(offered.from));
+    doc.insert("flavours".into(), json!(flavours));
+    Value::Object(doc)
 }
 
-fn render_available(offers: &[Offer], arch: Arch, mirror: &str) -> String {
-    let mut out = format!(
-        "Debian kernels for {arch} at {mirror} ({}):\n",
-        debian::SUITES.join(", ")
-    );
-    let by = debian::by_flavour(offers, arch);
-    if by.is_empty() {
+fn render_available(offered: &Offered) -> String {
+    let mut out = format!("{}:\n", offered.heading);
+    if offered.lines.is_empty() {
         out.push_str("  none\n");
     }
-    for (f, vs) in by {
+    for (f, vs) in &offered.lines {
         let vs: Vec<String> = vs.iter().map(|v| v.to_string()).collect();
-        let _ = writeln!(out, "  {:<8} {}", f.to_string(), vs.join(" "));
+        let _ = writeln!(out, "  {f:<8} {}", vs.join(" "));
     }
-    out.push_str("fetch one: ptelab kernel fetch debian:VERSION[-FLAVOUR] --arch ARCH\n");
+    out.push_str(&offered.hint);
+    out.push('\n');
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest::source::debian::Offer;
+    use crate::guest::source::fetch;
     use crate::guest::source::spec::Flavour;
 
     fn row(release: &str, intact: bool) -> Row {
@@ -295,12 +249,12 @@ mod tests {
         .iter()
         .filter_map(|r| Offer::from_release(r))
         .collect();
-        insta::assert_snapshot!(render_available(
+        insta::assert_snapshot!(render_available(&fetch::offered(
             &offers,
             Arch::X86_64,
-            "http://deb.debian.org/debian"
-        ));
-        let j = available_json(&offers, Arch::Arm64, "m");
+            "http://deb.debian.org/debian".into()
+        )));
+        let j = available_json(&fetch::offered(&offers, Arch::Arm64, "m".into()));
         assert_eq!(j["flavours"][Flavour::Cloud.name()], json!(["6.17.13"]));
     }
 }

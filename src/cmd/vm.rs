@@ -19,10 +19,9 @@ use serde_json::{json, Value};
 use super::{print_json, print_text};
 use crate::cli::guest::GuestCommand;
 use crate::cli::vm::VmArgs;
-use crate::fleet::{self, Fleet, Job, Kernel, Measured};
+use crate::fleet::{self, Fleet, Job, Measured};
 use crate::guest::source::cache::Cache;
-use crate::guest::source::fetch;
-use crate::guest::KernelSpec;
+use crate::guest::source::{self, Kernel, KernelSpec};
 use crate::report::cells;
 use crate::workload::Arch;
 
@@ -48,7 +47,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
 
     // Everything that can fail on bad input happens before the first boot.
     let cache = Cache::from_env()?;
-    let opts = fetch::Options {
+    let opts = source::Options {
         arch: arch_flag,
         mirror: args.guest.mirror.clone(),
         interrupted: crate::kernel::signals::interrupted(),
@@ -56,7 +55,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut kernels = Vec::new();
     for spec in specs {
         eprintln!("ptelab: kernel {spec} …");
-        kernels.push(Kernel::resolve(&cache, spec, &opts)?);
+        kernels.push(spec.resolve(&cache, &opts)?);
     }
     let settings = super::fleet_settings(
         &args.guest,

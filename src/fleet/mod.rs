@@ -22,9 +22,7 @@ use crate::guest::boot::binary::guest_binary;
 use crate::guest::boot::qemu::{choose_accel, AccelRequest};
 use crate::guest::boot::run::{run_guest, GuestJob, GuestOutput};
 use crate::guest::source::cache::Cache;
-use crate::guest::source::fetch::{self, Resolved};
-use crate::guest::source::spec::Version;
-use crate::guest::KernelSpec;
+use crate::guest::source::Kernel;
 use crate::kernel::procfs::MEM_SHARE;
 use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::store::Store;
@@ -41,55 +39,6 @@ pub const GUEST_RESERVE: u64 = 192 << 20;
 
 /// Console logs kept: the newest ones, so the cache does not grow without end.
 const KEEP_LOGS: usize = 200;
-
-/// One kernel, resolved (and fetched when it came from Debian).
-#[derive(Clone, Debug)]
-pub struct Kernel {
-    pub spec: KernelSpec,
-    pub arch: Arch,
-    pub image: PathBuf,
-    /// `debian:6.17.13 linux-image-… 6.17.13-1`, or the image's path.
-    pub source: String,
-    pub sha256: String,
-    /// The upstream version, when known before booting (Debian's).
-    pub version: Option<Version>,
-}
-
-impl Kernel {
-    pub fn resolve(
-        cache: &Cache,
-        spec: KernelSpec,
-        opts: &fetch::Options,
-    ) -> anyhow::Result<Kernel> {
-        Ok(match fetch::resolve(cache, &spec, opts)? {
-            Resolved::Debian { entry, .. } => {
-                let m = &entry.manifest;
-                Kernel {
-                    arch: m.arch,
-                    image: entry.image(),
-                    source: format!("{spec} {} {}", m.package.name, m.package.version),
-                    sha256: m.sha256.clone(),
-                    version: entry.version(),
-                    spec,
-                }
-            }
-            Resolved::Image(img) => Kernel {
-                arch: img.arch,
-                source: img.image.display().to_string(),
-                image: img.image,
-                sha256: img.sha256,
-                version: None,
-                spec,
-            },
-        })
-    }
-
-    /// The tag a stored run of this kernel gets (`debian:6.17.13`), when
-    /// the kernel has a name worth tagging by.
-    pub fn tag(&self) -> Option<String> {
-        matches!(self.spec, KernelSpec::Debian { .. }).then(|| self.spec.to_string())
-    }
-}
 
 /// The bytes a guest of `memory` bytes leaves a measuring command.
 pub fn usable_memory(memory: u64) -> u64 {
@@ -549,6 +498,7 @@ fn prune_logs(dir: &Path, keep: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest::source::fake::Fake;
     use serde_json::json;
 
     #[test]
@@ -614,5 +564,38 @@ mod tests {
         assert!(crate::error::is_usage(&e));
         assert!(e.to_string().contains("--memory"), "{e}");
         assert!(usable_memory(memory_for(g)) >= g);
+    }
+
+    #[test]
+    fn the_fleet_records_and_tags_a_kernel_by_its_source() {
+        let d = tempfile::tempdir().unwrap();
+        // A kernel from the fake source: no apt, no network.
+        let cache = Cache {
+            root: d.path().to_owned(),
+        };
+        let k = Fake::spec("6.16.12")
+            .resolve(&cache, &Fake::options())
+            .unwrap();
+        let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
+        let host = crate::kernel::host::capture().unwrap();
+        let doc = serde_json::json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell]});
+        let out = crate::guest::boot::run::GuestOutput {
+            stdout: Vec::new(),
+            exit_code: 0,
+            accel: Accel::Tcg,
+            qemu_version: "QEMU emulator version 9.2.0".into(),
+            kernel_release: "6.16.12-fake".into(),
+            boot_to_exit: Duration::from_secs(1),
+            counts: None,
+            symbols: None,
+            symbol_table: None,
+        };
+        let m = Measured::parse(doc.to_string().as_bytes(), &k, &out).unwrap();
+        let guest = m.host.guest.clone().unwrap();
+        assert_eq!(guest.kernel_source, "fake:6.16.12 fake-image-6.16.12");
+        assert_eq!(guest.kernel_sha256, k.sha256);
+        let store = crate::store::Store::open(&d.path().join("ptelab.db")).unwrap();
+        let id = m.store(&store, "sweep", &k, &[]).unwrap();
+        assert_eq!(store.resolve("fake:6.16.12").unwrap(), id);
     }
 }

@@ -12,4 +12,4 @@
 pub mod boot;
 pub mod source;
 
-pub use source::spec::KernelSpec;
+pub use source::KernelSpec;

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::changes::{change, release_version};
 use super::Seed;
-use crate::guest::source::spec::Version;
+use crate::guest::source::Version;
 use crate::record::{CellResult, Metric};
 use crate::report::view::{Axis, KernelSection, Plot, Point, Scale, Series, Unit};
 use crate::workload::Arch;

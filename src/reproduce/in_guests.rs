@@ -6,12 +6,9 @@
 
 use super::guests::{plan, GuestEvidence, GuestRun, KernelChoice, PlannedRun};
 use super::Seed;
-use crate::fleet::{self, Fleet, Job, Kernel, Measured, Settings};
+use crate::fleet::{self, Fleet, Job, Measured, Settings};
 use crate::guest::source::cache::Cache;
-use crate::guest::source::debian::by_flavour;
-use crate::guest::source::fetch;
-use crate::guest::source::spec::{Flavour, Version};
-use crate::guest::KernelSpec;
+use crate::guest::source::{self, Kernel, KernelSpec, Version};
 use crate::record::Accel;
 use crate::store::Store;
 use crate::workload::size::format_size;
@@ -45,13 +42,17 @@ pub fn request(
         KernelChoice::Auto
     } else {
         let mut versions = Vec::new();
+        let listing = source::listing();
         for k in kernels {
-            match KernelSpec::parse(k)? {
-                KernelSpec::Debian {
-                    version,
-                    flavour: Flavour::Cloud,
-                    arch: None,
-                } if version.patch.is_some() => versions.push(version),
+            let spec = KernelSpec::parse(k)?;
+            match spec.versions() {
+                Some(src)
+                    if src.title() == listing.title()
+                        && src.is_default(&spec)
+                        && src.version(&spec).patch.is_some() =>
+                {
+                    versions.push(src.version(&spec))
+                }
                 _ => crate::error::bail_usage!(
                     "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
                      and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
@@ -113,12 +114,10 @@ fn guest_args(run: &PlannedRun, accel: Accel, quick: bool) -> Vec<String> {
     args
 }
 
-/// The cloud kernels Debian offers for `arch`.
-fn offered(cache: &Cache, arch: Arch, mirror: Option<&str>) -> anyhow::Result<Vec<Version>> {
-    let (offers, _) = fetch::available(cache, arch, mirror)?;
-    Ok(by_flavour(&offers, arch)
-        .remove(&Flavour::Cloud)
-        .unwrap_or_default())
+/// The kernels of the default line (Debian: cloud) offered for `arch`.
+fn offered(cache: &Cache, arch: Arch, opts: &source::Options) -> anyhow::Result<Vec<Version>> {
+    let o = source::listing().offered(cache, arch, opts, false)?;
+    Ok(o.line(&o.default_line).to_vec())
 }
 
 /// Measure `seeds` in guests as `req` asks; store each guest run when a
@@ -136,6 +135,11 @@ pub fn measure(
     };
     let cache = Cache::from_env()?;
     let interrupted = fleet::interrupted();
+    let opts = |arch| source::Options {
+        arch: Some(arch),
+        mirror: req.mirror.clone(),
+        interrupted,
+    };
     let mut planned: Vec<PlannedRun> = Vec::new();
     for &arch in &req.arches {
         if let Err(e) = crate::guest::boot::qemu::find_emulator(arch) {
@@ -143,7 +147,7 @@ pub fn measure(
             continue;
         }
         let offers = match &req.choice {
-            KernelChoice::Auto => match offered(&cache, arch, req.mirror.as_deref()) {
+            KernelChoice::Auto => match offered(&cache, arch, &opts(arch)) {
                 Ok(v) => v,
                 Err(e) => {
                     ev.missing
@@ -171,11 +175,6 @@ pub fn measure(
     }
 
     // Every kernel, fetched before the first boot.
-    let opts = |arch| fetch::Options {
-        arch: Some(arch),
-        mirror: req.mirror.clone(),
-        interrupted,
-    };
     let mut kernels: Vec<Kernel> = Vec::new();
     for run in &planned {
         if kernels
@@ -184,13 +183,9 @@ pub fn measure(
         {
             continue;
         }
-        let spec = KernelSpec::Debian {
-            version: run.version,
-            flavour: Flavour::Cloud,
-            arch: Some(run.arch),
-        };
+        let spec = source::listing().default_at(run.version, Some(run.arch));
         eprintln!("ptelab: kernel {spec} ({}) …", run.arch.name());
-        kernels.push(Kernel::resolve(&cache, spec, &opts(run.arch))?);
+        kernels.push(spec.resolve(&cache, &opts(run.arch))?);
     }
     let need = planned
         .iter()

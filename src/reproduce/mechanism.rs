@@ -7,7 +7,7 @@
 
 use super::guests::GuestEvidence;
 use super::{reclaim_guest_size, ro_rw_size, ClaimRow};
-use crate::guest::source::spec::Version;
+use crate::guest::source::Version;
 use crate::record::{CellResult, Profile};
 use crate::text::format::{counter, size as fmt_size};
 use crate::workload::Arch;

@@ -32,6 +32,11 @@ pub struct Package {
 /// What is known about a cached kernel (its `manifest.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The kernel source it came from (`KernelSource::name`). Manifests
+    /// written before sources had names are Debian's, the only source that
+    /// cached then.
+    #[serde(default = "debian")]
+    pub source: String,
     /// The spec it was first fetched for.
     pub spec: String,
     /// Debian's kernel release (`6.17.13+deb13-cloud-amd64`): `uname -r` in the guest.
@@ -53,6 +58,10 @@ pub struct Manifest {
     pub size: u64,
     /// UTC, RFC 3339.
     pub fetched_at: String,
+}
+
+fn debian() -> String {
+    "debian".into()
 }
 
 /// A cache entry.
@@ -167,9 +176,10 @@ impl Cache {
         Ok(out)
     }
 
-    /// The newest entry matching a version request.
+    /// The newest entry of `source` matching a version request.
     pub fn find(
         &self,
+        source: &str,
         want: &Version,
         flavour: Flavour,
         arch: Arch,
@@ -178,7 +188,8 @@ impl Cache {
             .entries()?
             .into_iter()
             .filter(|c| {
-                c.manifest.arch == arch
+                c.manifest.source == source
+                    && c.manifest.arch == arch
                     && c.manifest.flavour == flavour
                     && c.version().is_some_and(|v| want.matches(&v))
             })
@@ -337,6 +348,7 @@ pub(crate) mod tests {
             sha256: None,
         };
         Manifest {
+            source: "debian".into(),
             spec: format!("debian:{}", o.version),
             release: release.into(),
             version: o.version.to_string(),
@@ -382,12 +394,12 @@ pub(crate) mod tests {
         assert!(names.is_empty(), "staging left behind: {names:?}");
         let want = Version::parse("6.17").unwrap();
         let got = cache
-            .find(&want, Flavour::Cloud, Arch::X86_64)
+            .find("debian", &want, Flavour::Cloud, Arch::X86_64)
             .unwrap()
             .unwrap();
         assert_eq!(got.manifest.release, "6.17.13+deb13-cloud-amd64");
         assert!(cache
-            .find(&want, Flavour::Generic, Arch::X86_64)
+            .find("debian", &want, Flavour::Generic, Arch::X86_64)
             .unwrap()
             .is_none());
         assert_eq!(cache.entries().unwrap().len(), 3);
@@ -398,6 +410,35 @@ pub(crate) mod tests {
         let again = put(&cache, "6.17.13+deb13-cloud-amd64", b"b");
         assert!(again.intact());
         assert_eq!(cache.entries().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn manifests_are_keyed_by_source_and_old_ones_are_debians() {
+        let mut json = serde_json::to_value(manifest("6.17.13+deb13-cloud-amd64")).unwrap();
+        assert_eq!(json["source"], "debian");
+        json.as_object_mut().unwrap().remove("source");
+        let old: Manifest = serde_json::from_value(json).unwrap();
+        assert_eq!(old.source, "debian");
+
+        let d = tempfile::tempdir().unwrap();
+        let cache = Cache {
+            root: d.path().to_owned(),
+        };
+        let st = cache.stage("6.17.13+other").unwrap();
+        std::fs::write(st.entry().join("vmlinuz"), b"x").unwrap();
+        let mut m = manifest("6.17.13+deb13-cloud-amd64");
+        m.source = "other".into();
+        m.release = "6.17.13+other".into();
+        st.commit(&cache, &m).unwrap();
+        let want = Version::parse("6.17").unwrap();
+        assert!(cache
+            .find("debian", &want, Flavour::Cloud, Arch::X86_64)
+            .unwrap()
+            .is_none());
+        assert!(cache
+            .find("other", &want, Flavour::Cloud, Arch::X86_64)
+            .unwrap()
+            .is_some());
     }
 
     #[test]

@@ -77,20 +77,14 @@ pub fn select<'a>(
         .max_by_key(|o| (o.version, o.abi))
 }
 
-/// Up to `n` offered versions nearest to `want` (same minor first, then the
+/// Up to `n` of `versions` nearest to `want` (same minor first, then the
 /// nearest minors), in ascending order.
-pub fn nearest(
-    offers: &[Offer],
+pub fn nearest_of(
+    versions: impl IntoIterator<Item = Version>,
     want: &Version,
-    flavour: Flavour,
-    arch: Arch,
     n: usize,
 ) -> Vec<Version> {
-    let versions: BTreeSet<Version> = offers
-        .iter()
-        .filter(|o| o.flavour == flavour && o.arch == arch)
-        .map(|o| o.version)
-        .collect();
+    let versions: BTreeSet<Version> = versions.into_iter().collect();
     let line = |v: &Version| i64::from(v.major) * 1000 + i64::from(v.minor);
     let mut scored: Vec<_> = versions
         .into_iter()
@@ -526,8 +520,14 @@ mod tests {
     #[test]
     fn an_unknown_version_lists_the_nearest() {
         let o = offers(NAMES);
+        let nearest = |w: &str, flavour, n| {
+            let of = o
+                .iter()
+                .filter(|x| x.flavour == flavour && x.arch == Arch::X86_64);
+            nearest_of(of.map(|x| x.version), &v(w), n)
+        };
         let near = |w: &str, n| {
-            nearest(&o, &v(w), Flavour::Cloud, Arch::X86_64, n)
+            nearest(w, Flavour::Cloud, n)
                 .iter()
                 .map(|v| v.to_string())
                 .collect::<Vec<_>>()
@@ -536,7 +536,7 @@ mod tests {
         assert_eq!(near("6.17.9", 2), ["6.17.8", "6.17.13"]);
         assert_eq!(near("6.15", 2), ["6.16.3", "6.16.12"]);
         assert_eq!(near("7.1", 1), ["7.2.13"]);
-        assert!(nearest(&o, &v("6.17"), Flavour::Rt, Arch::X86_64, 5).is_empty());
+        assert!(nearest("6.17", Flavour::Rt, 5).is_empty());
     }
 
     #[test]

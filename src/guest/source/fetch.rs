@@ -1,6 +1,6 @@
-//! Resolve a kernel spec to a kernel on disk: an image of the user's own
-//! build (checked), or a Debian kernel from the cache, fetched first when
-//! it is not there or its image no longer matches its manifest.
+//! Debian's prebuilt kernels as a kernel source ([`Debian`]): a spec
+//! resolves to a kernel from the cache, fetched first when it is not there
+//! or its image no longer matches its manifest; the versions Debian offers.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -10,57 +10,31 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{bail, Context};
 
 use super::cache::{now_rfc3339, Cache, Cached, Manifest, Package};
+use serde_json::json;
+
 use super::debian::{self, Apt, Offer, Stanza, INDEX_MAX_AGE};
-use super::image::{self, OwnImage};
+use super::image;
 use super::sources;
-use super::spec::{Flavour, KernelSpec, Version};
+use super::spec::{DebianSpec, Flavour, Version};
+use super::{Kernel, KernelSource, KernelSpec, Offered, Options, Versions};
 use crate::error::usage;
 use crate::workload::Arch;
 
-/// How to resolve specs.
-pub struct Options<'a> {
-    /// `--arch`.
-    pub arch: Option<Arch>,
-    /// `--mirror`; else the Debian archive of the system's apt sources.
-    pub mirror: Option<String>,
-    /// Set on SIGINT/SIGTERM: stop between steps (the staging is removed).
-    pub interrupted: &'a AtomicBool,
-}
-
-/// A resolved spec.
-#[derive(Debug)]
-pub enum Resolved {
-    Debian {
-        entry: Box<Cached>,
-        /// Downloaded now (false: served from the cache).
-        fetched: bool,
-    },
-    Image(OwnImage),
-}
-
-/// Resolve one spec (see the module doc).
-pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Result<Resolved> {
-    let KernelSpec::Debian {
+/// Resolve a Debian spec: the cache entry, and whether it was fetched now
+/// (false: served from the cache).
+fn fetch(cache: &Cache, spec: &DebianSpec, opts: &Options) -> anyhow::Result<(Cached, bool)> {
+    let DebianSpec {
         version, flavour, ..
-    } = spec
-    else {
-        let KernelSpec::Image(path) = spec else {
-            unreachable!()
-        };
-        return Ok(Resolved::Image(image::inspect(path, opts.arch)?));
-    };
-    let arch = spec.debian_arch(opts.arch)?;
+    } = spec;
+    let arch = spec.arch(opts.arch)?;
     let _lock = cache.lock()?;
     cache.sweep_partials();
     // An exact version in the cache needs no network at all.
     let mut warned = false;
     if version.patch.is_some() {
-        if let Some(c) = cache.find(version, *flavour, arch)? {
+        if let Some(c) = cache.find(Debian.name(), version, *flavour, arch)? {
             if c.intact() {
-                return Ok(Resolved::Debian {
-                    entry: Box::new(c),
-                    fetched: false,
-                });
+                return Ok((c, false));
             }
             warn_changed(&c);
             warned = true;
@@ -91,20 +65,14 @@ pub fn resolve(cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Resu
     };
     if let Some(c) = cache.get(&offer.release)? {
         if c.intact() {
-            return Ok(Resolved::Debian {
-                entry: Box::new(c),
-                fetched: false,
-            });
+            return Ok((c, false));
         }
         if !warned {
             warn_changed(&c);
         }
     }
     let entry = install(cache, &apt, &offer, spec, opts.interrupted)?;
-    Ok(Resolved::Debian {
-        entry: Box::new(entry),
-        fetched: true,
-    })
+    Ok((entry, true))
 }
 
 /// What Debian offers for `arch` now (the index is updated first; when
@@ -172,24 +140,21 @@ fn root_cause(e: &anyhow::Error) -> String {
 /// request still serves; otherwise say that neither network nor cache has it.
 fn offline(
     cache: &Cache,
-    spec: &KernelSpec,
+    spec: &DebianSpec,
     version: Version,
     flavour: Flavour,
     arch: Arch,
     mirror: &str,
     err: &anyhow::Error,
-) -> anyhow::Result<Resolved> {
-    if let Some(c) = cache.find(&version, flavour, arch)? {
+) -> anyhow::Result<(Cached, bool)> {
+    if let Some(c) = cache.find(Debian.name(), &version, flavour, arch)? {
         if c.intact() {
             eprintln!(
                 "ptelab: warning: cannot update the Debian index ({}); using the cached {}",
                 root_cause(err),
                 c.manifest.release
             );
-            return Ok(Resolved::Debian {
-                entry: Box::new(c),
-                fetched: false,
-            });
+            return Ok((c, false));
         }
     }
     Err(usage(format!(
@@ -206,12 +171,31 @@ pub fn not_offered(
     flavour: Flavour,
     arch: Arch,
 ) -> anyhow::Error {
-    let near = debian::nearest(offers, &version, flavour, arch, 5);
+    not_offered_in(&lines(offers, arch), version, flavour.name(), arch)
+}
+
+/// The versions of `offers` per flavour, for `arch` (flavours in their order).
+fn lines(offers: &[Offer], arch: Arch) -> Vec<(String, Vec<Version>)> {
+    debian::by_flavour(offers, arch)
+        .into_iter()
+        .map(|(f, v)| (f.to_string(), v))
+        .collect()
+}
+
+/// [`not_offered`], from the versions offered per flavour.
+fn not_offered_in(
+    lines: &[(String, Vec<Version>)],
+    version: Version,
+    flavour: &str,
+    arch: Arch,
+) -> anyhow::Error {
+    let versions = lines
+        .iter()
+        .find(|(l, _)| l == flavour)
+        .map_or(&[][..], |(_, v)| v.as_slice());
+    let near = debian::nearest_of(versions.iter().copied(), &version, 5);
     if near.is_empty() {
-        let flavours: Vec<String> = debian::by_flavour(offers, arch)
-            .keys()
-            .map(|f| f.to_string())
-            .collect();
+        let flavours: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
         return usage(format!(
             "Debian offers no {flavour} kernel for {arch}; flavours offered for {arch}: {}",
             if flavours.is_empty() {
@@ -229,12 +213,177 @@ pub fn not_offered(
     ))
 }
 
+/// What Debian offers: the index when it was updated recently, else
+/// updated first (see [`available`]).
+fn recent_offers(
+    cache: &Cache,
+    arch: Arch,
+    mirror_flag: Option<&str>,
+) -> anyhow::Result<(Vec<Offer>, String)> {
+    let m = mirror(mirror_flag)?;
+    let apt = Apt::new(&cache.apt(), &m, arch);
+    if apt.index_age().is_some_and(|a| a < INDEX_MAX_AGE) {
+        let _lock = cache.lock()?;
+        return Ok((apt.offers()?, m));
+    }
+    available(cache, arch, mirror_flag)
+}
+
+/// What `offers` holds for `arch`, from `mirror`, as a source's [`Offered`].
+pub fn offered(offers: &[Offer], arch: Arch, mirror: String) -> Offered {
+    Offered {
+        arch,
+        lines: lines(offers, arch),
+        default_line: Flavour::Cloud.to_string(),
+        heading: format!(
+            "Debian kernels for {arch} at {mirror} ({})",
+            debian::SUITES.join(", ")
+        ),
+        hint: "fetch one: ptelab kernel fetch debian:VERSION[-FLAVOUR] --arch ARCH".into(),
+        json: [("suites".to_string(), json!(debian::SUITES))]
+            .into_iter()
+            .collect(),
+        from: mirror,
+    }
+}
+
+/// Debian's prebuilt kernels: `debian:VERSION[-FLAVOUR][-ARCH]`.
+pub struct Debian;
+
+/// The Debian spec a [`KernelSpec`] of this source holds.
+fn own(spec: &KernelSpec) -> DebianSpec {
+    DebianSpec::parse(spec.text()).expect("a Debian spec parses again")
+}
+
+fn spec_of(d: DebianSpec) -> KernelSpec {
+    KernelSpec::new(&Debian, d.to_string())
+}
+
+impl KernelSource for Debian {
+    fn name(&self) -> &'static str {
+        "debian"
+    }
+
+    fn prefix(&self) -> Option<&'static str> {
+        Some("debian:")
+    }
+
+    fn accepted(&self) -> &'static str {
+        super::spec::ACCEPTED
+    }
+
+    fn parse(&self, text: &str) -> anyhow::Result<KernelSpec> {
+        Ok(spec_of(DebianSpec::parse(text)?))
+    }
+
+    fn check(&self, opts: &Options) -> anyhow::Result<()> {
+        if let Some(m) = &opts.mirror {
+            mirror(Some(m))?;
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Result<Kernel> {
+        let (entry, fetched) = fetch(cache, &own(spec), opts)?;
+        let m = &entry.manifest;
+        Ok(Kernel {
+            line: format!(
+                "{spec}: {} ({}, {} {}, sha256 {}, {})\n",
+                entry.image().display(),
+                m.arch,
+                m.package.name,
+                m.package.version,
+                m.sha256,
+                if fetched { "fetched" } else { "cached" }
+            ),
+            json: json!({
+                "spec": spec.to_string(),
+                "source": "debian",
+                "fetched": fetched,
+                "image": entry.image(),
+                "config": entry.config(),
+                "modules": entry.modules(),
+                "manifest": m,
+            }),
+            arch: m.arch,
+            image: entry.image(),
+            source: format!("{spec} {} {}", m.package.name, m.package.version),
+            sha256: m.sha256.clone(),
+            version: entry.version(),
+            spec: spec.clone(),
+        })
+    }
+
+    fn tags_runs(&self) -> bool {
+        true
+    }
+
+    fn versions(&self) -> Option<&dyn Versions> {
+        Some(self)
+    }
+}
+
+impl Versions for Debian {
+    fn title(&self) -> &'static str {
+        "Debian"
+    }
+
+    fn version(&self, spec: &KernelSpec) -> Version {
+        own(spec).version
+    }
+
+    fn line(&self, spec: &KernelSpec, flag: Option<Arch>) -> anyhow::Result<(String, Arch)> {
+        let d = own(spec);
+        Ok((d.flavour.to_string(), d.arch(flag)?))
+    }
+
+    fn at(&self, spec: &KernelSpec, v: Version) -> KernelSpec {
+        spec_of(DebianSpec {
+            version: v,
+            ..own(spec)
+        })
+    }
+
+    fn default_at(&self, v: Version, arch: Option<Arch>) -> KernelSpec {
+        spec_of(DebianSpec {
+            version: v,
+            flavour: Flavour::Cloud,
+            arch,
+        })
+    }
+
+    fn is_default(&self, spec: &KernelSpec) -> bool {
+        let d = own(spec);
+        d.flavour == Flavour::Cloud && d.arch.is_none()
+    }
+
+    fn offered(
+        &self,
+        cache: &Cache,
+        arch: Arch,
+        opts: &Options,
+        recent: bool,
+    ) -> anyhow::Result<Offered> {
+        let flag = opts.mirror.as_deref();
+        let (offers, mirror) = if recent {
+            recent_offers(cache, arch, flag)?
+        } else {
+            available(cache, arch, flag)?
+        };
+        Ok(offered(&offers, arch, mirror))
+    }
+
+    fn not_offered(&self, offered: &Offered, v: Version, line: &str) -> anyhow::Error {
+        not_offered_in(&offered.lines, v, line, offered.arch)
+    }
+}
+
 /// Download, verify, extract and commit one Debian kernel release.
 fn install(
     cache: &Cache,
     apt: &Apt,
     offer: &Offer,
-    spec: &KernelSpec,
+    spec: &DebianSpec,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<Cached> {
     let stop = || check_interrupt(interrupted);
@@ -356,6 +505,7 @@ fn install(
     stop()?;
     let image_path = entry.join("vmlinuz");
     let manifest = Manifest {
+        source: Debian.name().into(),
         spec: spec.to_string(),
         release: offer.release.clone(),
         version: offer.version.to_string(),

@@ -1,13 +1,17 @@
 //! Kernel images: which arch an image is for (from its boot header), and its
-//! sha256. An image of the user's own build is checked here before use.
+//! sha256. An image of the user's own build is checked here before use:
+//! the source of kernel specs that are paths ([`ImagePath`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::Serialize;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::cache::Cache;
+use super::{Kernel, KernelSource, KernelSpec, Options};
 use crate::error::bail_usage;
 use crate::workload::Arch;
 
@@ -115,6 +119,58 @@ fn config_beside(image: &Path) -> Option<PathBuf> {
         }
     }
     candidates.into_iter().find(|p| p.is_file())
+}
+
+/// Images of the user's own builds: the spec is the image's path.
+pub struct ImagePath;
+
+impl KernelSource for ImagePath {
+    fn name(&self) -> &'static str {
+        "image"
+    }
+
+    fn prefix(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn accepted(&self) -> &'static str {
+        "the path of a kernel image (arch/x86/boot/bzImage, arch/arm64/boot/Image)"
+    }
+
+    fn parse(&self, text: &str) -> anyhow::Result<KernelSpec> {
+        let path = PathBuf::from(text);
+        Ok(KernelSpec::new(&ImagePath, path.display().to_string()))
+    }
+
+    fn resolve(&self, _cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Result<Kernel> {
+        let img = inspect(Path::new(spec.text()), opts.arch)?;
+        let config = img
+            .config
+            .as_ref()
+            .map_or("none".to_string(), |c| c.display().to_string());
+        Ok(Kernel {
+            line: format!(
+                "{spec}: {} ({}, own build, sha256 {}, config {config})\n",
+                img.image.display(),
+                img.arch,
+                img.sha256,
+            ),
+            json: json!({
+                "spec": spec.to_string(),
+                "source": "image",
+                "image": img.image,
+                "arch": img.arch,
+                "sha256": img.sha256,
+                "config": img.config,
+            }),
+            spec: spec.clone(),
+            arch: img.arch,
+            source: img.image.display().to_string(),
+            image: img.image,
+            sha256: img.sha256,
+            version: None,
+        })
+    }
 }
 
 #[cfg(test)]

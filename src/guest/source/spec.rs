@@ -1,20 +1,18 @@
-//! Kernel specs as users type them: `debian:6.17.13`, `debian:6.17`,
-//! `debian:6.17.13-generic`, `debian:6.17-cloud-arm64`, or the path of a
-//! kernel image of the user's own build.
+//! Debian's kernel specs as users type them: `debian:6.17.13`,
+//! `debian:6.17`, `debian:6.17.13-generic`, `debian:6.17-cloud-arm64`; and
+//! the upstream [`Version`] every source names its kernels by.
 
 use std::fmt;
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::bail_usage;
 use crate::workload::Arch;
 
-/// What a kernel spec accepts, for every message about a bad one.
-pub const ACCEPTED: &str = "accepted: debian:VERSION[-FLAVOUR][-ARCH] \
+/// What a Debian spec looks like.
+pub const ACCEPTED: &str = "debian:VERSION[-FLAVOUR][-ARCH] \
 (e.g. debian:6.17.13, debian:6.17, debian:6.17.13-generic, debian:6.16.12-arm64; \
-flavours cloud (default), generic, rt, 16k) or the path of a kernel image \
-(arch/x86/boot/bzImage, arch/arm64/boot/Image)";
+flavours cloud (default), generic, rt, 16k)";
 
 /// Debian's name for `arch` (`amd64`, `arm64`).
 pub fn debian_name(arch: Arch) -> &'static str {
@@ -143,38 +141,27 @@ impl fmt::Display for Version {
     }
 }
 
-/// A parsed kernel spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KernelSpec {
-    /// A prebuilt kernel from Debian's archive.
-    Debian {
-        version: Version,
-        flavour: Flavour,
-        /// Arch named in the spec itself (`debian:6.17.13-arm64`).
-        arch: Option<Arch>,
-    },
-    /// An image of the user's own build.
-    Image(PathBuf),
+/// A Debian kernel spec, parsed: a prebuilt kernel from Debian's archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DebianSpec {
+    pub version: Version,
+    pub flavour: Flavour,
+    /// Arch named in the spec itself (`debian:6.17.13-arm64`).
+    pub arch: Option<Arch>,
 }
 
-impl KernelSpec {
-    /// Parse a spec. Anything not starting with `debian:` is a path; whether
-    /// the file is a kernel is checked when it is read (see `image`).
-    pub fn parse(s: &str) -> anyhow::Result<KernelSpec> {
+impl DebianSpec {
+    /// Parse a spec that starts with `debian:`.
+    pub fn parse(s: &str) -> anyhow::Result<DebianSpec> {
         let s = s.trim();
-        if s.is_empty() {
-            bail_usage!("empty kernel spec: {ACCEPTED}");
-        }
+        let accepted = super::accepted();
         let Some(rest) = s.strip_prefix("debian:") else {
-            if s.contains(':') && !s.contains('/') {
-                bail_usage!("unknown kernel source in '{s}': {ACCEPTED}");
-            }
-            return Ok(KernelSpec::Image(PathBuf::from(s)));
+            bail_usage!("unknown kernel source in '{s}': {accepted}");
         };
         let mut parts = rest.split('-');
         let v = parts.next().unwrap_or_default();
         let Some(version) = Version::parse(v) else {
-            bail_usage!("bad kernel version '{v}' in '{s}': {ACCEPTED}");
+            bail_usage!("bad kernel version '{v}' in '{s}': {accepted}");
         };
         let tokens: Vec<&str> = parts.collect();
         let (mut flavour, mut arch) = (None, None);
@@ -193,15 +180,18 @@ impl KernelSpec {
             } else if let (Some(a), None) = (Arch::parse(t), arch) {
                 arch = Some(a);
             } else {
-                bail_usage!("bad flavour or arch '{t}' in '{s}': {ACCEPTED}");
+                bail_usage!("bad flavour or arch '{t}' in '{s}': {accepted}");
             }
             i += 1;
         }
         let flavour = flavour.unwrap_or(Flavour::Cloud);
         if flavour == Flavour::K16 && arch == Some(Arch::X86_64) {
-            bail_usage!("the 16k flavour is arm64 only ('{s}'): {ACCEPTED}");
+            bail_usage!("the 16k flavour is arm64 only ('{s}'): {accepted}");
         }
-        Ok(KernelSpec::Debian {
+        // The 16k flavour implies arm64: the spec is the same with or
+        // without it, and prints without it.
+        let arch = arch.filter(|_| flavour != Flavour::K16);
+        Ok(DebianSpec {
             version,
             flavour,
             arch,
@@ -210,11 +200,10 @@ impl KernelSpec {
 
     /// The arch a Debian spec asks for: its own, else `--arch`, else the
     /// 16k flavour's, else the host's. Conflicts are usage errors.
-    pub fn debian_arch(&self, flag: Option<Arch>) -> anyhow::Result<Arch> {
-        let KernelSpec::Debian { flavour, arch, .. } = self else {
-            unreachable!("debian_arch on an image spec")
-        };
-        let implied = arch.or((*flavour == Flavour::K16).then_some(Arch::Arm64));
+    pub fn arch(&self, flag: Option<Arch>) -> anyhow::Result<Arch> {
+        let implied = self
+            .arch
+            .or((self.flavour == Flavour::K16).then_some(Arch::Arm64));
         match (implied, flag) {
             (Some(a), Some(f)) if a != f => {
                 bail_usage!("kernel spec {self} is for {a} but --arch is {f}: drop one of them")
@@ -231,43 +220,31 @@ impl KernelSpec {
     }
 }
 
-impl fmt::Display for KernelSpec {
+impl fmt::Display for DebianSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KernelSpec::Debian {
-                version,
-                flavour,
-                arch,
-            } => {
-                write!(f, "debian:{version}")?;
-                if *flavour != Flavour::Cloud {
-                    write!(f, "-{flavour}")?;
-                }
-                if let Some(a) = arch {
-                    if *flavour != Flavour::K16 {
-                        write!(f, "-{a}")?;
-                    }
-                }
-                Ok(())
-            }
-            KernelSpec::Image(p) => write!(f, "{}", p.display()),
+        write!(f, "debian:{}", self.version)?;
+        if self.flavour != Flavour::Cloud {
+            write!(f, "-{}", self.flavour)?;
         }
+        if let Some(a) = self.arch {
+            if self.flavour != Flavour::K16 {
+                write!(f, "-{a}")?;
+            }
+        }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest::source::KernelSpec;
 
     fn deb(s: &str) -> (String, Flavour, Option<Arch>) {
-        match KernelSpec::parse(s).unwrap() {
-            KernelSpec::Debian {
-                version,
-                flavour,
-                arch,
-            } => (version.to_string(), flavour, arch),
-            other => panic!("{s} parsed as {other:?}"),
-        }
+        let spec = KernelSpec::parse(s).unwrap();
+        assert_eq!(spec.source().name(), "debian", "{s}");
+        let d = DebianSpec::parse(spec.text()).unwrap();
+        (d.version.to_string(), d.flavour, d.arch)
     }
 
     #[test]
@@ -291,7 +268,7 @@ mod tests {
         );
         assert_eq!(
             deb("debian:6.17.13-arm64-16k"),
-            ("6.17.13".into(), Flavour::K16, Some(Arch::Arm64))
+            ("6.17.13".into(), Flavour::K16, None)
         );
         assert_eq!(
             deb("debian:7.3.4-cloud-aarch64"),
@@ -301,14 +278,10 @@ mod tests {
 
     #[test]
     fn paths_are_images() {
-        assert_eq!(
-            KernelSpec::parse("arch/x86/boot/bzImage").unwrap(),
-            KernelSpec::Image("arch/x86/boot/bzImage".into())
-        );
-        assert_eq!(
-            KernelSpec::parse("/tmp/a:b/Image").unwrap(),
-            KernelSpec::Image("/tmp/a:b/Image".into())
-        );
+        for path in ["arch/x86/boot/bzImage", "/tmp/a:b/Image"] {
+            let spec = KernelSpec::parse(path).unwrap();
+            assert_eq!((spec.source().name(), spec.text()), ("image", path));
+        }
     }
 
     #[test]
@@ -336,17 +309,17 @@ mod tests {
 
     #[test]
     fn arch_comes_from_the_spec_the_flag_or_the_host() {
-        let s = KernelSpec::parse("debian:6.17.13-arm64").unwrap();
-        assert_eq!(s.debian_arch(None).unwrap(), Arch::Arm64);
-        assert_eq!(s.debian_arch(Some(Arch::Arm64)).unwrap(), Arch::Arm64);
+        let s = DebianSpec::parse("debian:6.17.13-arm64").unwrap();
+        assert_eq!(s.arch(None).unwrap(), Arch::Arm64);
+        assert_eq!(s.arch(Some(Arch::Arm64)).unwrap(), Arch::Arm64);
         assert!(crate::error::is_usage(
-            &s.debian_arch(Some(Arch::X86_64)).unwrap_err()
+            &s.arch(Some(Arch::X86_64)).unwrap_err()
         ));
-        let s = KernelSpec::parse("debian:6.17.13").unwrap();
-        assert_eq!(s.debian_arch(Some(Arch::X86_64)).unwrap(), Arch::X86_64);
-        assert_eq!(s.debian_arch(None).unwrap(), Arch::host().unwrap());
-        let s = KernelSpec::parse("debian:6.17-16k").unwrap();
-        assert_eq!(s.debian_arch(None).unwrap(), Arch::Arm64);
+        let s = DebianSpec::parse("debian:6.17.13").unwrap();
+        assert_eq!(s.arch(Some(Arch::X86_64)).unwrap(), Arch::X86_64);
+        assert_eq!(s.arch(None).unwrap(), Arch::host().unwrap());
+        let s = DebianSpec::parse("debian:6.17-16k").unwrap();
+        assert_eq!(s.arch(None).unwrap(), Arch::Arm64);
     }
 
     #[test]
@@ -371,6 +344,15 @@ mod tests {
             "debian:6.17-16k",
         ] {
             assert_eq!(KernelSpec::parse(s).unwrap().to_string(), s);
+        }
+        // A source keeps a spec as its text: the text parses back to it.
+        for s in [
+            "debian:6.17.13-arm64-16k",
+            "debian:6.16-rt-amd64",
+            "debian:7.3.4-cloud-aarch64",
+        ] {
+            let d = DebianSpec::parse(s).unwrap();
+            assert_eq!(DebianSpec::parse(&d.to_string()).unwrap(), d, "{s}");
         }
     }
 }

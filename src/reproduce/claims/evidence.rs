@@ -4,7 +4,7 @@
 use ptelab_model::workload::ModelOutcome;
 
 use super::{judge, Word};
-use crate::guest::source::spec::Version;
+use crate::guest::source::Version;
 use crate::record::Metric;
 use crate::reproduce::guests::GuestEvidence;
 use crate::reproduce::{ClaimRow, Evidence};
