@@ -9,9 +9,10 @@ use clap::{Args, Parser, Subcommand};
 
 use ptelab_model::Granule;
 
-use super::values::{self, Arch, TextFormat};
+use super::values::{self, TextFormat};
 use crate::analysis::Normalize;
 use crate::store::Location;
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// ptelab: a lab for Linux large-folio page-table batching.

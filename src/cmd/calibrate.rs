@@ -31,9 +31,9 @@ use serde_json::json;
 use crate::analysis::{
     calibrated_noise, compare_runs_paired, pooled, NoiseRule, Normalize, Rules, VerdictKind,
 };
-use crate::bail_usage;
 use crate::cli::flags::{CalibrateArgs, MeasureOpts};
 use crate::cli::plan;
+use crate::error::bail_usage;
 use crate::kernel::signals;
 use crate::measure::session;
 use crate::report::compare::noise_pct;

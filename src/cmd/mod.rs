@@ -24,9 +24,9 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use crate::bail_usage;
 use crate::cli::flags::{MeasureOpts, StoreOpts};
 use crate::cli::plan;
+use crate::error::bail_usage;
 use crate::measure::session;
 use crate::report::cells;
 use crate::report::html::render_html;
@@ -59,7 +59,7 @@ pub fn fleet_settings(
     append: Vec<String>,
 ) -> crate::fleet::Settings {
     use crate::cli::vm::AccelFlag;
-    use crate::guest::qemu::AccelRequest;
+    use crate::guest::boot::qemu::AccelRequest;
     crate::fleet::Settings {
         accel: match opts.accel {
             AccelFlag::Auto => AccelRequest::Auto,

@@ -13,7 +13,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::image::sha256_file;
-use super::spec::{Arch, Flavour, Version};
+use super::spec::{Flavour, Version};
+use crate::workload::Arch;
 
 /// The manifest file of a cache entry.
 pub const MANIFEST: &str = "manifest.json";
@@ -104,7 +105,7 @@ impl Cache {
                 .filter(|p| p.is_absolute())
             {
                 Some(h) => h.join(".cache"),
-                None => crate::bail_usage!(
+                None => crate::error::bail_usage!(
                     "no cache directory: set XDG_CACHE_HOME or HOME to an absolute path"
                 ),
             },
