@@ -32,7 +32,7 @@ use crate::report::cells;
 use crate::report::html::render_html;
 use crate::report::markdown::render_markdown;
 use crate::report::view::ReportModel;
-use crate::store::Store;
+use crate::store::{Location, Store};
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Print a JSON document on stdout (pretty, newline-terminated).
@@ -84,7 +84,7 @@ pub fn fleet_settings(
 /// `--no-store` unless asked to store (`--tag`, `--db`), and then its store
 /// refuses to open (`store::absent`).
 pub fn open_store(out: &StoreOpts) -> anyhow::Result<Option<Store>> {
-    let asked = !out.tags.is_empty() || out.db != Path::new(DEFAULT_DB);
+    let asked = !out.tags.is_empty() || out.db != Location::File(DEFAULT_DB.into());
     if out.no_store || (cfg!(not(feature = "store")) && !asked) {
         return Ok(None);
     }
@@ -215,7 +215,7 @@ mod tests {
         let crate::cli::flags::Command::Bench(args) = cli.command else {
             panic!("not bench")
         };
-        assert_eq!(args.out.db, Path::new(DEFAULT_DB));
+        assert_eq!(args.out.db, Location::File(DEFAULT_DB.into()));
     }
 
     #[test]
