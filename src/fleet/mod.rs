@@ -594,7 +594,7 @@ mod tests {
         let guest = m.host.guest.clone().unwrap();
         assert_eq!(guest.kernel_source, "fake:6.16.12 fake-image-6.16.12");
         assert_eq!(guest.kernel_sha256, k.sha256);
-        let store = crate::store::Store::open(&d.path().join("ptelab.db")).unwrap();
+        let store = crate::store::Store::open(d.path().join("ptelab.db")).unwrap();
         let id = m.store(&store, "sweep", &k, &[]).unwrap();
         assert_eq!(store.resolve("fake:6.16.12").unwrap(), id);
     }
