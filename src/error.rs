@@ -24,10 +24,10 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
 }
 
 /// Return early with a [`UsageError`].
-#[macro_export]
 macro_rules! bail_usage {
     ($($arg:tt)*) => { return Err($crate::error::usage(format!($($arg)*))) };
 }
+pub(crate) use bail_usage;
 
 /// True when `err` (or anything in its chain) is a [`UsageError`].
 pub fn is_usage(err: &anyhow::Error) -> bool {

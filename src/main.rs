@@ -30,8 +30,8 @@ mod workload;
 use cli::flags::{Cli, Command};
 
 fn main() -> ExitCode {
-    if guest::init::is_guest_init() {
-        guest::init::main();
+    if guest::boot::init::is_guest_init() {
+        guest::boot::init::main();
     }
     let cli = Cli::parse();
     match run(cli) {

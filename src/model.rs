@@ -10,10 +10,10 @@ use ptelab_model::{
 };
 use serde_json::{json, Value};
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::error::usage;
 use crate::record::ModelCellRecord;
-use crate::workload::{FolioSpec, WorkloadKind};
+use crate::workload::{Arch, FolioSpec, WorkloadKind};
 
 /// A validated `ptelab model` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,23 +39,19 @@ pub fn model_workload(w: WorkloadKind) -> Workload {
     }
 }
 
-/// Parse `--arch`, `--granule`, `--no-contpte`, `--bbml2`.
-pub fn parse_arch(
-    arch: &str,
-    granule: &str,
+/// The model's arch from `--arch`, `--granule`, `--no-contpte`, `--bbml2`.
+pub fn arch_config(
+    arch: Arch,
+    granule: Granule,
     no_contpte: bool,
     bbml2: bool,
 ) -> anyhow::Result<ArchConfig> {
-    let g = Granule::parse(granule).ok_or_else(|| {
-        usage(format!(
-            "unknown granule '{granule}': accepted granules are 4K, 16K, 64K (arm64)"
-        ))
-    })?;
-    match arch.trim().to_ascii_lowercase().as_str() {
-        "x86_64" | "x86-64" | "x86" | "amd64" => {
-            if g != Granule::K4 {
+    match arch {
+        Arch::X86_64 => {
+            if granule != Granule::K4 {
                 bail_usage!(
-                    "granule '{granule}' is not available on x86_64: accepted granule is 4K"
+                    "granule '{}' is not available on x86_64: accepted granule is 4K",
+                    granule.name()
                 );
             }
             if no_contpte || bbml2 {
@@ -63,13 +59,12 @@ pub fn parse_arch(
             }
             Ok(ArchConfig::X86)
         }
-        "arm64" | "aarch64" => Ok(ArchConfig::Arm64(Arm64 {
-            granule: g,
+        Arch::Arm64 => Ok(ArchConfig::Arm64(Arm64 {
+            granule,
             contpte: !no_contpte,
             bbml2,
             tlbi_range: true,
         })),
-        other => bail_usage!("unknown arch '{other}': accepted architectures are x86_64, arm64"),
     }
 }
 
@@ -222,15 +217,15 @@ mod tests {
     use super::*;
 
     fn plan_of(
-        arch: &str,
-        granule: &str,
+        arch: Arch,
+        granule: Granule,
         folio: &str,
         size: u64,
         offset: u64,
     ) -> anyhow::Result<ModelPlan> {
         let p = ModelPlan {
             workload: WorkloadKind::MprotectToggle,
-            arch: parse_arch(arch, granule, false, false)?,
+            arch: arch_config(arch, granule, false, false)?,
             strategies: Strategy::ALL.to_vec(),
             size_bytes: size,
             folio: folio.parse()?,
@@ -243,13 +238,11 @@ mod tests {
     #[test]
     fn bad_inputs_are_usage_errors() {
         for err in [
-            plan_of("sparc", "4K", "4K", 4096, 0).unwrap_err(),
-            plan_of("arm64", "8K", "4K", 4096, 0).unwrap_err(),
-            plan_of("x86_64", "16K", "4K", 4096, 0).unwrap_err(),
-            plan_of("arm64", "16K", "4K", 16384, 0).unwrap_err(),
-            plan_of("x86_64", "4K", "64K", 65536, 16).unwrap_err(),
-            plan_of("x86_64", "4K", "4K", 5000, 0).unwrap_err(),
-            plan_of("x86_64", "4K", "2M", 2 << 20, 0).unwrap_err(),
+            plan_of(Arch::X86_64, Granule::K16, "4K", 4096, 0).unwrap_err(),
+            plan_of(Arch::Arm64, Granule::K16, "4K", 16384, 0).unwrap_err(),
+            plan_of(Arch::X86_64, Granule::K4, "64K", 65536, 16).unwrap_err(),
+            plan_of(Arch::X86_64, Granule::K4, "4K", 5000, 0).unwrap_err(),
+            plan_of(Arch::X86_64, Granule::K4, "2M", 2 << 20, 0).unwrap_err(),
             parse_strategies("v5.4").unwrap_err(),
         ] {
             assert!(crate::error::is_usage(&err), "{err}");
@@ -259,7 +252,7 @@ mod tests {
 
     #[test]
     fn cells_carry_per_call_counters() {
-        let p = plan_of("arm64", "4K", "64K", 64 << 10, 0).unwrap();
+        let p = plan_of(Arch::Arm64, Granule::K4, "64K", 64 << 10, 0).unwrap();
         let cells = model_cells(&p).unwrap();
         assert_eq!(cells.len(), 4);
         let (_, rec) = &cells[0];

@@ -87,7 +87,7 @@ proptest! {
     ) {
         let b = rerun(&a, &b, factor);
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let store = Store::open(dir.path().join("t.db")).unwrap();
         let mut runs = Vec::new();
         for spec in [&a, &b, &c] {
             let id = write(&store, spec).unwrap();

@@ -1,7 +1,7 @@
 //! The guest build (docs/guests.md, "Guest binary"): the static musl ptelab
 //! for this machine's arch, built the way `ptelab vm` builds it, runs here
 //! and behaves as the default build does, less the results database.
-//! (`guest::binary`'s own test builds both arches and checks their ELF.)
+//! (`guest::boot::binary`'s own test builds both arches and checks their ELF.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

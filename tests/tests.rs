@@ -14,5 +14,6 @@ mod profile_guest;
 mod report_cli;
 mod store_cli;
 mod store_kill;
+mod store_pg;
 mod vm_cli;
 mod workloads_cli;

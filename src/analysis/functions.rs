@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::pair::key;
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::record::{CellResult, Profile};
 use crate::store::StoredRun;
 

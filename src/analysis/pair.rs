@@ -3,7 +3,7 @@
 
 use ptelab_stats::compare::NotComparable;
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::record::{CellResult, Metric};
 use crate::store::StoredRun;
 

@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
-use crate::bail_usage;
-use crate::guest::Arch;
+use crate::error::bail_usage;
+use crate::workload::Arch;
 
 /// Where the config of every step comes from.
 #[derive(Clone, Debug)]
@@ -241,7 +241,7 @@ impl Builder {
             Arch::Arm64 => "arm64/boot/Image",
         });
         std::fs::copy(&built, out).with_context(|| format!("copying {}", built.display()))?;
-        // The build's config beside the image (`guest::image` finds it there).
+        // The build's config beside the image (`guest::source::image` finds it there).
         let _ = std::fs::copy(build.join(".config"), out.with_file_name(".config"));
         Ok(true)
     }

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::record::Metric;
 
 /// What a step's figures say.

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 
 /// A git work tree.
 #[derive(Clone, Debug)]

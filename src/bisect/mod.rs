@@ -20,10 +20,10 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::fleet::{Fleet, Job, Kernel, Measured, Settings};
-use crate::guest::cache::Cache;
-use crate::guest::Arch;
+use crate::guest::source::cache::Cache;
 use crate::record::Metric;
 use crate::store::Store;
+use crate::workload::Arch;
 use classify::{Classifier, Verdict};
 use state::{Measurement, State};
 
@@ -291,7 +291,7 @@ pub fn endpoints(
         let (m, resumed) = prober.measure(id, kernel)?;
         let m = match m {
             Ok(m) => m,
-            Err(why) => crate::bail_usage!(
+            Err(why) => crate::error::bail_usage!(
                 "the {} endpoint {id} gave no figure, so there is nothing to bisect against{hint}: {why}",
                 if role == Role::Good { "good" } else { "bad" }
             ),

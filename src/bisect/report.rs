@@ -209,7 +209,7 @@ pub mod tests {
     use super::super::classify::Classifier;
     use super::super::state::Measurement;
     use super::*;
-    use crate::guest::Arch;
+    use crate::workload::Arch;
 
     fn step(role: Role, id: &str, subject: Option<&str>, f: Option<f64>, v: Verdict) -> Step {
         Step {

@@ -4,9 +4,9 @@
 //! boot or classify. The tree is put back as found on every exit
 //! (`git::Bisecting`).
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::fleet::Kernel;
-use crate::guest::fetch;
+use crate::guest::source::fetch;
 use crate::guest::KernelSpec;
 
 use super::build::{short, Builder};

@@ -4,12 +4,13 @@
 
 use std::collections::BTreeSet;
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 use crate::fleet::Kernel;
-use crate::guest::debian::{Apt, Offer, INDEX_MAX_AGE};
-use crate::guest::fetch;
-use crate::guest::spec::{Flavour, Version};
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::source::debian::{Apt, Offer, INDEX_MAX_AGE};
+use crate::guest::source::fetch;
+use crate::guest::source::spec::{Flavour, Version};
+use crate::guest::KernelSpec;
+use crate::workload::Arch;
 
 use super::{bisect_id, endpoints, probe_step, search, Found, Prober, Report, Setup};
 

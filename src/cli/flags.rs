@@ -9,8 +9,10 @@ use clap::{Args, Parser, Subcommand};
 
 use ptelab_model::Granule;
 
-use super::values::{self, Arch, TextFormat};
+use super::values::{self, TextFormat};
 use crate::analysis::Normalize;
+use crate::store::Location;
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// ptelab: a lab for Linux large-folio page-table batching.
@@ -97,9 +99,15 @@ pub struct OutputOpts {
     /// Print one JSON document on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Results database (SQLite).
-    #[arg(long, default_value = "ptelab.db", value_name = "PATH")]
-    pub db: PathBuf,
+    /// Results database: an SQLite file, or a PostgreSQL server as
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DB (docs/cluster.md).
+    #[arg(
+        long,
+        env = "PTELAB_DB",
+        default_value = "ptelab.db",
+        value_name = "PATH|URL"
+    )]
+    pub db: Location,
 }
 
 /// Output and store options of every command that stores a run: one group,
@@ -109,9 +117,15 @@ pub struct StoreOpts {
     /// Print one JSON document on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Results database (SQLite).
-    #[arg(long, default_value = "ptelab.db", value_name = "PATH")]
-    pub db: PathBuf,
+    /// Results database: an SQLite file, or a PostgreSQL server as
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DB (docs/cluster.md).
+    #[arg(
+        long,
+        env = "PTELAB_DB",
+        default_value = "ptelab.db",
+        value_name = "PATH|URL"
+    )]
+    pub db: Location,
     /// Tag the stored run (repeatable): `compare` and `report` accept the
     /// tag as a run name, and `compare --replicates` takes every run
     /// carrying it.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use super::flags::{Cli, Command};
-use crate::bail_usage;
+use crate::error::bail_usage;
 
 /// Guest commands and whether their results come back to be stored.
 const COMMANDS: [(&str, bool); 5] = [

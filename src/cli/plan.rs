@@ -3,8 +3,8 @@
 //! (unknown sizes and specs, sizes above available memory, no root, folio
 //! sizes the kernel does not offer).
 
-use crate::bail_usage;
 use crate::cli::flags::MeasureOpts;
+use crate::error::bail_usage;
 use crate::error::usage;
 use crate::kernel::procfs::{is_root, online_cpus};
 use crate::kernel::{host, layout, thp};
@@ -19,15 +19,6 @@ fn mem(b: u64) -> String {
     crate::text::format::bytes(b as f64)
 }
 
-/// Workloads the kernel backend implements.
-pub const KERNEL_WORKLOADS: [WorkloadKind; 5] = [
-    WorkloadKind::MprotectToggle,
-    WorkloadKind::MprotectRoRw,
-    WorkloadKind::MremapMove,
-    WorkloadKind::ProtTransition,
-    WorkloadKind::Reclaim,
-];
-
 /// Validate flags for a grid of `sizes` x `folios` of `workload`.
 pub fn kernel_plan(
     workload: WorkloadKind,
@@ -35,13 +26,6 @@ pub fn kernel_plan(
     folios: &[FolioSpec],
     opts: &MeasureOpts,
 ) -> anyhow::Result<KernelPlan> {
-    if !KERNEL_WORKLOADS.contains(&workload) {
-        let names: Vec<_> = KERNEL_WORKLOADS.iter().map(|w| w.name()).collect();
-        bail_usage!(
-            "workload '{workload}' cannot run on the kernel backend yet; available: {} (the model covers more: ptelab model)",
-            names.join(", ")
-        );
-    }
     if opts.regions == 0 {
         bail_usage!("--regions must be at least 1");
     }

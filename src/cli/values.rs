@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use ptelab_model::Granule;
 
 use crate::workload::size::size_bytes;
-use crate::workload::FolioSpec;
+use crate::workload::{Arch, FolioSpec};
 
 /// `--size`, `--sizes`, `--swapfile`: bytes, with binary suffixes.
 pub fn size(text: &str) -> Result<u64, String> {
@@ -81,22 +81,19 @@ pub fn seed(text: &str) -> Result<u64, String> {
     parsed.map_err(|_| "expected a decimal or 0x-hex 64-bit number".to_string())
 }
 
-/// `model --arch`: the architecture modelled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Arch {
-    #[value(name = "x86_64", aliases = ["x86-64", "x86", "amd64"])]
-    X86_64,
-    #[value(name = "arm64", alias = "aarch64")]
-    Arm64,
-}
+/// `model --arch`: the workload layer's [`Arch`], offered as flag values
+/// with the spellings users type (the workload layer knows nothing of clap).
+impl ValueEnum for Arch {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Arch::ALL
+    }
 
-impl Arch {
-    /// The canonical name (as stored in model cells).
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "x86_64",
-            Arch::Arm64 => "arm64",
-        }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use clap::builder::PossibleValue;
+        Some(match self {
+            Arch::X86_64 => PossibleValue::new("x86_64").aliases(["x86-64", "x86", "amd64"]),
+            Arch::Arm64 => PossibleValue::new("arm64").alias("aarch64"),
+        })
     }
 }
 

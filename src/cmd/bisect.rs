@@ -10,14 +10,15 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::{print_json, print_text};
-use crate::bail_usage;
 use crate::bisect::build::{Builder, Config};
 use crate::bisect::{report, tree, versions, Setup};
 use crate::cli::bisect::BisectArgs;
 use crate::cli::guest::GuestCommand;
+use crate::error::bail_usage;
 use crate::fleet;
-use crate::guest::cache::Cache;
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::source::cache::Cache;
+use crate::guest::KernelSpec;
+use crate::workload::Arch;
 
 enum Target {
     Versions(KernelSpec, KernelSpec),

@@ -31,9 +31,9 @@ use serde_json::json;
 use crate::analysis::{
     calibrated_noise, compare_runs_paired, pooled, NoiseRule, Normalize, Rules, VerdictKind,
 };
-use crate::bail_usage;
 use crate::cli::flags::{CalibrateArgs, MeasureOpts};
 use crate::cli::plan;
+use crate::error::bail_usage;
 use crate::kernel::signals;
 use crate::measure::session;
 use crate::report::compare::noise_pct;
@@ -244,7 +244,7 @@ fn render(
     grid: &str,
     calibrations: usize,
     (corrected, raw): (f64, f64),
-    db: &std::path::Path,
+    db: &crate::store::Location,
 ) -> String {
     let pct = |x: f64| format!("{:.1}%", x * 100.0);
     let opt = |x: Option<f64>| x.map_or_else(|| "-".to_string(), pct);
@@ -395,7 +395,7 @@ mod tests {
             "400K, 40M x 4K, 64K",
             2,
             (0.048, 0.083),
-            std::path::Path::new("ptelab.db")
+            &crate::store::Location::File("ptelab.db".into())
         ));
     }
 }

@@ -9,9 +9,9 @@ use ptelab_stats::compare::{CompareOpts, DEFAULT_SEED};
 
 use crate::analysis::functions::compare_functions;
 use crate::analysis::{compare_replicated, compare_runs_paired, CompareView, NoiseRule, Rules};
-use crate::bail_usage;
 use crate::cli::flags::CompareArgs;
 use crate::cli::values::TextFormat;
+use crate::error::bail_usage;
 use crate::error::usage;
 use crate::report::compare::{render, Format};
 use crate::report::mechanism::render_functions;

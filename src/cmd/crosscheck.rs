@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::cli::flags::CrosscheckArgs;
 use crate::crosscheck::probe::FlushProbe;
-use crate::crosscheck::run::{run_plan, Plan};
+use crate::crosscheck::run::{compared_workloads, run_plan, Plan};
 use crate::crosscheck::summary::render_document;
 use crate::crosscheck::version::strategy_for_kernel;
 use crate::crosscheck::SCHEMA;
@@ -20,44 +20,44 @@ use crate::kernel::host;
 use crate::kernel::thp::KnobGuard;
 use crate::measure::runner;
 use crate::store::RunStatus;
-use crate::workload::WorkloadKind;
-
-/// Workloads checked when none is named.
-const DEFAULT: [WorkloadKind; 4] = [
-    WorkloadKind::MprotectToggle,
-    WorkloadKind::MprotectRoRw,
-    WorkloadKind::MremapMove,
-    WorkloadKind::ProtTransition,
-];
+use crate::workload::Arch;
 
 pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     let (sizes, folios) = (args.sizes.clone(), args.folios.clone());
     let mut workloads = if args.workloads.is_empty() {
-        DEFAULT.to_vec()
+        compared_workloads()
     } else {
         args.workloads.clone()
     };
     workloads.dedup();
-    if workloads.contains(&WorkloadKind::Reclaim) {
-        return Err(usage(
-            "workload 'reclaim' is not modelled: accepted workloads are mprotect-toggle, \
-             mprotect-ro-rw, mremap-move, prot-transition",
-        ));
+    let accepted = compared_workloads();
+    if let Some(w) = workloads.iter().find(|w| !accepted.contains(w)) {
+        let names: Vec<&str> = accepted.iter().map(|w| w.name()).collect();
+        return Err(usage(format!(
+            "workload '{}' is not modelled: accepted workloads are {}",
+            w.name(),
+            names.join(", ")
+        )));
     }
     // The model's arm64: 4K pages (ptelab's regions assume them), contpte
     // as Debian builds it; BBML2 and FEAT_TLBIRANGE only change TLBIs,
     // which an arm64 kernel does not trace.
-    let arch = match std::env::consts::ARCH {
-        "x86_64" => ArchConfig::X86,
-        "aarch64" => ArchConfig::arm64(Granule::K4),
-        other => anyhow::bail!("crosscheck models x86_64 and arm64 kernels, not {other}"),
+    let Some(host_arch) = Arch::host() else {
+        anyhow::bail!(
+            "crosscheck models x86_64 and arm64 kernels, not {}",
+            std::env::consts::ARCH
+        )
+    };
+    let arch = match host_arch {
+        Arch::X86_64 => ArchConfig::X86,
+        Arch::Arm64 => ArchConfig::arm64(Granule::K4),
     };
     // The mm must only ever have run on one CPU, or every flush also shows
     // a remote_ipi_send (see kernel::tlbtrace).
     runner::pin_process(args.pin)?;
     let host = host::capture()?;
     let choice =
-        strategy_for_kernel(&host.kernel_release, arch.name()).map_err(anyhow::Error::msg)?;
+        strategy_for_kernel(&host.kernel_release, host_arch).map_err(anyhow::Error::msg)?;
     let (strategy, why) = (choice.strategy, choice.reason);
     eprintln!("ptelab: {why}");
     let soft_dirty = crate::crosscheck::probe::soft_dirty_supported()?;

@@ -9,10 +9,11 @@ use serde_json::{json, Value};
 
 use super::{print_json, print_text};
 use crate::cli::kernel::{KernelArgs, KernelCommand, KernelFetchArgs, KernelListArgs};
-use crate::guest::cache::{Cache, Cached};
-use crate::guest::debian::{self, Offer};
-use crate::guest::fetch::{self, Resolved};
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::source::cache::{Cache, Cached};
+use crate::guest::source::debian::{self, Offer};
+use crate::guest::source::fetch::{self, Resolved};
+use crate::guest::KernelSpec;
+use crate::workload::Arch;
 
 pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
     match &args.command {
@@ -251,10 +252,10 @@ fn render_available(offers: &[Offer], arch: Arch, mirror: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest::spec::Flavour;
+    use crate::guest::source::spec::Flavour;
 
     fn row(release: &str, intact: bool) -> Row {
-        let mut manifest = crate::guest::cache::tests::manifest(release);
+        let mut manifest = crate::guest::source::cache::tests::manifest(release);
         manifest.package.version = format!("{}-1~bpo13+1", manifest.version);
         manifest.packages = vec![manifest.package.clone()];
         manifest.mirror = "http://deb.debian.org/debian".into();

@@ -24,15 +24,15 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use crate::bail_usage;
 use crate::cli::flags::{MeasureOpts, StoreOpts};
 use crate::cli::plan;
+use crate::error::bail_usage;
 use crate::measure::session;
 use crate::report::cells;
 use crate::report::html::render_html;
 use crate::report::markdown::render_markdown;
 use crate::report::view::ReportModel;
-use crate::store::Store;
+use crate::store::{Location, Store};
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// Print a JSON document on stdout (pretty, newline-terminated).
@@ -59,7 +59,7 @@ pub fn fleet_settings(
     append: Vec<String>,
 ) -> crate::fleet::Settings {
     use crate::cli::vm::AccelFlag;
-    use crate::guest::qemu::AccelRequest;
+    use crate::guest::boot::qemu::AccelRequest;
     crate::fleet::Settings {
         accel: match opts.accel {
             AccelFlag::Auto => AccelRequest::Auto,
@@ -84,7 +84,7 @@ pub fn fleet_settings(
 /// `--no-store` unless asked to store (`--tag`, `--db`), and then its store
 /// refuses to open (`store::absent`).
 pub fn open_store(out: &StoreOpts) -> anyhow::Result<Option<Store>> {
-    let asked = !out.tags.is_empty() || out.db != Path::new(DEFAULT_DB);
+    let asked = !out.tags.is_empty() || out.db != Location::File(DEFAULT_DB.into());
     if out.no_store || (cfg!(not(feature = "store")) && !asked) {
         return Ok(None);
     }
@@ -215,7 +215,7 @@ mod tests {
         let crate::cli::flags::Command::Bench(args) = cli.command else {
             panic!("not bench")
         };
-        assert_eq!(args.out.db, Path::new(DEFAULT_DB));
+        assert_eq!(args.out.db, Location::File(DEFAULT_DB.into()));
     }
 
     #[test]

@@ -30,9 +30,9 @@ use std::process::ExitCode;
 use ptelab_model::{ArchConfig, FlushSource, ModelOutcome, RmapImpl, Strategy};
 use serde_json::{json, Value};
 
-use crate::bail_usage;
 use crate::cli::flags::ModelArgs;
-use crate::model::{model_cells, parse_arch, parse_strategies, validate, ModelPlan};
+use crate::error::bail_usage;
+use crate::model::{arch_config, model_cells, parse_strategies, validate, ModelPlan};
 use crate::text::table::Table;
 use crate::workload::size::format_size;
 
@@ -44,12 +44,7 @@ pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
     let Some(workload) = args.workload else {
         bail_usage!("a workload is required: accepted workloads are mprotect-toggle, mprotect-ro-rw, prot-transition, mremap-move, reclaim")
     };
-    let arch = parse_arch(
-        args.arch.name(),
-        args.granule.name(),
-        args.no_contpte,
-        args.bbml2,
-    )?;
+    let arch = arch_config(args.arch, args.granule, args.no_contpte, args.bbml2)?;
     let strategies = parse_strategies(&args.strategy)?;
     let folio = args.folio;
     let size_bytes = args.size.unwrap_or_else(|| workload.default_size());

@@ -15,9 +15,9 @@ use ptelab_stats::compare::CompareOpts;
 
 use crate::analysis::functions::compare_functions;
 use crate::analysis::{compare_runs, NoiseRule};
-use crate::bail_usage;
 use crate::cli::flags::ReportArgs;
 use crate::cmd::ReportFormat;
+use crate::error::bail_usage;
 use crate::report::view::ReportBuilder;
 use crate::store::{Store, StoredRun};
 

@@ -11,13 +11,14 @@ use std::fmt::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use ptelab_model::Granule;
 use serde_json::json;
 
 use crate::cli::flags::{MeasureOpts, ReproduceArgs};
 use crate::cli::plan;
 use crate::measure::session;
 use crate::measure::session::KernelPlan;
-use crate::model::{model_cells, parse_arch, parse_strategies, ModelPlan};
+use crate::model::{arch_config, model_cells, parse_strategies, ModelPlan};
 use crate::record::CellSink;
 use crate::report::view::ReportBuilder;
 use crate::reproduce::in_guests;
@@ -52,7 +53,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     let ids: Vec<&str> = catalogue.iter().map(|s| s.id).collect();
     for s in &args.seeds {
         if !ids.contains(&s.as_str()) {
-            crate::bail_usage!("unknown seed '{s}': accepted seeds are {}", ids.join(", "));
+            crate::error::bail_usage!("unknown seed '{s}': accepted seeds are {}", ids.join(", "));
         }
     }
     let chosen: Vec<&Seed> = catalogue
@@ -115,7 +116,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         for m in &seed.model {
             let plan = ModelPlan {
                 workload: m.workload,
-                arch: parse_arch(m.arch, "4K", false, false)?,
+                arch: arch_config(m.arch, Granule::K4, false, false)?,
                 strategies: parse_strategies(m.strategies)?,
                 size_bytes: m.size,
                 folio: m.folio,
@@ -128,7 +129,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             ev.model.push((
-                (m.arch.to_string(), m.workload, m.size, m.folio),
+                (m.arch, m.workload, m.size, m.folio),
                 cells.into_iter().map(|(o, _)| o).collect(),
             ));
         }
@@ -203,7 +204,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             for k in &seed.guest {
-                for arch in crate::guest::Arch::ALL {
+                for arch in crate::workload::Arch::ALL {
                     if let Some(g) = ev.guests.grid(arch, k) {
                         writeln!(text, "  measured in {}, one column per kernel:", g.heading)?;
                         let section = g.section(seed.id);
@@ -288,7 +289,7 @@ fn write_report(
     }
     for seed in chosen {
         for k in &seed.guest {
-            for arch in crate::guest::Arch::ALL {
+            for arch in crate::workload::Arch::ALL {
                 if let Some(g) = ev.guests.grid(arch, k) {
                     builder = builder.kernel_section(g.section(seed.id));
                 }

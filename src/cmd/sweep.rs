@@ -8,7 +8,7 @@ use crate::cli::flags::SweepArgs;
 pub fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let (sizes, folios) = (&args.sizes, &args.folios);
     if sizes.is_empty() || folios.is_empty() {
-        crate::bail_usage!("--sizes and --folios need at least one value each");
+        crate::error::bail_usage!("--sizes and --folios need at least one value each");
     }
     super::run_kernel(
         "sweep",

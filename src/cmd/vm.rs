@@ -20,10 +20,11 @@ use super::{print_json, print_text};
 use crate::cli::guest::GuestCommand;
 use crate::cli::vm::VmArgs;
 use crate::fleet::{self, Fleet, Job, Kernel, Measured};
-use crate::guest::cache::Cache;
-use crate::guest::fetch;
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::source::cache::Cache;
+use crate::guest::source::fetch;
+use crate::guest::KernelSpec;
 use crate::report::cells;
+use crate::workload::Arch;
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut command = GuestCommand::parse("vm", &args.command, &args.files)?;
@@ -66,7 +67,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     );
     if command.disk.is_some() {
         // No boot without the tool that formats the guest's disk.
-        crate::guest::disk::find_mkfs()?;
+        crate::guest::boot::disk::find_mkfs()?;
     }
     let fleet = Fleet::prepare(&cache, settings, &kernels)?;
     let store = if command.measures && !args.out.no_store {
@@ -198,7 +199,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `vm --json`'s entry for a guest whose command printed `output`.
-fn output_doc(k: &Kernel, out: &crate::guest::run::GuestOutput, output: Value) -> Value {
+fn output_doc(k: &Kernel, out: &crate::guest::boot::run::GuestOutput, output: Value) -> Value {
     json!({
         "kernel": k.spec.to_string(),
         "kernel_release": out.kernel_release,

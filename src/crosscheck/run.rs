@@ -199,6 +199,20 @@ fn populated(
     Ok(Ok((r, hold)))
 }
 
+/// The model workload a crosscheck compares `w` with, or None where the
+/// model counts nothing a crosscheck probe sees (reclaim's rmap walks).
+pub fn compared(w: WorkloadKind) -> Option<ptelab_model::Workload> {
+    (w != WorkloadKind::Reclaim).then(|| crate::model::model_workload(w))
+}
+
+/// The workloads a crosscheck compares, in catalogue order.
+pub fn compared_workloads() -> Vec<WorkloadKind> {
+    WorkloadKind::ALL
+        .into_iter()
+        .filter(|w| compared(*w).is_some())
+        .collect()
+}
+
 /// Run the whole plan.
 pub fn run_plan(
     plan: &Plan,
@@ -219,8 +233,7 @@ pub fn run_plan(
         ArchConfig::Arm64(a) => (a.contpte, a.bbml2),
     };
     for &w in &plan.workloads {
-        // Reclaim's model counts rmap walks, nothing a crosscheck probe sees.
-        let Some(mw) = (w != WorkloadKind::Reclaim).then(|| crate::model::model_workload(w)) else {
+        let Some(mw) = compared(w) else {
             out.skipped
                 .push(format!("{}: not modelled, nothing to compare", w.name()));
             continue;

@@ -4,7 +4,7 @@
 //! measuring command's answer into cells stored with their provenance.
 //!
 //! A measuring answer is untrusted (it crossed the guest's console): it is
-//! size-limited and checksummed by `guest::frame`, then parsed here against
+//! size-limited and checksummed by `guest::boot::frame`, then parsed here against
 //! the record schema before anything is stored.
 
 use std::collections::BTreeMap;
@@ -17,17 +17,18 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::bail_usage;
-use crate::guest::binary::guest_binary;
-use crate::guest::cache::Cache;
-use crate::guest::fetch::{self, Resolved};
-use crate::guest::qemu::{choose_accel, AccelRequest};
-use crate::guest::run::{run_guest, GuestJob, GuestOutput};
-use crate::guest::spec::Version;
-use crate::guest::{Arch, KernelSpec};
+use crate::error::bail_usage;
+use crate::guest::boot::binary::guest_binary;
+use crate::guest::boot::qemu::{choose_accel, AccelRequest};
+use crate::guest::boot::run::{run_guest, GuestJob, GuestOutput};
+use crate::guest::source::cache::Cache;
+use crate::guest::source::fetch::{self, Resolved};
+use crate::guest::source::spec::Version;
+use crate::guest::KernelSpec;
 use crate::kernel::procfs::MEM_SHARE;
 use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::store::Store;
+use crate::workload::Arch;
 
 /// Set on SIGINT/SIGTERM: what a caller of the fleet checks between steps.
 pub fn interrupted() -> &'static AtomicBool {
@@ -220,7 +221,7 @@ impl Fleet {
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         prune_logs(&logs, KEEP_LOGS);
         let plugin = match per_arch.values().any(|a| a.profile) {
-            true => Some(crate::guest::plugin::library()?),
+            true => Some(crate::guest::boot::plugin::library()?),
             false => None,
         };
         Ok(Fleet {
@@ -343,8 +344,8 @@ impl Fleet {
             },
         };
         out.symbol_table = Some(
-            crate::guest::profile::inflate(&bytes)
-                .map(|t| crate::guest::profile::Symbols::parse(&t))
+            crate::guest::boot::profile::inflate(&bytes)
+                .map(|t| crate::guest::boot::profile::Symbols::parse(&t))
                 .map_err(|e| format!("{e:#}")),
         );
         out
@@ -361,7 +362,7 @@ impl Fleet {
             args.insert(1, "--windows".into());
         }
         GuestJob {
-            profile: plugin.map(|library| crate::guest::run::Profiling {
+            profile: plugin.map(|library| crate::guest::boot::run::Profiling {
                 library: library.clone(),
                 symbols: !self.symbols_path(job.kernel).is_file(),
             }),
@@ -374,9 +375,9 @@ impl Fleet {
             program: job.program.clone(),
             accel: setup.accel,
             memory_mib: self.settings.memory >> 20,
-            disk: job
-                .disk
-                .map(|bytes| crate::guest::disk::DiskSpec::for_data(bytes, self.disks.clone())),
+            disk: job.disk.map(|bytes| {
+                crate::guest::boot::disk::DiskSpec::for_data(bytes, self.disks.clone())
+            }),
             // Seed 004, the one workload with a disk, is about MGLRU reclaim.
             mglru: job.disk.is_some(),
             timeout: self.settings.timeout,
@@ -391,7 +392,7 @@ impl Fleet {
         // (`prune_logs`); a sequence number keeps same-second jobs apart.
         self.logs.join(format!(
             "{}-{}-{}-{}.log",
-            crate::guest::cache::now_rfc3339().replace(':', ""),
+            crate::guest::source::cache::now_rfc3339().replace(':', ""),
             job.kernel.sha256.get(..12).unwrap_or("image"),
             job.name,
             SEQ.fetch_add(1, Ordering::SeqCst)
@@ -434,7 +435,7 @@ impl Measured {
             m.cells.iter_mut().for_each(|c| c.windows.clear());
         }
         if let Some(counts) = counts {
-            use crate::guest::profile::{profile, Names};
+            use crate::guest::boot::profile::{profile, Names};
             let names = match &out.symbol_table {
                 Some(Ok(table)) if !table.is_empty() => Names::Symbols {
                     table,

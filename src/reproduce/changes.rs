@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::guest::spec::Version;
+use crate::guest::source::spec::Version;
 
 /// One upstream change a seed is about.
 #[derive(Clone, Copy, Debug, Serialize)]

@@ -11,10 +11,10 @@ use serde::Serialize;
 
 use super::changes::{change, release_version};
 use super::Seed;
-use crate::guest::spec::Version;
-use crate::guest::Arch;
+use crate::guest::source::spec::Version;
 use crate::record::{CellResult, Metric};
 use crate::report::view::{Axis, KernelSection, Plot, Point, Scale, Series, Unit};
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 /// A kernel a seed needs, relative to a change.

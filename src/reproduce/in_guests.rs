@@ -7,14 +7,15 @@
 use super::guests::{plan, GuestEvidence, GuestRun, KernelChoice, PlannedRun};
 use super::Seed;
 use crate::fleet::{self, Fleet, Job, Kernel, Measured, Settings};
-use crate::guest::cache::Cache;
-use crate::guest::debian::by_flavour;
-use crate::guest::fetch;
-use crate::guest::spec::{Flavour, Version};
-use crate::guest::{Arch, KernelSpec};
+use crate::guest::source::cache::Cache;
+use crate::guest::source::debian::by_flavour;
+use crate::guest::source::fetch;
+use crate::guest::source::spec::{Flavour, Version};
+use crate::guest::KernelSpec;
 use crate::record::Accel;
 use crate::store::Store;
 use crate::workload::size::format_size;
+use crate::workload::Arch;
 use crate::workload::WorkloadKind;
 
 /// What `--kernels` and `--arch` asked for.
@@ -34,7 +35,7 @@ pub fn request(
 ) -> anyhow::Result<Option<Request>> {
     if kernels.is_empty() {
         if !arches.is_empty() {
-            crate::bail_usage!(
+            crate::error::bail_usage!(
                 "--arch chooses the guests' arches: give --kernels auto or --kernels SPEC,… too"
             );
         }
@@ -51,7 +52,7 @@ pub fn request(
                     flavour: Flavour::Cloud,
                     arch: None,
                 } if version.patch.is_some() => versions.push(version),
-                _ => crate::bail_usage!(
+                _ => crate::error::bail_usage!(
                     "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
                      and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
                      run other kernels, your own builds included, with ptelab vm --kernel"
@@ -137,7 +138,7 @@ pub fn measure(
     let interrupted = fleet::interrupted();
     let mut planned: Vec<PlannedRun> = Vec::new();
     for &arch in &req.arches {
-        if let Err(e) = crate::guest::qemu::find_emulator(arch) {
+        if let Err(e) = crate::guest::boot::qemu::find_emulator(arch) {
             ev.missing.push((arch, format!("{e:#}")));
             continue;
         }
@@ -160,7 +161,7 @@ pub fn measure(
     // Seed 004's guests need a disk, formatted here: without mkfs.ext4
     // they are left out with the remedy, the rest run.
     if planned.iter().any(|r| r.workload == WorkloadKind::Reclaim) {
-        if let Err(e) = crate::guest::disk::find_mkfs() {
+        if let Err(e) = crate::guest::boot::disk::find_mkfs() {
             planned.retain(|r| r.workload != WorkloadKind::Reclaim);
             ev.notes.push(("004".into(), format!("{e:#}")));
         }

@@ -7,10 +7,10 @@
 
 use super::guests::GuestEvidence;
 use super::{reclaim_guest_size, ro_rw_size, ClaimRow};
-use crate::guest::spec::Version;
-use crate::guest::Arch;
+use crate::guest::source::spec::Version;
 use crate::record::{CellResult, Profile};
 use crate::text::format::{counter, size as fmt_size};
+use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
 
 const K: u64 = 1 << 10;

@@ -18,7 +18,7 @@ pub mod mechanism;
 use ptelab_model::workload::ModelOutcome;
 
 use crate::record::CellResult;
-use crate::workload::{FolioSpec, WorkloadKind};
+use crate::workload::{Arch, FolioSpec, WorkloadKind};
 use guests::{GuestCells, GuestEvidence, Role};
 
 /// A figure quoted from a seed document.
@@ -44,8 +44,8 @@ pub struct KernelCells {
 #[derive(Clone, Debug)]
 pub struct ModelCells {
     pub workload: WorkloadKind,
-    /// "x86_64" or "arm64" (4K granule, contpte on).
-    pub arch: &'static str,
+    /// 4K granule, contpte on.
+    pub arch: Arch,
     pub strategies: &'static str,
     pub size: u64,
     pub folio: FolioSpec,
@@ -63,7 +63,7 @@ pub struct Seed {
 }
 
 /// (arch, workload, size, folio) of a model cell.
-pub type ModelKey = (String, WorkloadKind, u64, FolioSpec);
+pub type ModelKey = (Arch, WorkloadKind, u64, FolioSpec);
 
 /// Everything measured and modelled in one reproduce run.
 #[derive(Default)]
@@ -97,7 +97,7 @@ impl Evidence {
     /// The model outcome of `strategy` for these parameters.
     pub fn model(
         &self,
-        arch: &str,
+        arch: Arch,
         w: WorkloadKind,
         size: u64,
         folio: FolioSpec,
@@ -105,7 +105,7 @@ impl Evidence {
     ) -> Option<&ModelOutcome> {
         self.model
             .iter()
-            .find(|((a, wk, s, f), _)| a == arch && *wk == w && *s == size && *f == folio)
+            .find(|((a, wk, s, f), _)| *a == arch && *wk == w && *s == size && *f == folio)
             .and_then(|(_, v)| v.iter().find(|o| o.strategy == strategy))
     }
 }
@@ -194,7 +194,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
             model: [f4k, f64k, FolioSpec::PmdPte]
                 .into_iter()
                 .flat_map(|folio| {
-                    ["x86_64", "arm64"].map(|arch| ModelCells {
+                    Arch::ALL.map(|arch| ModelCells {
                         workload: WorkloadKind::MprotectRoRw,
                         arch,
                         strategies: "per-pte,batched",
@@ -228,7 +228,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
             kernel: vec![KernelCells { workload: WorkloadKind::MprotectToggle, sizes: toggle_sizes, folios: vec![f4k] }],
             model: vec![ModelCells {
                 workload: WorkloadKind::MprotectToggle,
-                arch: "x86_64",
+                arch: Arch::X86_64,
                 strategies: "per-pte,batched,smallfast",
                 size: 4000 * K,
                 folio: f4k,
@@ -258,7 +258,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
             model: [f4k, f64k]
                 .into_iter()
                 .flat_map(|folio| {
-                    ["x86_64", "arm64"].map(|arch| ModelCells {
+                    Arch::ALL.map(|arch| ModelCells {
                         workload: WorkloadKind::MremapMove,
                         arch,
                         strategies: "per-pte,batched",
@@ -287,7 +287,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: vec![4 * K, 400 * K],
                 folios: vec![f4k],
             }],
-            model: ["x86_64", "arm64"]
+            model: Arch::ALL
                 .map(|arch| ModelCells {
                     workload: WorkloadKind::ProtTransition,
                     arch,
@@ -316,7 +316,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: vec![reclaim_size(quick)],
                 folios: vec![f4k, f64k],
             }],
-            model: ["x86_64", "arm64"]
+            model: Arch::ALL
                 .map(|arch| ModelCells {
                     workload: WorkloadKind::Reclaim,
                     arch,

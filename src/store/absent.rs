@@ -7,9 +7,7 @@
 //! methods can ever run. (Its signatures follow the real ones; the guest
 //! build in `tests/guest_binary.rs` fails when they part.)
 
-use std::path::Path;
-
-use super::{Calibration, RunId, RunStatus, RunSummary, StoredRun};
+use super::{Calibration, Location, RunId, RunStatus, RunSummary, StoredRun};
 use crate::record::{CellResult, Host, ModelCellRecord};
 
 /// What a guest build says when asked to store or read results.
@@ -27,13 +25,13 @@ pub fn unavailable() -> anyhow::Error {
 pub enum Store {}
 
 impl Store {
-    pub fn open(_path: &Path) -> anyhow::Result<Store> {
+    pub fn open(_at: impl Into<Location>) -> anyhow::Result<Store> {
         Err(unavailable())
     }
-    pub fn open_existing(_path: &Path) -> anyhow::Result<Store> {
+    pub fn open_existing(_at: impl Into<Location>) -> anyhow::Result<Store> {
         Err(unavailable())
     }
-    pub fn path(&self) -> &Path {
+    pub fn location(&self) -> &Location {
         match *self {}
     }
     pub fn begin_run(

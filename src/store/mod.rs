@@ -1,21 +1,27 @@
-//! The results database (SQLite via rusqlite, bundled). This module owns every
+//! The results database: an SQLite file (rusqlite, bundled; the default, one
+//! machine) or a PostgreSQL server that many machines share
+//! (`--db postgres://USER@HOST/DB`, docs/cluster.md). This module owns every
 //! SQL statement in ptelab; callers see domain types ([`CellResult`],
 //! [`ModelCellRecord`], [`Host`]) and never rows.
 //!
 //! - The schema is `schema.sql` (version 1) plus numbered files under
 //!   `migrations/`, embedded with `include_str!` and applied in one
-//!   transaction through `PRAGMA user_version`.
-//! - WAL journal, a busy timeout and `BEGIN IMMEDIATE` write transactions let
-//!   two ptelab processes write one database at once without corrupting it or
-//!   failing with "database is locked".
+//!   transaction: through `PRAGMA user_version` in SQLite (`sqlite.rs`), a
+//!   `ptelab_meta` table in PostgreSQL (`postgres.rs`, which rewrites the
+//!   column types). Every statement is written once (`db.rs` runs it on
+//!   either).
+//! - Many ptelab processes write one database at once: SQLite through WAL, a
+//!   busy timeout and `BEGIN IMMEDIATE`; PostgreSQL through its own
+//!   concurrency, ids from sequences.
 //! - One transaction per finished cell: a sweep killed halfway (even by
 //!   SIGKILL) keeps every cell it finished. Its run stays `running` in the
 //!   table; readers report it as [`RunStatus::Interrupted`] once the process
 //!   that owned it is gone.
-//! - Every error names the database path and the operation. A file that is
-//!   not a ptelab database (not SQLite, or another application's: its
-//!   `PRAGMA application_id` and tables tell) is refused as bad input before
-//!   anything is written to it.
+//! - Every error names the database ([`Location`], without a password) and
+//!   the operation. A database that is not ptelab's (not SQLite, or another
+//!   application's: the header or `ptelab_meta`, and the tables tell), of a
+//!   newer schema, or a server that cannot be reached or refuses the
+//!   credentials, is refused as bad input before anything is written.
 //!
 //! Runs are named on the command line by id, `latest`, `latest~N` or a tag
 //! (the newest run carrying it), see [`Store::resolve`].
@@ -29,18 +35,24 @@
 #[cfg(not(feature = "store"))]
 mod absent;
 #[cfg(feature = "store")]
+mod db;
+mod location;
+#[cfg(feature = "store")]
+mod postgres;
+#[cfg(feature = "store")]
 mod rows;
+#[cfg(feature = "store")]
+mod sqlite;
+
+pub use location::Location;
 
 #[cfg(not(feature = "store"))]
 pub use absent::{unavailable, Store};
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
 use anyhow::Context;
-use ptelab_stats::repeatability::Repeatability;
 #[cfg(feature = "store")]
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use db::{params, NOW};
+use ptelab_stats::repeatability::Repeatability;
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
@@ -107,9 +119,6 @@ fn identity(app: i64, version: i64, tables: &[String]) -> Identity {
         )),
     }
 }
-
-/// How long a writer waits for another process's transaction before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where a run stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -310,170 +319,87 @@ pub struct CellCoefficient {
 /// An open results database.
 #[cfg(feature = "store")]
 pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+    db: db::Db,
+    location: Location,
 }
 
 #[cfg(feature = "store")]
 impl Store {
-    /// Open or create; apply migrations (PRAGMA user_version); WAL; busy timeout.
-    /// A file that is not a ptelab database (not SQLite, or another
-    /// application's) is refused as bad input, before anything is written
-    /// to it.
-    pub fn open(path: &Path) -> anyhow::Result<Store> {
-        let conn = Connection::open(path)
-            .with_context(|| format!("cannot open results database {}", path.display()))?;
-        let store = Store {
-            conn,
-            path: path.to_path_buf(),
+    /// Open or create the database `at` names (a file, or a PostgreSQL
+    /// server); refuse one that is not ptelab's or is of a newer schema, and
+    /// migrate an older one. Refusals are bad input (exit 2) and write
+    /// nothing.
+    pub fn open(at: impl Into<Location>) -> anyhow::Result<Store> {
+        let location = at.into();
+        let db = match &location {
+            Location::File(path) => db::Db::Sqlite(sqlite::connect(path)?),
+            Location::Postgres(url) => db::Db::Postgres(Box::new(postgres::connect(url)?)),
         };
-        store
-            .conn
-            .busy_timeout(BUSY_TIMEOUT)
-            .with_context(|| store.what("configure"))?;
-        store.identify()?;
-        store.configure().with_context(|| store.what("configure"))?;
-        store.migrate()?;
+        let store = Store { db, location };
+        match store.location {
+            Location::File(_) => sqlite::identify_and_migrate(&store)?,
+            Location::Postgres(_) => postgres::identify_and_migrate(&store)?,
+        }
         Ok(store)
     }
 
-    /// Open a database that must already exist (commands that only read).
-    pub fn open_existing(path: &Path) -> anyhow::Result<Store> {
-        if !path.exists() {
-            return Err(usage(format!(
-                "no results database at {}: run `ptelab bench` or `ptelab sweep` first, or pass \
-                 --db PATH",
-                path.display()
-            )));
+    /// Open a database that must already exist (commands that only read). A
+    /// server's database always exists once the server lets us in.
+    pub fn open_existing(at: impl Into<Location>) -> anyhow::Result<Store> {
+        let location = at.into();
+        if let Some(path) = location.file() {
+            if !path.exists() {
+                return Err(usage(format!(
+                    "no results database at {}: run `ptelab bench` or `ptelab sweep` first, or \
+                     pass --db PATH (or postgres://USER@HOST/DB)",
+                    path.display()
+                )));
+            }
         }
-        Store::open(path)
+        Store::open(location)
     }
 
-    /// The database file.
+    /// The SQLite connection, for tests that look under the store.
+    #[cfg(test)]
+    pub(crate) fn conn(&self) -> &rusqlite::Connection {
+        match &self.db {
+            db::Db::Sqlite(c) => c,
+            db::Db::Postgres(_) => panic!("not an SQLite store"),
+        }
+    }
+
+    /// Where the database is.
     #[allow(dead_code)]
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     fn what(&self, op: &str) -> String {
-        format!("{op} in results database {}", self.path.display())
-    }
-
-    /// Refuse a file that is not a ptelab database: exit 2, saying what to do.
-    fn identify(&self) -> anyhow::Result<()> {
-        let read = || -> rusqlite::Result<(i64, i64, Vec<String>)> {
-            // One read transaction: a consistent view while another ptelab
-            // may be creating the database.
-            let tx = self.conn.unchecked_transaction()?;
-            let app = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-            let version = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            let tables = tx
-                .prepare(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' \
-                     AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
-                )?
-                .query_map([], |r| r.get(0))?
-                .collect::<rusqlite::Result<Vec<String>>>()?;
-            Ok((app, version, tables))
-        };
-        let (app, version, tables) = match read() {
-            Ok(found) => found,
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::NotADatabase =>
-            {
-                return Err(self.not_ours("SQLite cannot read it as a database"));
-            }
-            Err(e) => return Err(e).with_context(|| self.what("read the database header")),
-        };
-        match identity(app, version, &tables) {
-            Identity::Fresh | Identity::Ours => Ok(()),
-            Identity::Foreign(why) => Err(self.not_ours(&why)),
-        }
+        format!("{op} in results database {}", self.location)
     }
 
     fn not_ours(&self, why: &str) -> anyhow::Error {
+        let remedy = match self.location {
+            Location::File(_) => "pass --db with a ptelab database or a new file name, or move this file away",
+            Location::Postgres(_) => "pass --db with a ptelab database or an empty one (`createdb`), or a schema of its own (`?options=-csearch_path%3DNAME`)",
+        };
         usage(format!(
-            "{} is not a ptelab results database ({why}): pass --db with a ptelab database or a \
-             new file name, or move this file away",
-            self.path.display()
+            "{} is not a ptelab results database ({why}): {remedy}",
+            self.location
         ))
     }
 
-    fn configure(&self) -> rusqlite::Result<()> {
-        // journal_mode answers with a row; WAL persists in the file. Switching
-        // to WAL needs an exclusive lock and SQLite answers BUSY at once
-        // (without the busy handler) while another connection switches it
-        // too, as happens when several ptelab processes create one database:
-        // skip it when already WAL, retry it otherwise.
-        let started = std::time::Instant::now();
-        loop {
-            let mode: String = self
-                .conn
-                .query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
-            if mode.eq_ignore_ascii_case("wal") {
-                break;
-            }
-            match self
-                .conn
-                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
-            {
-                Ok(_) => break,
-                Err(rusqlite::Error::SqliteFailure(e, _))
-                    if e.code == rusqlite::ErrorCode::DatabaseBusy
-                        && started.elapsed() < BUSY_TIMEOUT =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        // NORMAL is safe in WAL mode: a crashed process loses nothing
-        // committed; only a power cut may lose the last transactions.
-        self.conn.pragma_update(None, "synchronous", "NORMAL")?;
-        self.conn.pragma_update(None, "foreign_keys", true)?;
-        Ok(())
-    }
-
-    fn migrate(&self) -> anyhow::Result<()> {
-        let tx = self
-            .write_tx()
-            .with_context(|| self.what("migrate schema"))?;
-        let version: i64 = tx
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .with_context(|| self.what("read schema version"))?;
+    /// Refuse a database of a newer schema than this ptelab knows.
+    fn check_version(&self, version: i64) -> anyhow::Result<()> {
         let known = MIGRATIONS.len() as i64;
         if version > known {
             return Err(usage(format!(
                 "results database {} has schema version {version}, newer than this ptelab knows \
                  ({known}): use a newer ptelab or another --db",
-                self.path.display()
+                self.location
             )));
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            tx.execute_batch(sql)
-                .with_context(|| self.what(&format!("apply schema migration {}", i + 1)))?;
-        }
-        if version < known {
-            tx.pragma_update(None, "user_version", known)
-                .with_context(|| self.what("set schema version"))?;
-        }
-        // Stamped outside the numbered migrations: a header field, not a
-        // schema change, so older ptelab builds still open the file.
-        let app: i64 = tx
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .with_context(|| self.what("read application id"))?;
-        if app != APPLICATION_ID {
-            tx.pragma_update(None, "application_id", APPLICATION_ID)
-                .with_context(|| self.what("set application id"))?;
-        }
-        tx.commit()
-            .with_context(|| self.what("commit schema migration"))
-    }
-
-    /// A write transaction that takes the write lock up front, so that two
-    /// writers queue on the busy timeout instead of failing on lock upgrade.
-    fn write_tx(&self) -> rusqlite::Result<Transaction<'_>> {
-        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+        Ok(())
     }
 
     /// kind: "bench" | "sweep" | "model" | "crosscheck" | "reproduce".
@@ -485,7 +411,10 @@ impl Store {
         tags: &[String],
     ) -> anyhow::Result<RunId> {
         let host_json = serde_json::to_value(host).context("serialize host")?;
-        let tx = self.write_tx().with_context(|| self.what("begin run"))?;
+        let tx = self
+            .db
+            .transaction()
+            .with_context(|| self.what("begin run"))?;
         let id = rows::insert_run(
             &tx,
             &rows::NewRun {
@@ -514,7 +443,7 @@ impl Store {
                 cell.size_bytes >> 10
             ))
         };
-        let tx = self.write_tx().with_context(op)?;
+        let tx = self.db.transaction().with_context(op)?;
         let id = rows::insert_kernel_cell(&tx, run, cell).with_context(op)?;
         tx.commit().with_context(op)?;
         Ok(id)
@@ -528,7 +457,7 @@ impl Store {
                 cell.arch, cell.strategy
             ))
         };
-        let tx = self.write_tx().with_context(op)?;
+        let tx = self.db.transaction().with_context(op)?;
         let id = rows::insert_model_cell(&tx, run, cell).with_context(op)?;
         tx.commit().with_context(op)?;
         Ok(id)
@@ -537,10 +466,9 @@ impl Store {
     /// Set the final status and the finish time.
     pub fn finish_run(&self, run: RunId, status: RunStatus) -> anyhow::Result<()> {
         let n = self
-            .conn
+            .db
             .execute(
-                "UPDATE run SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') \
-                 WHERE id = ?2",
+                &format!("UPDATE run SET status = ?1, finished_at = {NOW} WHERE id = ?2"),
                 params![status.as_str(), run],
             )
             .with_context(|| self.what(&format!("finish run {run}")))?;
@@ -550,15 +478,17 @@ impl Store {
 
     /// Add tags to a run (existing tags are kept).
     pub fn add_tags(&self, run: RunId, tags: &[String]) -> anyhow::Result<()> {
-        let tx = self.write_tx().with_context(|| self.what("tag run"))?;
+        let tx = self
+            .db
+            .transaction()
+            .with_context(|| self.what("tag run"))?;
         rows::insert_tags(&tx, run, tags).with_context(|| self.what(&format!("tag run {run}")))?;
         tx.commit().with_context(|| self.what("tag run"))
     }
 
     /// Every run, oldest first, with its effective status.
     pub fn runs(&self) -> anyhow::Result<Vec<RunSummary>> {
-        let mut runs =
-            rows::select_runs(&self.conn, None).with_context(|| self.what("list runs"))?;
+        let mut runs = rows::select_runs(&self.db, None).with_context(|| self.what("list runs"))?;
         for r in &mut runs {
             r.status = self.effective_status(r.id, r.status)?;
         }
@@ -571,16 +501,19 @@ impl Store {
         self.load(run)
     }
 
-    /// Load a run by id.
+    /// Load a run by id. One read transaction: a run another process is
+    /// still writing reads as it stood at one moment.
     pub fn load(&self, run: RunId) -> anyhow::Result<StoredRun> {
         let op = || self.what(&format!("load run {run}"));
-        let mut summary = rows::select_runs(&self.conn, Some(run))
+        let tx = self.db.read_transaction().with_context(op)?;
+        let mut summary = rows::select_runs(&tx, Some(run))
             .with_context(op)?
             .pop()
-            .ok_or_else(|| usage(format!("no run {run} in {}", self.path.display())))?;
+            .ok_or_else(|| usage(format!("no run {run} in {}", self.location)))?;
         summary.status = self.effective_status(run, summary.status)?;
-        let host = rows::select_host(&self.conn, run).with_context(op)?;
-        let cells = rows::select_cells(&self.conn, run).with_context(op)?;
+        let host = rows::select_host(&tx, run).with_context(op)?;
+        let cells = rows::select_cells(&tx, run).with_context(op)?;
+        tx.commit().with_context(op)?;
         Ok(StoredRun {
             schema: RUN_SCHEMA.into(),
             run: summary,
@@ -598,17 +531,19 @@ impl Store {
         for part in spec.split(',') {
             let part = part.trim();
             let found = if every_tagged && is_tag_name(part) {
-                let mut stmt = self
-                    .conn
-                    .prepare("SELECT run FROM run_tag WHERE tag = ?1 ORDER BY run")?;
-                let tagged = stmt
-                    .query_map([part], |r| r.get(0))?
-                    .collect::<Result<Vec<RunId>, _>>()
+                let tagged = self
+                    .db
+                    .query(
+                        "SELECT run FROM run_tag WHERE tag = ?1 ORDER BY run",
+                        params![part],
+                    )
+                    .and_then(|rows| rows.iter().map(|r| r.int(0)).collect())
                     .with_context(|| self.what(&format!("find runs tagged '{part}'")))?;
+                let tagged: Vec<RunId> = tagged;
                 if tagged.is_empty() {
                     return Err(usage(format!(
                         "no run tagged '{part}' in {}",
-                        self.path.display()
+                        self.location
                     )));
                 }
                 tagged
@@ -631,9 +566,8 @@ impl Store {
         let spec = spec.trim();
         let accepted = "give a run id (see `ptelab runs`), `latest`, `latest~N`, or a tag";
         let found = if let Ok(id) = spec.parse::<RunId>() {
-            self.conn
-                .query_row("SELECT id FROM run WHERE id = ?1", [id], |r| r.get(0))
-                .optional()
+            self.db
+                .query_opt("SELECT id FROM run WHERE id = ?1", params![id])
         } else if let Some(back) = spec.strip_prefix("latest") {
             let back: i64 = match back {
                 "" => 0,
@@ -642,27 +576,19 @@ impl Store {
                     _ => return Err(usage(format!("bad run name '{spec}': {accepted}"))),
                 },
             };
-            self.conn
-                .query_row(
-                    "SELECT id FROM run ORDER BY id DESC LIMIT 1 OFFSET ?1",
-                    [back],
-                    |r| r.get(0),
-                )
-                .optional()
+            self.db.query_opt(
+                "SELECT id FROM run ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                params![back],
+            )
         } else {
-            self.conn
-                .query_row("SELECT MAX(run) FROM run_tag WHERE tag = ?1", [spec], |r| {
-                    r.get::<_, Option<RunId>>(0)
-                })
+            self.db
+                .query_opt("SELECT MAX(run) FROM run_tag WHERE tag = ?1", params![spec])
         };
         found
+            .and_then(|row| row.map(|r| r.opt_int(0)).transpose())
             .with_context(|| self.what(&format!("find run '{spec}'")))?
-            .ok_or_else(|| {
-                usage(format!(
-                    "no run '{spec}' in {}: {accepted}",
-                    self.path.display()
-                ))
-            })
+            .flatten()
+            .ok_or_else(|| usage(format!("no run '{spec}' in {}: {accepted}", self.location)))
     }
 
     /// Store a run document (as printed by `ptelab show RUN --json`) as a new
@@ -682,7 +608,7 @@ impl Store {
             "the run document's summary and host disagree on where it ran"
         );
         let op = || self.what(&format!("import run {}", doc.run.id));
-        let tx = self.write_tx().with_context(op)?;
+        let tx = self.db.transaction().with_context(op)?;
         let r = &doc.run;
         let id = rows::insert_run(
             &tx,
@@ -714,21 +640,21 @@ impl Store {
     pub fn insert_calibration(&self, cal: &Calibration) -> anyhow::Result<i64> {
         let json = serde_json::to_string(cal).context("serialize calibration")?;
         let op = || self.what("store calibration");
-        let tx = self.write_tx().with_context(op)?;
-        tx.execute(
-            "INSERT INTO calibration (machine_id, kernel_release, measured_at, adjusted, raw, \
-             calibration_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                cal.machine_id,
-                cal.kernel_release,
-                cal.measured_at,
-                cal.adjusted.coefficient,
-                cal.raw.coefficient,
-                json
-            ],
-        )
-        .with_context(op)?;
-        let id = tx.last_insert_rowid();
+        let tx = self.db.transaction().with_context(op)?;
+        let id = tx
+            .insert(
+                "INSERT INTO calibration (machine_id, kernel_release, measured_at, adjusted, raw, \
+                 calibration_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                params![
+                    &cal.machine_id,
+                    &cal.kernel_release,
+                    &cal.measured_at,
+                    cal.adjusted.coefficient,
+                    cal.raw.coefficient,
+                    json
+                ],
+            )
+            .with_context(op)?;
         tx.commit().with_context(op)?;
         Ok(id)
     }
@@ -736,20 +662,16 @@ impl Store {
     /// Every calibration of `machine_id`, oldest first, each with its id.
     pub fn calibrations(&self, machine_id: &str) -> anyhow::Result<Vec<Calibration>> {
         let op = || self.what("read calibrations");
-        let mut stmt = self
-            .conn
-            .prepare(
+        let rows = self
+            .db
+            .query(
                 "SELECT id, calibration_json FROM calibration WHERE machine_id = ?1 ORDER BY id",
+                params![machine_id],
             )
-            .with_context(op)?;
-        let rows = stmt
-            .query_map([machine_id], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-            })
             .with_context(op)?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, json) = row.with_context(op)?;
+            let (id, json) = (row.int(0).with_context(op)?, row.text(1).with_context(op)?);
             let mut cal: Calibration = serde_json::from_str(&json).with_context(op)?;
             cal.id = Some(id);
             out.push(cal);
@@ -763,12 +685,11 @@ impl Store {
         if stored != RunStatus::Running {
             return Ok(stored);
         }
-        let (pid, boot): (Option<i64>, Option<String>) = self
-            .conn
-            .query_row("SELECT pid, boot_id FROM run WHERE id = ?1", [run], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+        let row = self
+            .db
+            .query_one("SELECT pid, boot_id FROM run WHERE id = ?1", params![run])
             .with_context(|| self.what(&format!("read owner of run {run}")))?;
+        let (pid, boot) = (row.opt_int(0)?, row.opt_text(1)?);
         let alive = match (pid, boot) {
             (Some(pid), Some(boot)) => Some(boot) == boot_id() && process_is_ptelab(pid),
             _ => false,
@@ -794,10 +715,14 @@ fn process_is_ptelab(pid: i64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("ptelab"))
 }
 
+#[cfg(all(test, feature = "store"))]
+mod pg_tests;
 #[cfg(test)]
 pub(crate) mod roundtrip;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(all(test, feature = "store"))]
+pub(crate) mod testserver;
 
 /// The database as the sink of a kernel measurement session.
 #[cfg(feature = "store")]

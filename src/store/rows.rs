@@ -3,11 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
-use rusqlite::{params, Connection, OptionalExtension, Row};
-
+use super::db::{params, Db, Row, NOW};
 use super::{RunId, RunStatus, RunSummary, StoredCell};
 use crate::record::{CellResult, FunctionCount, Guest, ModelCellRecord};
+use anyhow::Context;
 
 /// Values of a new `run` row.
 pub(super) struct NewRun<'a> {
@@ -30,17 +29,15 @@ fn i64_of(v: u64) -> anyhow::Result<i64> {
     i64::try_from(v).with_context(|| format!("{v} does not fit a database integer"))
 }
 
-pub(super) fn insert_run(
-    conn: &Connection,
-    run: &NewRun<'_>,
-    tags: &[String],
-) -> anyhow::Result<RunId> {
+pub(super) fn insert_run(db: &Db, run: &NewRun<'_>, tags: &[String]) -> anyhow::Result<RunId> {
     let unknown = || "unknown".to_string();
-    conn.execute(
-        "INSERT INTO run (kind, command, started_at, finished_at, status, pid, boot_id, host_json, \
-         kernel_release, arch, machine_id, tool_version, git_revision) \
-         VALUES (?1, ?2, COALESCE(?3, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), ?4, ?5, ?6, ?7, ?8, \
-         ?9, ?10, ?11, ?12, ?13)",
+    let id = db.insert(
+        &format!(
+            "INSERT INTO run (kind, command, started_at, finished_at, status, pid, boot_id, \
+             host_json, kernel_release, arch, machine_id, tool_version, git_revision) \
+             VALUES (?1, ?2, COALESCE(?3, {NOW}), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+             RETURNING id"
+        ),
         params![
             run.kind,
             run.command,
@@ -48,7 +45,7 @@ pub(super) fn insert_run(
             run.finished_at,
             run.status.as_str(),
             run.pid,
-            run.boot_id,
+            run.boot_id.as_deref(),
             run.host.to_string(),
             host_str(run.host, "kernel_release").unwrap_or_else(unknown),
             host_str(run.host, "arch").unwrap_or_else(unknown),
@@ -57,25 +54,21 @@ pub(super) fn insert_run(
             host_str(run.host, "git_revision"),
         ],
     )?;
-    let id = conn.last_insert_rowid();
-    insert_tags(conn, id, tags)?;
+    insert_tags(db, id, tags)?;
     Ok(id)
 }
 
-pub(super) fn insert_tags(conn: &Connection, run: RunId, tags: &[String]) -> anyhow::Result<()> {
-    let mut stmt =
-        conn.prepare_cached("INSERT OR IGNORE INTO run_tag (run, tag) VALUES (?1, ?2)")?;
+pub(super) fn insert_tags(db: &Db, run: RunId, tags: &[String]) -> anyhow::Result<()> {
     for t in tags {
-        stmt.execute(params![run, t])?;
+        db.execute(
+            "INSERT INTO run_tag (run, tag) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![run, t],
+        )?;
     }
     Ok(())
 }
 
-pub(super) fn insert_kernel_cell(
-    conn: &Connection,
-    run: RunId,
-    cell: &CellResult,
-) -> anyhow::Result<i64> {
+pub(super) fn insert_kernel_cell(db: &Db, run: RunId, cell: &CellResult) -> anyhow::Result<i64> {
     // The samples and the flush breakdown have their own tables; the JSON
     // keeps everything else.
     let mut rest = cell.clone();
@@ -94,18 +87,18 @@ pub(super) fn insert_kernel_cell(
         "neighbor": cell.neighbor,
     });
     let ns = &cell.ns_per_call;
-    conn.execute(
+    let id = db.insert(
         "INSERT INTO cell (run, backend, workload, size_bytes, folio, phase, regions, neighbor, \
          layout_requested, layout_observed, layout_matches, ns_median, ns_ci_low, ns_ci_high, ns_min, \
          ns_mean, ns_per_page, tlb_flushes_per_call, cell_json) \
          VALUES (?1, 'kernel', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-         ?18)",
+         ?18) RETURNING id",
         params![
             run,
             cell.workload.name(),
             i64_of(cell.size_bytes)?,
             cell.folio.to_string(),
-            cell.phase,
+            cell.phase.as_deref(),
             cell.regions,
             cell.neighbor,
             requested.to_string(),
@@ -121,108 +114,112 @@ pub(super) fn insert_kernel_cell(
             serde_json::to_string(&rest)?,
         ],
     )?;
-    let id = conn.last_insert_rowid();
-    let mut stmt = conn.prepare_cached("INSERT INTO sample (cell, idx, ns) VALUES (?1, ?2, ?3)")?;
     for (i, ns) in samples.iter().enumerate() {
-        stmt.execute(params![id, i as i64, ns])?;
+        db.execute(
+            "INSERT INTO sample (cell, idx, ns) VALUES (?1, ?2, ?3)",
+            params![id, i as i64, *ns],
+        )?;
     }
-    let mut stmt =
-        conn.prepare_cached("INSERT INTO flush (cell, key, events) VALUES (?1, ?2, ?3)")?;
     for (key, events) in &breakdown {
-        stmt.execute(params![id, key, i64_of(*events)?])?;
+        db.execute(
+            "INSERT INTO flush (cell, key, events) VALUES (?1, ?2, ?3)",
+            params![id, key, i64_of(*events)?],
+        )?;
     }
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO cell_function (cell, idx, name, entries, instructions) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
     for (i, f) in functions.iter().enumerate() {
-        stmt.execute(params![id, i as i64, f.name, f.entries, f.instructions])?;
+        db.execute(
+            "INSERT INTO cell_function (cell, idx, name, entries, instructions) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, i as i64, &f.name, f.entries, f.instructions],
+        )?;
     }
     Ok(id)
 }
 
 pub(super) fn insert_model_cell(
-    conn: &Connection,
+    db: &Db,
     run: RunId,
     cell: &ModelCellRecord,
 ) -> anyhow::Result<i64> {
     let mut rest = cell.clone();
     let counters = std::mem::take(&mut rest.counters);
-    conn.execute(
+    let id = db.insert(
         "INSERT INTO cell (run, backend, workload, size_bytes, folio, arch, strategy, \
-         layout_requested, cell_json) VALUES (?1, 'model', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         layout_requested, cell_json) VALUES (?1, 'model', ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
         params![
             run,
             cell.workload.name(),
             i64_of(cell.size_bytes)?,
             cell.folio.to_string(),
-            cell.arch,
-            cell.strategy,
+            &cell.arch,
+            &cell.strategy,
             serde_json::json!({ "folio": cell.folio }).to_string(),
             serde_json::to_string(&rest)?,
         ],
     )?;
-    let id = conn.last_insert_rowid();
-    let mut stmt =
-        conn.prepare_cached("INSERT INTO counter (cell, name, value) VALUES (?1, ?2, ?3)")?;
     for (name, value) in &counters {
-        stmt.execute(params![id, name, value])?;
+        db.execute(
+            "INSERT INTO counter (cell, name, value) VALUES (?1, ?2, ?3)",
+            params![id, name, *value],
+        )?;
     }
     Ok(id)
 }
 
-fn summary_of(row: &Row<'_>) -> rusqlite::Result<(RunSummary, String, String)> {
-    let status: String = row.get("status")?;
-    let host: String = row.get("host_json")?;
+/// The columns [`summary_of`] reads, in its order.
+const SUMMARY_COLUMNS: &str = "r.id, r.kind, r.command, r.started_at, r.finished_at, r.status, \
+     r.host_json, r.kernel_release, r.arch, r.machine_id, r.tool_version, r.git_revision, \
+     (SELECT COUNT(*) FROM cell c WHERE c.run = r.id)";
+
+fn summary_of(row: &Row) -> anyhow::Result<(RunSummary, String, String)> {
     Ok((
         RunSummary {
-            id: row.get("id")?,
-            kind: row.get("kind")?,
-            command: row.get("command")?,
-            started_at: row.get("started_at")?,
-            finished_at: row.get("finished_at")?,
+            id: row.int(0)?,
+            kind: row.text(1)?,
+            command: row.text(2)?,
+            started_at: row.text(3)?,
+            finished_at: row.opt_text(4)?,
             status: RunStatus::Running,
-            kernel_release: row.get("kernel_release")?,
-            arch: row.get("arch")?,
-            machine_id: row.get("machine_id")?,
-            tool_version: row.get("tool_version")?,
-            git_revision: row.get("git_revision")?,
+            kernel_release: row.text(7)?,
+            arch: row.text(8)?,
+            machine_id: row.text(9)?,
+            tool_version: row.text(10)?,
+            git_revision: row.opt_text(11)?,
             tags: Vec::new(),
-            cells: row.get::<_, i64>("cells")? as u64,
+            cells: row.int(12)? as u64,
             guest: None,
         },
-        status,
-        host,
+        row.text(5)?,
+        row.text(6)?,
     ))
 }
 
-/// Runs (all, or one), oldest first, with their stored status and tags.
-pub(super) fn select_runs(
-    conn: &Connection,
-    only: Option<RunId>,
-) -> anyhow::Result<Vec<RunSummary>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT r.*, (SELECT COUNT(*) FROM cell c WHERE c.run = r.id) AS cells \
-         FROM run r WHERE ?1 IS NULL OR r.id = ?1 ORDER BY r.id",
-    )?;
-    let rows = stmt
-        .query_map([only], summary_of)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+/// Runs (all, or one), oldest first, with their stored status and tags
+/// (sorted by byte, whatever the database's collation).
+pub(super) fn select_runs(db: &Db, only: Option<RunId>) -> anyhow::Result<Vec<RunSummary>> {
+    let rows = db
+        .query(
+            &format!(
+                "SELECT {SUMMARY_COLUMNS} FROM run r WHERE CAST(?1 AS BIGINT) IS NULL OR r.id = ?1 ORDER BY r.id"
+            ),
+            params![only],
+        )?
+        .iter()
+        .map(summary_of)
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut tags: BTreeMap<RunId, Vec<String>> = BTreeMap::new();
-    let mut stmt = conn.prepare_cached(
-        "SELECT run, tag FROM run_tag WHERE ?1 IS NULL OR run = ?1 ORDER BY run, tag",
-    )?;
-    for row in stmt.query_map([only], |r| {
-        Ok((r.get::<_, RunId>(0)?, r.get::<_, String>(1)?))
-    })? {
-        let (run, tag) = row?;
-        tags.entry(run).or_default().push(tag);
+    for row in db.query(
+        "SELECT run, tag FROM run_tag WHERE CAST(?1 AS BIGINT) IS NULL OR run = ?1",
+        params![only],
+    )? {
+        tags.entry(row.int(0)?).or_default().push(row.text(1)?);
     }
     rows.into_iter()
         .map(|(mut s, status, host)| {
             s.status = RunStatus::parse(&status)?;
             s.guest = guest_of(&host).with_context(|| format!("run {}", s.id))?;
             s.tags = tags.remove(&s.id).unwrap_or_default();
+            s.tags.sort();
             Ok(s)
         })
         .collect()
@@ -242,81 +239,76 @@ pub(super) fn guest_of(host_json: &str) -> anyhow::Result<Option<Guest>> {
     Ok(only.guest)
 }
 
-pub(super) fn select_host(conn: &Connection, run: RunId) -> anyhow::Result<serde_json::Value> {
-    let text: Option<String> = conn
-        .query_row("SELECT host_json FROM run WHERE id = ?1", [run], |r| {
-            r.get(0)
-        })
-        .optional()?;
+pub(super) fn select_host(db: &Db, run: RunId) -> anyhow::Result<serde_json::Value> {
+    let text = db
+        .query_opt("SELECT host_json FROM run WHERE id = ?1", params![run])?
+        .map(|r| r.text(0))
+        .transpose()?;
     let text = text.with_context(|| format!("no run {run}"))?;
     serde_json::from_str(&text).with_context(|| format!("run {run} has a malformed host record"))
 }
 
 /// Every cell of a run, in the order they were stored.
-pub(super) fn select_cells(conn: &Connection, run: RunId) -> anyhow::Result<Vec<StoredCell>> {
-    let mut stmt = conn.prepare_cached(
+pub(super) fn select_cells(db: &Db, run: RunId) -> anyhow::Result<Vec<StoredCell>> {
+    let rows = db.query(
         "SELECT id, backend, cell_json, ns_median, ns_ci_low, ns_ci_high, ns_min, ns_mean, \
          ns_per_page, tlb_flushes_per_call FROM cell WHERE run = ?1 ORDER BY id",
-    )?;
-    type Exact = [Option<f64>; 7];
-    let rows = stmt
-        .query_map([run], |r| {
-            let exact: Exact = [
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-                r.get(9)?,
-            ];
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                exact,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut samples = conn.prepare_cached("SELECT ns FROM sample WHERE cell = ?1 ORDER BY idx")?;
-    let mut flushes = conn.prepare_cached("SELECT key, events FROM flush WHERE cell = ?1")?;
-    let mut counters = conn.prepare_cached("SELECT name, value FROM counter WHERE cell = ?1")?;
-    let mut functions = conn.prepare_cached(
-        "SELECT name, entries, instructions FROM cell_function WHERE cell = ?1 ORDER BY idx",
+        params![run],
     )?;
     let mut out = Vec::with_capacity(rows.len());
-    for (id, backend, json, exact) in rows {
+    for row in rows {
+        let (id, backend, json) = (row.int(0)?, row.text(1)?, row.text(2)?);
+        let mut exact = [None; 7];
+        for (i, slot) in exact.iter_mut().enumerate() {
+            *slot = row.opt_real(3 + i)?;
+        }
         let bad = || format!("cell {id} of run {run} has a malformed record");
         let cell = match backend.as_str() {
             "kernel" => {
                 let mut c: CellResult = serde_json::from_str(&json).with_context(bad)?;
                 restore_exact(&mut c, exact);
-                c.ns_per_call.samples = samples
-                    .query_map([id], |r| r.get::<_, f64>(0))?
-                    .collect::<rusqlite::Result<_>>()?;
-                c.tlb_flushes.breakdown = flushes
-                    .query_map([id], |r| {
-                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
-                    })?
-                    .collect::<rusqlite::Result<_>>()?;
+                c.ns_per_call.samples = db
+                    .query(
+                        "SELECT ns FROM sample WHERE cell = ?1 ORDER BY idx",
+                        params![id],
+                    )?
+                    .iter()
+                    .map(|r| r.real(0))
+                    .collect::<anyhow::Result<_>>()?;
+                c.tlb_flushes.breakdown = db
+                    .query("SELECT key, events FROM flush WHERE cell = ?1", params![id])?
+                    .iter()
+                    .map(|r| Ok((r.text(0)?, r.int(1)? as u64)))
+                    .collect::<anyhow::Result<_>>()?;
                 if let Some(p) = c.profile.as_mut() {
-                    p.functions = functions
-                        .query_map([id], |r| {
+                    p.functions = db
+                        .query(
+                            "SELECT name, entries, instructions FROM cell_function \
+                             WHERE cell = ?1 ORDER BY idx",
+                            params![id],
+                        )?
+                        .iter()
+                        .map(|r| {
                             Ok(FunctionCount {
-                                name: r.get(0)?,
-                                entries: r.get(1)?,
-                                instructions: r.get(2)?,
+                                name: r.text(0)?,
+                                entries: r.real(1)?,
+                                instructions: r.real(2)?,
                             })
-                        })?
-                        .collect::<rusqlite::Result<_>>()?;
+                        })
+                        .collect::<anyhow::Result<_>>()?;
                 }
                 StoredCell::Kernel(c)
             }
             "model" => {
                 let mut m: ModelCellRecord = serde_json::from_str(&json).with_context(bad)?;
-                m.counters = counters
-                    .query_map([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)))?
-                    .collect::<rusqlite::Result<_>>()?;
+                m.counters = db
+                    .query(
+                        "SELECT name, value FROM counter WHERE cell = ?1",
+                        params![id],
+                    )?
+                    .iter()
+                    .map(|r| Ok((r.text(0)?, r.real(1)?)))
+                    .collect::<anyhow::Result<_>>()?;
                 StoredCell::Model(m)
             }
             other => anyhow::bail!("cell {id} of run {run} has unknown backend '{other}'"),
@@ -326,8 +318,8 @@ pub(super) fn select_cells(conn: &Connection, run: RunId) -> anyhow::Result<Vec<
     Ok(out)
 }
 
-/// Put back the numbers that have their own REAL column: SQLite keeps an f64
-/// bit for bit (serde_json's text is exact only with its `float_roundtrip`
+/// Put back the numbers that have their own REAL column: both backends keep
+/// an f64 bit for bit (serde_json's text is exact only with its `float_roundtrip`
 /// feature). A NULL column is an undefined figure (NaN), which the JSON holds
 /// as null too.
 fn restore_exact(c: &mut CellResult, exact: [Option<f64>; 7]) {

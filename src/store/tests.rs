@@ -2,6 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
 use super::*;
 use crate::record::fixtures::fixture;
 use crate::record::{NsPerCall, TlbFlushes};
@@ -107,12 +111,12 @@ fn round_trips_cells_host_and_tags() {
     assert_eq!(s.git_revision.as_deref(), Some("abc1234"));
     // The samples live in their own table, not in the JSON.
     let json: String = store
-        .conn
+        .conn()
         .query_row("SELECT cell_json FROM cell LIMIT 1", [], |r| r.get(0))
         .unwrap();
     assert!(json.contains("\"samples\":[]"), "{json}");
     let n: i64 = store
-        .conn
+        .conn()
         .query_row("SELECT COUNT(*) FROM sample", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 24);
@@ -196,7 +200,7 @@ fn each_cell_is_its_own_transaction() {
     );
     assert_eq!(reader.load(run).unwrap().cells.len(), 2);
     let n: i64 = reader
-        .conn
+        .conn()
         .query_row("SELECT COUNT(*) FROM sample", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 24);
@@ -220,7 +224,7 @@ fn reopen_after_an_unfinished_run() {
     let store = Store::open(&path).unwrap();
     // Pretend the owner died: a pid that does not exist.
     store
-        .conn
+        .conn()
         .execute("UPDATE run SET pid = 999999999 WHERE id = ?1", [run])
         .unwrap();
     let runs = store.runs().unwrap();
@@ -262,7 +266,7 @@ fn concurrent_writers_both_succeed() {
         assert_eq!(r.run.status, RunStatus::Complete);
     }
     let check: String = store
-        .conn
+        .conn()
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(check, "ok");
@@ -282,12 +286,12 @@ fn concurrent_first_opens_migrate_once() {
     }
     let store = Store::open(&path).unwrap();
     let v: i64 = store
-        .conn
+        .conn()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(v, MIGRATIONS.len() as i64);
     let mode: String = store
-        .conn
+        .conn()
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
@@ -298,7 +302,10 @@ fn refuses_a_newer_schema_and_names_the_path() {
     let (_d, path) = temp();
     {
         let store = Store::open(&path).unwrap();
-        store.conn.pragma_update(None, "user_version", 99).unwrap();
+        store
+            .conn()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
     }
     let err = Store::open(&path).err().unwrap();
     let msg = format!("{err:#}");
@@ -358,13 +365,16 @@ fn a_database_from_before_the_application_id_opens_and_is_stamped() {
     let run = {
         let store = Store::open(&path).unwrap();
         let run = store.begin_run("bench", "old", &host(), &[]).unwrap();
-        store.conn.pragma_update(None, "application_id", 0).unwrap();
+        store
+            .conn()
+            .pragma_update(None, "application_id", 0)
+            .unwrap();
         run
     };
     let store = Store::open(&path).unwrap();
     assert_eq!(store.load(run).unwrap().run.command, "old");
     let app: i64 = store
-        .conn
+        .conn()
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .unwrap();
     assert_eq!(app, APPLICATION_ID);

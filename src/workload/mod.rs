@@ -2,11 +2,13 @@
 //! region, with which folio layout. Backends (the running kernel, the model)
 //! run them; nothing here touches the machine.
 
+pub mod arch;
 pub mod folio;
 pub mod size;
 
 use serde::{Deserialize, Serialize};
 
+pub use arch::Arch;
 pub use folio::FolioSpec;
 
 /// The catalogue of experiments, one per seed (docs/architecture.md, "Workloads").
@@ -77,15 +79,6 @@ impl WorkloadKind {
             WorkloadKind::MremapMove => 1 << 20,
             WorkloadKind::ProtTransition => 400 << 10,
             WorkloadKind::Reclaim => 64 << 20,
-        }
-    }
-
-    /// mm calls one timed iteration makes (ns/call divides by this).
-    pub fn calls_per_iteration(self) -> u64 {
-        match self {
-            // PROT_READ then PROT_READ|PROT_WRITE (+ a re-touch that is not a call).
-            WorkloadKind::MprotectRoRw => 2,
-            _ => 1,
         }
     }
 }

@@ -7,6 +7,10 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+/// The throwaway PostgreSQL server of the store's own tests.
+#[path = "../../src/store/testserver.rs"]
+pub mod testserver;
+
 /// A scratch working directory for the binary under test, so that commands
 /// run without `--db` write their default `./ptelab.db` there, not into the
 /// source tree.

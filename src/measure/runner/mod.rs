@@ -250,6 +250,8 @@ pub struct CellRun {
     batch: Option<u64>,
     phases: Vec<Option<&'static str>>,
     pages: u64,
+    /// mm calls one iteration of the op makes (all regions).
+    calls_per_iteration: u64,
     warnings: Vec<String>,
     /// Per phase, the plugin's window of every sample so far (`plan.windows`).
     windows: Vec<Vec<SampleWindow>>,
@@ -265,6 +267,7 @@ impl CellRun {
             batch: None,
             phases: Vec::new(),
             pages: 1,
+            calls_per_iteration: 1,
             warnings: Vec::new(),
             windows: Vec::new(),
         }
@@ -373,6 +376,7 @@ impl CellRun {
             ));
         }
         self.pages = op.pages_per_call();
+        self.calls_per_iteration = op.calls_per_iteration();
         drop(op);
         let (mut kernel, mut memory): (Vec<f64>, Vec<f64>) = probes.into_iter().unzip();
         self.blocks.push(Block {
@@ -538,7 +542,7 @@ impl CellRun {
                 probe_ns: self.blocks.iter().map(|b| b.probe_ns).collect(),
                 memory_probe_ns: self.blocks.iter().map(|b| b.memory_probe_ns).collect(),
                 calls,
-                calls_per_sample: batch * op_calls_per_iteration(plan),
+                calls_per_sample: batch * self.calls_per_iteration,
                 pinned_cpu: plan.pinned_cpu,
                 tlb_flushes: flushes[p].clone(),
                 elapsed_s,
@@ -610,10 +614,6 @@ fn speed_change_warning(probes: impl Iterator<Item = f64>) -> Option<String> {
              `ptelab compare` adjusts for it"
         )
     })
-}
-
-fn op_calls_per_iteration(plan: &CellPlan) -> u64 {
-    plan.workload.calls_per_iteration() * plan.regions as u64
 }
 
 /// Relative half-width of the 95% CI of the median (infinite below 6 samples).

@@ -13,8 +13,8 @@ use std::time::SystemTime;
 use anyhow::Context;
 use goblin::elf::{header, program_header, Elf};
 
-use super::spec::Arch;
 use crate::error::usage;
+use crate::workload::Arch;
 
 /// The largest file taken for a guest binary (a guest build is 4 MB, a
 /// release build with debug info about 30 MB).

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::spec::Arch;
+use crate::workload::Arch;
 
 /// Where the job sits in the guest; its presence is what tells ptelab,
 /// started as PID 1, that it is a guest's init and not, say, a container's.

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::spec::{Arch, Flavour, Version};
-use crate::bail_usage;
+use super::spec::{debian_name, Flavour, Version};
+
+use crate::error::bail_usage;
+use crate::workload::Arch;
 
 /// Suites searched, oldest first.
 pub const SUITES: [&str; 3] = ["trixie", "trixie-backports", "sid"];
@@ -202,7 +204,7 @@ pub const INDEX_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 impl Apt {
     pub fn new(root: &Path, mirror: &str, arch: Arch) -> Apt {
         Apt {
-            dir: root.join(arch.debian()),
+            dir: root.join(debian_name(arch)),
             mirror: mirror.trim_end_matches('/').to_string(),
             arch,
         }
@@ -216,7 +218,7 @@ impl Apt {
              Targets: Packages\nSigned-By: {KEYRING}\n",
             self.mirror,
             SUITES.join(" "),
-            self.arch.debian()
+            debian_name(self.arch)
         )
     }
 
@@ -258,7 +260,7 @@ impl Apt {
             "Dir::Cache::pkgcache=pkgcache.bin".to_string(),
             "Dir::Cache::srcpkgcache=".to_string(),
             format!("Dir::State::Status={d}/status"),
-            format!("APT::Architectures::={}", self.arch.debian()),
+            format!("APT::Architectures::={}", debian_name(self.arch)),
             "Acquire::Languages=none".to_string(),
             // One retry: an unreachable archive should fail in seconds.
             "Acquire::Retries=1".to_string(),
@@ -303,7 +305,7 @@ impl Apt {
         eprintln!(
             "ptelab: updating the Debian index ({}; {}) from {}",
             SUITES.join(", "),
-            self.arch.debian(),
+            debian_name(self.arch),
             self.mirror
         );
         let mut c = self.command("apt-get");
@@ -330,7 +332,7 @@ impl Apt {
     pub fn show(&self, package: &str) -> anyhow::Result<Stanza> {
         let mut c = self.command("apt-cache");
         c.arg("show")
-            .arg(format!("{package}:{}", self.arch.debian()));
+            .arg(format!("{package}:{}", debian_name(self.arch)));
         let out = run_captured(c, "apt-cache show")?;
         let mut all = Stanza::parse_all(&out);
         let mut best = all
@@ -352,7 +354,7 @@ impl Apt {
         let mut c = self.command("apt-get");
         c.arg("download").current_dir(dir);
         for (name, version) in packages {
-            c.arg(format!("{name}:{}={version}", self.arch.debian()));
+            c.arg(format!("{name}:{}={version}", debian_name(self.arch)));
         }
         run_streaming(c, "apt-get download")
     }

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context;
 
-use crate::bail_usage;
+use crate::error::bail_usage;
 
 /// The device the guest sees (the first namespace of the only NVMe controller).
 pub const GUEST_DEVICE: &str = "/dev/nvme0n1";

@@ -16,8 +16,8 @@ use super::disk::{self, DiskImage, DiskSpec};
 use super::frame::{self, FrameError};
 use super::initramfs::{self, Initramfs, JobDisk, JobFile, JOB_SCHEMA};
 use super::qemu::{self, Machine, Qemu};
-use super::spec::Arch;
-use crate::bail_usage;
+use crate::error::bail_usage;
+use crate::workload::Arch;
 
 // The accelerator choice is part of this module's interface.
 #[cfg_attr(not(test), allow(unused_imports))]

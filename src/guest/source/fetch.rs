@@ -13,8 +13,9 @@ use super::cache::{now_rfc3339, Cache, Cached, Manifest, Package};
 use super::debian::{self, Apt, Offer, Stanza, INDEX_MAX_AGE};
 use super::image::{self, OwnImage};
 use super::sources;
-use super::spec::{Arch, Flavour, KernelSpec, Version};
+use super::spec::{Flavour, KernelSpec, Version};
 use crate::error::usage;
+use crate::workload::Arch;
 
 /// How to resolve specs.
 pub struct Options<'a> {

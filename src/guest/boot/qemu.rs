@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
 
-use super::spec::Arch;
-use crate::bail_usage;
+use crate::error::bail_usage;
+use crate::workload::Arch;
 
 /// How QEMU runs a guest (the record layer's type: it is stored with the run).
 pub use crate::record::Accel;

@@ -10,10 +10,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::cache::Cache;
 use super::qemu;
 use super::run::{choose_accel, run_guest, AccelRequest, GuestJob};
-use super::spec::Arch;
+use crate::guest::source::cache::Cache;
+use crate::guest::source::spec::debian_name;
+use crate::workload::Arch;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 static NEVER: AtomicBool = AtomicBool::new(false);
@@ -23,7 +24,7 @@ const RELEASE: &str = "6.17.13+deb13-cloud";
 
 /// The ptelab a guest of `arch` runs: for x86_64 this build (glibc, with
 /// the libraries `ldd` lists) unless `PTELAB_GUEST_BINARY_X86_64` names
-/// another; for arm64 what `ptelab vm` uses, `guest::binary::guest_binary`
+/// another; for arm64 what `ptelab vm` uses, `guest::boot::binary::guest_binary`
 /// (`PTELAB_GUEST_BINARY_ARM64`, or a static musl build, made if out of date).
 fn binary(arch: Arch) -> Result<PathBuf, String> {
     if arch == Arch::X86_64 && std::env::var_os("PTELAB_GUEST_BINARY_X86_64").is_none() {
@@ -54,7 +55,7 @@ fn binary(arch: Arch) -> Result<PathBuf, String> {
 fn setup(arch: Arch) -> Result<(PathBuf, PathBuf), String> {
     qemu::find_emulator(arch).map_err(|e| e.to_string())?;
     let cache = Cache::from_env().map_err(|e| e.to_string())?;
-    let release = format!("{RELEASE}-{}", arch.debian());
+    let release = format!("{RELEASE}-{}", debian_name(arch));
     let kernel = cache
         .get(&release)
         .map_err(|e| e.to_string())?

@@ -8,8 +8,8 @@ use anyhow::Context;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::spec::Arch;
-use crate::bail_usage;
+use crate::error::bail_usage;
+use crate::workload::Arch;
 
 /// x86 boot protocol: "HdrS" at 0x202 (Documentation/arch/x86/boot.rst).
 const X86_MAGIC: (usize, &[u8]) = (0x202, b"HdrS");

@@ -27,7 +27,7 @@ const END: &str = "PTELAB-ANSWER-END ";
 
 /// A second channel in the same format, sent before the answer: the
 /// guest kernel's symbols for `vm --profile` (deflated text; see
-/// `guest::profile`).
+/// `guest::boot::profile`).
 pub const SYMBOLS: Channel = Channel {
     begin: "PTELAB-SYMBOLS-BEGIN v1 ",
     data: "PTELAB-SYMBOLS ",

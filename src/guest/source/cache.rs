@@ -1,5 +1,5 @@
 //! The kernel cache: `$XDG_CACHE_HOME/ptelab/kernels/RELEASE/` (default
-//! `~/.cache/ptelab/kernels`), one directory per Debian kernel release with
+//! `~/.cache/ptelab/kernels`; `$PTELAB_CACHE/kernels` for a shared one), one directory per Debian kernel release with
 //! its image, config, modules and a JSON manifest. An entry is assembled in
 //! a `.partial-PID-…` directory and renamed into place with its manifest
 //! already inside, so a directory with a manifest is always complete; what
@@ -13,7 +13,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::image::sha256_file;
-use super::spec::{Arch, Flavour, Version};
+use super::spec::{Flavour, Version};
+use crate::workload::Arch;
 
 /// The manifest file of a cache entry.
 pub const MANIFEST: &str = "manifest.json";
@@ -91,9 +92,15 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// `$XDG_CACHE_HOME/ptelab` (an absolute XDG_CACHE_HOME only, as the XDG
-    /// spec says), else `$HOME/.cache/ptelab`.
+    /// `$PTELAB_CACHE` (a cache shared by the nodes of a cluster,
+    /// docs/cluster.md), else `$XDG_CACHE_HOME/ptelab` (an absolute
+    /// XDG_CACHE_HOME only, as the XDG spec says), else `$HOME/.cache/ptelab`.
     pub fn from_env() -> anyhow::Result<Cache> {
+        if let Some(root) = std::env::var_os("PTELAB_CACHE").filter(|p| !p.is_empty()) {
+            return Ok(Cache {
+                root: std::path::absolute(root).context("PTELAB_CACHE")?,
+            });
+        }
         let xdg = std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute());
@@ -104,7 +111,7 @@ impl Cache {
                 .filter(|p| p.is_absolute())
             {
                 Some(h) => h.join(".cache"),
-                None => crate::bail_usage!(
+                None => crate::error::bail_usage!(
                     "no cache directory: set XDG_CACHE_HOME or HOME to an absolute path"
                 ),
             },

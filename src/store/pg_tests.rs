@@ -1,0 +1,318 @@
+//! The store on a real PostgreSQL server (a throwaway one per test,
+//! `testserver`): the round-trip property of `roundtrip.rs`, concurrent
+//! writers, and every refusal of a database or server that is not fit.
+//! Where PostgreSQL is not installed the tests skip saying why (on CI they
+//! fail: `./setup` installs it).
+
+use std::collections::BTreeSet;
+
+use proptest::test_runner::{Config, TestRunner};
+
+use super::roundtrip::{check, run_spec, same, write, CASES};
+use super::tests::{cell, host};
+use super::testserver::{free_port, TestServer};
+use super::*;
+use crate::workload::FolioSpec;
+
+fn store_at(url: &str) -> Store {
+    Store::open(Location::Postgres(url.into())).unwrap()
+}
+
+#[test]
+fn every_run_reads_back_equal_on_postgres() {
+    let Some(server) = TestServer::start_or_skip("every_run_reads_back_equal_on_postgres") else {
+        return;
+    };
+    let store = store_at(&server.create_database("roundtrip"));
+    let mut runner = TestRunner::new(Config::with_cases(CASES));
+    runner
+        .run(&run_spec(), |spec| {
+            let id = write(&store, &spec).unwrap();
+            let got = store.load(id).unwrap();
+            check(&spec, &got)?;
+            let text = serde_json::to_string_pretty(&got).unwrap();
+            let doc: StoredRun = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert!(same(&doc, &got), "document:\n{}", text);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn runs_tags_calibrations_and_names_on_postgres() {
+    let Some(server) = TestServer::start_or_skip("runs_tags_calibrations_and_names_on_postgres")
+    else {
+        return;
+    };
+    let url = server.create_database("names");
+    let store = store_at(&url);
+    let r1 = store
+        .begin_run(
+            "bench",
+            "1",
+            &host(),
+            &["base".into(), "a-b".into(), "ab".into()],
+        )
+        .unwrap();
+    store
+        .insert_cell(r1, &cell(4, FolioSpec::Base, 100.0))
+        .unwrap();
+    store.finish_run(r1, RunStatus::Complete).unwrap();
+    let r2 = store
+        .begin_run("bench", "2", &host(), &["base".into()])
+        .unwrap();
+    store.add_tags(r2, &["new".into(), "base".into()]).unwrap();
+    assert_eq!(store.resolve("latest").unwrap(), r2);
+    assert_eq!(store.resolve("latest~1").unwrap(), r1);
+    assert_eq!(store.resolve("base").unwrap(), r2);
+    assert_eq!(store.resolve_runs("base", true).unwrap(), vec![r1, r2]);
+    for bad in ["latest~2", "nope", "99"] {
+        assert!(crate::error::is_usage(&store.resolve(bad).unwrap_err()));
+    }
+    let runs = store.runs().unwrap();
+    // Byte order, whatever the server's collation.
+    assert_eq!(runs[0].tags, ["a-b", "ab", "base"]);
+    assert_eq!(runs[0].status, RunStatus::Complete);
+    assert!(runs[0].finished_at.as_deref().unwrap().ends_with('Z'));
+    assert_eq!(runs[1].status, RunStatus::Running, "this process owns it");
+    assert_eq!(runs[1].tags, ["base", "new"]);
+    let cal = Calibration {
+        id: None,
+        machine_id: "m".into(),
+        kernel_release: "6.18".into(),
+        measured_at: "2026-05-01T00:00:00Z".into(),
+        runs: vec![r1, r2],
+        span_s: 1.5,
+        adjusted: Repeatability {
+            coefficient: 0.048,
+            rms: 0.02,
+            max: 0.07,
+            n: 40,
+            coverage: 0.95,
+        },
+        raw: Repeatability {
+            coefficient: 0.083,
+            rms: 0.03,
+            max: 0.1,
+            n: 40,
+            coverage: 0.95,
+        },
+        cells: vec![],
+        differences: Differences::default(),
+    };
+    let id = store.insert_calibration(&cal).unwrap();
+    let back = store.calibrations("m").unwrap();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].id, Some(id));
+    assert_eq!(back[0].runs, cal.runs);
+    // A second open finds the schema in place and migrates nothing.
+    let again = store_at(&url);
+    assert_eq!(again.runs().unwrap().len(), 2);
+}
+
+#[test]
+fn eight_concurrent_writers_lose_no_run_and_reuse_no_id() {
+    let Some(server) = TestServer::start_or_skip("eight_concurrent_writers") else {
+        return;
+    };
+    // A fresh database: the eight first opens race to create the schema too.
+    let url = server.create_database("writers");
+    const WRITERS: usize = 8;
+    const RUNS: usize = 5;
+    const CELLS: u64 = 6;
+    let barrier = std::sync::Barrier::new(WRITERS);
+    let written: Vec<Vec<(RunId, Vec<i64>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (url, barrier) = (&url, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let store = store_at(url);
+                    (0..RUNS)
+                        .map(|r| {
+                            let run = store
+                                .begin_run("sweep", &format!("writer {w} run {r}"), &host(), &[])
+                                .unwrap();
+                            let cells = (0..CELLS)
+                                .map(|i| {
+                                    store
+                                        .insert_cell(run, &cell(4 * (i + 1), FolioSpec::Base, 1.0))
+                                        .unwrap()
+                                })
+                                .collect();
+                            store.finish_run(run, RunStatus::Complete).unwrap();
+                            (run, cells)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let runs: BTreeSet<RunId> = written.iter().flatten().map(|(r, _)| *r).collect();
+    assert_eq!(runs.len(), WRITERS * RUNS, "a run id was given twice");
+    let cells: BTreeSet<i64> = written
+        .iter()
+        .flatten()
+        .flat_map(|(_, c)| c.clone())
+        .collect();
+    assert_eq!(
+        cells.len(),
+        WRITERS * RUNS * CELLS as usize,
+        "a cell id was given twice"
+    );
+    let store = store_at(&url);
+    let stored = store.runs().unwrap();
+    assert_eq!(stored.len(), WRITERS * RUNS, "a run was lost");
+    for r in &stored {
+        assert_eq!(
+            (r.cells, r.status),
+            (CELLS, RunStatus::Complete),
+            "{}",
+            r.command
+        );
+    }
+    let commands: BTreeSet<&str> = stored.iter().map(|r| r.command.as_str()).collect();
+    assert_eq!(commands.len(), WRITERS * RUNS);
+    let mut c = server.client("writers");
+    let version: String = c
+        .query_one(
+            "SELECT value FROM ptelab_meta WHERE key = 'user_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        version,
+        MIGRATIONS.len().to_string(),
+        "migrated once, to the end"
+    );
+}
+
+/// `Store::open` refuses `url` as bad input, with a message holding each of
+/// `says` and never the password.
+fn refused(url: &str, says: &[&str]) {
+    let err = Store::open(Location::Postgres(url.into())).err().unwrap();
+    let msg = format!("{err:#}");
+    assert!(crate::error::is_usage(&err), "not a usage error: {msg}");
+    for part in says {
+        assert!(msg.contains(part), "{part:?} not in {msg}");
+    }
+    assert!(!msg.contains(super::testserver::PASSWORD), "{msg}");
+}
+
+#[test]
+fn refuses_unfit_servers_and_databases_writing_nothing() {
+    let Some(server) = TestServer::start_or_skip("refuses_unfit_servers_and_databases") else {
+        return;
+    };
+    let port = server.port;
+    let pw = super::testserver::PASSWORD;
+    // No server on that port.
+    let closed = free_port().unwrap();
+    refused(
+        &format!("postgres://ptelab:{pw}@127.0.0.1:{closed}/x"),
+        &[
+            "cannot reach the server",
+            &format!("127.0.0.1:{closed}"),
+            "ptelab:***@",
+        ],
+    );
+    // Bad credentials.
+    refused(
+        &format!("postgres://ptelab:wrong@127.0.0.1:{port}/postgres"),
+        &["refused user 'ptelab''s password", "PGPASSWORD"],
+    );
+    refused(
+        &format!("postgres://nobody:{pw}@127.0.0.1:{port}/postgres"),
+        &["nobody"],
+    );
+    // No such database.
+    refused(
+        &format!("postgres://ptelab:{pw}@127.0.0.1:{port}/absent"),
+        &["no database 'absent'", "createdb"],
+    );
+    // Another application's database: refused, and left as it was.
+    let other = server.create_database("other");
+    let mut c = server.client("other");
+    c.batch_execute("CREATE TABLE notes (id BIGINT PRIMARY KEY, body TEXT)")
+        .unwrap();
+    refused(
+        &other,
+        &[
+            "is not a ptelab results database",
+            "another application's tables: notes",
+            "--db",
+        ],
+    );
+    let tables: Vec<String> = c
+        .query(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(tables, ["notes"], "something was written");
+    // A newer schema: refused, nothing written.
+    let newer = server.create_database("newer");
+    let run = {
+        let store = store_at(&newer);
+        store.begin_run("bench", "old", &host(), &[]).unwrap()
+    };
+    let mut c = server.client("newer");
+    c.batch_execute("UPDATE ptelab_meta SET value = '99' WHERE key = 'user_version'")
+        .unwrap();
+    refused(
+        &newer,
+        &["schema version 99", "newer than this ptelab", "newer"],
+    );
+    let n: i64 = c.query_one("SELECT COUNT(*) FROM run", &[]).unwrap().get(0);
+    assert_eq!((n, run), (1, 1));
+    let v: String = c
+        .query_one(
+            "SELECT value FROM ptelab_meta WHERE key = 'user_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, "99");
+}
+
+#[test]
+fn a_failed_cell_leaves_nothing_and_its_id_is_never_given_again() {
+    let Some(server) = TestServer::start_or_skip("a_failed_cell_leaves_nothing") else {
+        return;
+    };
+    let store = store_at(&server.create_database("failed"));
+    let run = store.begin_run("sweep", "s", &host(), &[]).unwrap();
+    let first = store
+        .insert_cell(run, &cell(4, FolioSpec::Base, 1.0))
+        .unwrap();
+    // Fails inside the transaction, after the cell row went in: a flush
+    // count no database integer holds.
+    let mut bad = cell(8, FolioSpec::Base, 1.0);
+    bad.tlb_flushes.breakdown.insert("x".into(), u64::MAX);
+    let err = store.insert_cell(run, &bad).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("postgres://ptelab:***@"),
+        "{err:#}"
+    );
+    let next = store
+        .insert_cell(run, &cell(12, FolioSpec::Base, 1.0))
+        .unwrap();
+    assert!(
+        next > first + 1,
+        "the rolled-back cell's id {} came back",
+        first + 1
+    );
+    let got = store.load(run).unwrap();
+    assert_eq!(got.cells.len(), 2);
+    assert_eq!(
+        got.kernel_cells()
+            .map(|c| c.size_bytes >> 10)
+            .collect::<Vec<_>>(),
+        [4, 12]
+    );
+}

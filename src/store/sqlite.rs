@@ -1,0 +1,138 @@
+//! The results database in an SQLite file (the default, one machine).
+//!
+//! - WAL journal, a busy timeout and `BEGIN IMMEDIATE` write transactions let
+//!   several ptelab processes write one file at once without corrupting it or
+//!   failing with "database is locked".
+//! - The schema version is `PRAGMA user_version`; the owner is `PRAGMA
+//!   application_id` ("ptlb"). A file that is not a ptelab database (not
+//!   SQLite, or another application's: its header and tables tell) is
+//!   refused as bad input before anything is written to it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use rusqlite::Connection;
+
+use super::{identity, Identity, Store, APPLICATION_ID, MIGRATIONS};
+
+/// How long a writer waits for another process's transaction before failing.
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Open (create) the file with the busy timeout set.
+pub(super) fn connect(path: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open(path)
+        .with_context(|| format!("cannot open results database {}", path.display()))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .with_context(|| format!("configure results database {}", path.display()))?;
+    Ok(conn)
+}
+
+fn conn(store: &Store) -> &Connection {
+    match &store.db {
+        super::db::Db::Sqlite(c) => c,
+        super::db::Db::Postgres(_) => unreachable!("an SQLite store"),
+    }
+}
+
+/// Refuse a file that is not ptelab's, switch it to WAL, and migrate it.
+pub(super) fn identify_and_migrate(store: &Store) -> anyhow::Result<()> {
+    identify(store)?;
+    configure(conn(store)).with_context(|| store.what("configure"))?;
+    migrate(store)
+}
+
+/// Refuse a file that is not a ptelab database: exit 2, saying what to do.
+fn identify(store: &Store) -> anyhow::Result<()> {
+    let conn = conn(store);
+    let read = || -> rusqlite::Result<(i64, i64, Vec<String>)> {
+        // One read transaction: a consistent view while another ptelab
+        // may be creating the database.
+        let tx = conn.unchecked_transaction()?;
+        let app = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        let version = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let tables = tx
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' \
+                 AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+            )?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok((app, version, tables))
+    };
+    let (app, version, tables) = match read() {
+        Ok(found) => found,
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::NotADatabase =>
+        {
+            return Err(store.not_ours("SQLite cannot read it as a database"));
+        }
+        Err(e) => return Err(e).with_context(|| store.what("read the database header")),
+    };
+    match identity(app, version, &tables) {
+        Identity::Fresh | Identity::Ours => Ok(()),
+        Identity::Foreign(why) => Err(store.not_ours(&why)),
+    }
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    // journal_mode answers with a row; WAL persists in the file. Switching
+    // to WAL needs an exclusive lock and SQLite answers BUSY at once
+    // (without the busy handler) while another connection switches it
+    // too, as happens when several ptelab processes create one database:
+    // skip it when already WAL, retry it otherwise.
+    let started = std::time::Instant::now();
+    loop {
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            break;
+        }
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => break,
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // NORMAL is safe in WAL mode: a crashed process loses nothing
+    // committed; only a power cut may lose the last transactions.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    Ok(())
+}
+
+fn migrate(store: &Store) -> anyhow::Result<()> {
+    let tx = store
+        .db
+        .transaction()
+        .with_context(|| store.what("migrate schema"))?;
+    let conn = conn(store);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .with_context(|| store.what("read schema version"))?;
+    store.check_version(version)?;
+    let known = MIGRATIONS.len() as i64;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        conn.execute_batch(sql)
+            .with_context(|| store.what(&format!("apply schema migration {}", i + 1)))?;
+    }
+    if version < known {
+        conn.pragma_update(None, "user_version", known)
+            .with_context(|| store.what("set schema version"))?;
+    }
+    // Stamped outside the numbered migrations: a header field, not a
+    // schema change, so older ptelab builds still open the file.
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .with_context(|| store.what("read application id"))?;
+    if app != APPLICATION_ID {
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .with_context(|| store.what("set application id"))?;
+    }
+    tx.commit()
+        .with_context(|| store.what("commit schema migration"))
+}

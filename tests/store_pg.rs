@@ -1,0 +1,223 @@
+//! The command line on a PostgreSQL results database (`--db postgres://…`,
+//! `PTELAB_DB`), against a throwaway server (`common::testserver`): every
+//! command that reads gives what it gives on SQLite, eight processes storing
+//! at once lose nothing, and a server or database that is unfit is bad input
+//! (exit 2, one line, nothing written).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::common::testserver::{free_port, TestServer, PASSWORD};
+use crate::common::{kernel_cell, ptelab, TempDb};
+
+/// A run document of `cells` measured cells on `kernel`, tagged `tag`.
+fn run_doc(kernel: &str, day: u32, tag: &str, medians: &[f64]) -> Value {
+    let cells: Vec<Value> = medians
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let samples = (0..12)
+                .map(|j| m * (1.0 + (j as f64 - 5.5) / 1000.0))
+                .collect();
+            kernel_cell(4 << (3 * i), "4K", 4096, *m, samples)
+        })
+        .collect();
+    serde_json::json!({
+        "schema": "ptelab/run/v1",
+        "run": {
+            "id": day, "kind": "sweep", "command": "ptelab sweep mprotect-toggle",
+            "started_at": format!("2026-05-{day:02}T10:00:00Z"),
+            "finished_at": format!("2026-05-{day:02}T10:05:00Z"),
+            "status": "complete", "kernel_release": kernel, "arch": "x86_64",
+            "machine_id": "0123456789abcdef0123456789abcdef", "tool_version": "0.1.0",
+            "git_revision": null, "tags": [tag], "cells": cells.len(),
+        },
+        "host": {
+            "kernel_release": kernel, "arch": "x86_64", "cpu_model": "test", "cores": 2,
+            "paravirt": null, "machine_id": "0123456789abcdef0123456789abcdef",
+            "tool_version": "0.1.0", "git_revision": null,
+        },
+        "cells": cells,
+    })
+}
+
+/// Run ptelab with `args`, the database given by `PTELAB_DB` (no `--db`);
+/// returns stdout, asserting success.
+fn with_env_db(db: &str, args: &[&str]) -> String {
+    let out = ptelab().env("PTELAB_DB", db).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} on {db}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn every_reading_command_gives_on_postgres_what_it_gives_on_sqlite() {
+    let Some(server) = TestServer::start_or_skip("every_reading_command_on_postgres") else {
+        return;
+    };
+    let pg = server.create_database("cli");
+    let file = TempDb::new();
+    let docs = [
+        run_doc("6.16.0", 1, "base", &[1713.0, 3453.0, 18804.0]),
+        run_doc("6.17.0", 2, "cand", &[1720.0, 5993.0, 44116.0]),
+    ];
+    let mut import = vec!["runs".to_string()];
+    for (i, d) in docs.iter().enumerate() {
+        let f = file.dir().join(format!("run{i}.json"));
+        std::fs::write(&f, d.to_string()).unwrap();
+        import.extend(["--import".into(), f.display().to_string()]);
+    }
+    let import: Vec<&str> = import.iter().map(String::as_str).collect();
+    for db in [file.path(), pg.as_str()] {
+        ptelab().args(&import).args(["--db", db]).assert().success();
+    }
+    for args in [
+        &["runs", "--json"][..],
+        &["runs"],
+        &["show", "latest", "--json"],
+        &["show", "base"],
+        &["compare", "base", "cand", "--json"],
+        &["compare", "1", "2"],
+    ] {
+        let (a, b) = (with_env_db(file.path(), args), with_env_db(&pg, args));
+        assert_eq!(a, b, "{args:?} differs between SQLite and PostgreSQL");
+    }
+    // --db wins over PTELAB_DB.
+    let out = ptelab()
+        .env("PTELAB_DB", "postgres://nobody@127.0.0.1:1/none")
+        .args(["runs", "--json", "--db", &pg])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A report renders from the server too.
+    let html = file.dir().join("r.html");
+    ptelab()
+        .args(["report", "cand", "--vs", "base", "-o"])
+        .arg(&html)
+        .args(["--db", &pg])
+        .assert()
+        .success();
+    assert!(std::fs::read_to_string(&html).unwrap().contains("6.17.0"));
+}
+
+#[test]
+fn eight_processes_storing_at_once_lose_no_run() {
+    let Some(server) = TestServer::start_or_skip("eight_processes_storing_at_once") else {
+        return;
+    };
+    // A fresh database: the eight first opens also race to create the schema.
+    let pg = server.create_database("eight");
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            crate::common::ptelab_std()
+                .args(["model", "mprotect-toggle", "--size", "64K", "--tag"])
+                .arg(format!("writer-{i}"))
+                .args(["--db", &pg])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        crate::common::assert_success(&c.wait_with_output().unwrap());
+    }
+    let runs: Value = serde_json::from_str(&with_env_db(&pg, &["runs", "--json"])).unwrap();
+    let runs = runs["runs"].as_array().unwrap_or_else(|| panic!("{runs}"));
+    assert_eq!(runs.len(), 8, "a run was lost");
+    let ids: BTreeSet<i64> = runs.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids.len(), 8, "an id was given twice");
+    let tags: BTreeSet<&str> = runs
+        .iter()
+        .map(|r| r["tags"][0].as_str().unwrap())
+        .collect();
+    assert_eq!(tags.len(), 8);
+    for r in runs {
+        assert_eq!(r["status"], "complete", "{r}");
+        assert!(r["cells"].as_u64().unwrap() > 0, "{r}");
+    }
+}
+
+/// `args` on `db` exits 2 with one line on stderr holding each of `says`,
+/// never the password.
+fn bad_input(db: &str, args: &[&str], says: &[&str]) {
+    let out = ptelab().args(args).args(["--db", db]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for s in says {
+        assert!(err.contains(s), "{s:?} not in {err}");
+    }
+    assert!(!err.contains(PASSWORD) && !err.contains("s3cret"), "{err}");
+}
+
+#[test]
+fn an_unreachable_server_is_bad_input() {
+    // Needs no server: nothing listens on a port just found free.
+    let port = free_port().unwrap();
+    let db = format!("postgres://lab:s3cret@127.0.0.1:{port}/ptelab");
+    for args in [
+        &["runs"][..],
+        &["show", "latest"],
+        &["model", "mprotect-toggle", "--size", "64K"],
+    ] {
+        bad_input(
+            &db,
+            args,
+            &[
+                "postgres://lab:***@127.0.0.1",
+                "cannot reach the server",
+                "check the host and port",
+            ],
+        );
+    }
+}
+
+#[test]
+fn bad_credentials_and_foreign_databases_are_bad_input() {
+    let Some(server) = TestServer::start_or_skip("bad_credentials_and_foreign_databases") else {
+        return;
+    };
+    let wrong = format!("postgres://ptelab:wrong@127.0.0.1:{}/postgres", server.port);
+    for args in [
+        &["runs"][..],
+        &["model", "mprotect-toggle", "--size", "64K"],
+    ] {
+        bad_input(&wrong, args, &["refused user 'ptelab''s password"]);
+    }
+    let other = server.create_database("other");
+    server
+        .client("other")
+        .batch_execute("CREATE TABLE orders (id BIGINT PRIMARY KEY)")
+        .unwrap();
+    for args in [
+        &["runs"][..],
+        &["model", "mprotect-toggle", "--size", "64K"],
+    ] {
+        bad_input(
+            &other,
+            args,
+            &["is not a ptelab results database (it holds another application's tables: orders)"],
+        );
+    }
+    let n: i64 = server
+        .client("other")
+        .query_one(
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        n, 1,
+        "a table was created in another application's database"
+    );
+}
