@@ -118,7 +118,9 @@ impl SharedFile {
         file.sync_data().context("fdatasync of the file")?;
         let region =
             Region::map_with_room(SIZE, FolioSpec::Mthp(CHUNK as u64), 0, PMD_SIZE as usize)?;
-        region.map_shared_file(&file).context("mapping the file")?;
+        region
+            .map_shared_file(&file, 0)
+            .context("mapping the file")?;
         // Keep file THPs off the PMD path (the model is PTE-level).
         madvise(
             region.addr(),

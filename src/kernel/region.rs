@@ -273,9 +273,9 @@ impl Region {
     }
 
     /// Replace the region's anonymous memory by a `MAP_SHARED` mapping of
-    /// `file` (offset 0, same length, read-write). The region still unmaps
-    /// the range on drop.
-    pub fn map_shared_file(&self, file: &std::fs::File) -> anyhow::Result<()> {
+    /// `file` from byte `offset` (page-aligned; same length, read-write). The
+    /// region still unmaps the range on drop.
+    pub fn map_shared_file(&self, file: &std::fs::File, offset: u64) -> anyhow::Result<()> {
         use std::os::fd::AsRawFd;
         // SAFETY: MAP_FIXED over the range this region owns; nothing
         // references the anonymous memory it replaces.
@@ -286,7 +286,7 @@ impl Region {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_FIXED,
                 file.as_raw_fd(),
-                0,
+                offset as libc::off_t,
             )
         };
         if p == libc::MAP_FAILED {

@@ -52,6 +52,11 @@ pub trait KernelOp {
     }
     /// The regions (for layout checks and VMA counts).
     fn regions(&self) -> &[Region];
+    /// mm calls in the TLB-flush counting pass (at most). A workload whose
+    /// every call needs a costly untimed setup asks for fewer.
+    fn flush_pass_calls(&self) -> u64 {
+        64
+    }
     /// Pages one mm call covers (for ns/page).
     fn pages_per_call(&self) -> u64 {
         self.regions()

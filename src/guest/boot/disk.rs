@@ -31,6 +31,8 @@ pub const FSTYPE: &str = "ext4";
 /// The environment variable that points the guest command at the disk: the
 /// reclaim workload's directory for its files and swapfiles.
 pub const GUEST_ENV: &str = "PTELAB_RECLAIM_DIR";
+/// How the reclaim workload refills its page cache (`write` or `reread`).
+pub const REFILL_ENV: &str = "PTELAB_RECLAIM_REFILL";
 
 /// Fixed room beside the data: ext4's metadata and 4 MiB journal, and small
 /// data sizes.

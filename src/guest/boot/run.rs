@@ -152,6 +152,14 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         jobfile
             .env
             .insert(disk::GUEST_ENV.into(), disk::GUEST_MOUNT.into());
+        // How the reclaim workload refills its page cache, chosen here for
+        // the guest too (a paired comparison of the two ways in guests).
+        if let Some(refill) = std::env::var(disk::REFILL_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
+            jobfile.env.insert(disk::REFILL_ENV.into(), refill);
+        }
     }
     for f in &job.files {
         check_static(f, job.arch)?;

@@ -13,9 +13,6 @@ use crate::measure::ops::{self, KernelOp};
 use crate::measure::probe;
 use crate::record::{Layout, TlbFlushes};
 
-/// mm calls in the TLB-flush counting pass (at most).
-const FLUSH_PASS_CALLS: u64 = 64;
-
 /// The running kernel, for the blocks of one session.
 pub struct KernelBackend<'a> {
     /// The THP knob guard (layout control), or `None` without root.
@@ -133,7 +130,7 @@ fn count_flushes(op: &mut dyn KernelOp, nphases: usize) -> anyhow::Result<Vec<Tl
         // Calls per invocation are fixed by the workload; learn them once.
         op.phase_setup(phase)?;
         let per = op.phase_call(phase)?.max(1);
-        let invocations = (FLUSH_PASS_CALLS / per).max(1);
+        let invocations = (op.flush_pass_calls() / per).max(1);
         // Both closures drive the same op; a RefCell lets them take turns.
         let state = std::cell::RefCell::new((&mut *op, None::<anyhow::Error>));
         let step = |setup: bool| {

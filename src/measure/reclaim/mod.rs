@@ -71,6 +71,8 @@
 //! released by `Drop` on success, error, panic and interrupt (the runner turns
 //! SIGINT into an error between samples).
 
+mod refill;
+
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -86,6 +88,8 @@ use crate::kernel::region::{madvise, Region, PAGE_SIZE};
 use crate::kernel::swap::{SwapFile, SwapoutStats};
 use crate::kernel::{host, layout, mmenv, procfs};
 use crate::workload::FolioSpec;
+pub use refill::Refill;
+use refill::{pad_for, read_all, Backing};
 
 /// Share of the populated file pages each call asks to reclaim (the seed's
 /// 8 GiB of 10 GiB).
@@ -199,6 +203,9 @@ pub struct ReclaimOptions {
     pub dir: PathBuf,
     /// `PTELAB_RECLAIM_METHOD`, when set.
     pub forced_method: Option<Method>,
+    /// How the page cache is refilled before each call
+    /// (`PTELAB_RECLAIM_REFILL`, default write).
+    pub refill: Refill,
 }
 
 impl ReclaimOptions {
@@ -214,6 +221,7 @@ impl ReclaimOptions {
             swapfile,
             dir: reclaim_dir(),
             forced_method,
+            refill: Refill::from_env(Refill::Write)?,
         })
     }
 }
@@ -238,12 +246,6 @@ fn resident_pages(addr: *mut u8, len: usize) -> anyhow::Result<u64> {
         return Err(std::io::Error::last_os_error()).context("mincore");
     }
     Ok(vec.iter().filter(|&&b| b & 1 != 0).count() as u64)
-}
-
-/// One file mapped over one of the runner's regions.
-struct Backing {
-    file: File,
-    chunk: usize,
 }
 
 /// Present and swapped pages of `[addr, addr+len)` by /proc/self/pagemap
@@ -274,6 +276,9 @@ pub struct Reclaim {
     label: &'static str,
     /// Whether the files are populated, synced, mapped young and resident.
     ready: bool,
+    /// How the files are refilled, and whether they were written once.
+    refill: Refill,
+    written: bool,
     /// Pages reclaimed and calls made, over every timed call.
     reclaimed: u64,
     calls: u64,
@@ -326,6 +331,8 @@ impl Reclaim {
             control: None,
             label,
             ready: false,
+            refill: opts.refill,
+            written: false,
             reclaimed: 0,
             calls: 0,
         };
@@ -362,9 +369,14 @@ impl Reclaim {
             } else {
                 PAGE_SIZE
             };
-            file.set_len(r.len() as u64).context("sizing the file")?;
-            map_file_over(r, &file)?;
-            op.files.push(Backing { file, chunk });
+            let pad = match op.refill {
+                Refill::Reread => pad_for(r.spec()),
+                Refill::Write => 0,
+            };
+            file.set_len((pad + r.len()) as u64)
+                .context("sizing the file")?;
+            map_file_over(r, &file, pad as u64)?;
+            op.files.push(Backing { file, chunk, pad });
         }
         op.populate()?;
         op.check_layout()?;
@@ -401,7 +413,8 @@ impl Reclaim {
             match self.layout_verdict()? {
                 0 => return Ok(()),
                 missing if attempt == 2 => bail!(
-                    "{missing} file pages were evicted between population and the layout check                      three times in a row (memory pressure or a DAMON pageout scheme)"
+                    "{missing} file pages were evicted between population and the layout check \
+                     three times in a row (memory pressure or a DAMON pageout scheme)"
                 ),
                 _ => self.populate()?,
             }
@@ -453,12 +466,7 @@ impl Reclaim {
             return self.refill();
         }
         for attempt in 0..3 {
-            for (r, b) in self.regions.iter().zip(&self.files) {
-                write_clean(b, r.len())?;
-                // Read every page: faults map the folios, and the hardware
-                // sets the accessed bit of every PTE.
-                read_all(r.addr(), r.len());
-            }
+            self.fill_files()?;
             let mut missing = 0;
             for r in &self.regions {
                 missing += (r.len() / PAGE_SIZE) as u64 - resident_pages(r.addr(), r.len())?;
@@ -475,6 +483,56 @@ impl Reclaim {
             }
         }
         unreachable!()
+    }
+
+    /// Fill the files' page cache by the refill way (module `refill`) and
+    /// map every page young. A reread whose layout is not the requested one
+    /// switches to write for good.
+    fn fill_files(&mut self) -> anyhow::Result<()> {
+        if self.refill == Refill::Reread && !self.written {
+            // Written once; every fill, the first included, reads it back,
+            // so every call starts from reread folios.
+            for (r, b) in self.regions.iter().zip(&self.files) {
+                b.write_clean(r.len())?;
+            }
+            self.written = true;
+        }
+        for (r, b) in self.regions.iter().zip(&self.files) {
+            match self.refill {
+                Refill::Write => b.write_clean(r.len())?,
+                Refill::Reread => b.reread(r.addr(), r.len(), r.spec())?,
+            }
+            // Read every page: faults map the folios, and the hardware
+            // sets the accessed bit of every PTE.
+            read_all(r.addr(), r.len());
+        }
+        if self.refill == Refill::Reread {
+            if let Some(why) = self.reread_mismatch()? {
+                eprintln!(
+                    "ptelab: reclaim: rereading the file did not give the requested folios \
+                     ({why}); the page cache is rewritten before each call instead"
+                );
+                self.refill = Refill::Write;
+                return self.fill_files();
+            }
+        }
+        Ok(())
+    }
+
+    /// Why the reread folios are not the requested ones, if they are not
+    /// (pages missing count as resident here: `populate` deals with those).
+    fn reread_mismatch(&self) -> anyhow::Result<Option<String>> {
+        if let Err(e) = layout::verification_available() {
+            return Ok(Some(format!("the layout cannot be verified: {e:#}")));
+        }
+        for r in &self.regions {
+            let l = layout::observe(r.addr(), r.len(), r.spec())?;
+            let (want, _) = layout::expected(r.spec(), r.len() as u64);
+            if l.pages_present == l.pages_total && l.histogram != want {
+                return Ok(Some(format!("observed {}", l.summary())));
+            }
+        }
+        Ok(None)
     }
 
     /// Anon mode: zap the region (freeing its swap slots) and fault it in
@@ -591,9 +649,10 @@ fn lru_name(mglru: Option<(String, bool)>) -> &'static str {
     }
 }
 
-/// `mmap(MAP_SHARED | MAP_FIXED)` of `file` over the region's range.
-fn map_file_over(r: &Region, file: &File) -> anyhow::Result<()> {
-    r.map_shared_file(file)
+/// `mmap(MAP_SHARED | MAP_FIXED)` of `file` from `offset` over the region's
+/// range.
+fn map_file_over(r: &Region, file: &File, offset: u64) -> anyhow::Result<()> {
+    r.map_shared_file(file, offset)
         .context("mapping the reclaim file")?;
     // PMD-mapping file THPs would take them off the PTE path; 2M-pte asks for
     // PTE-mapped PMD-sized folios.
@@ -602,35 +661,6 @@ fn map_file_over(r: &Region, file: &File) -> anyhow::Result<()> {
         _ => (libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE"),
     };
     madvise(r.addr(), r.len(), advice.0, advice.1)
-}
-
-/// Truncate (dropping page cache and shadow entries), rewrite in chunks,
-/// fdatasync.
-fn write_clean(b: &Backing, len: usize) -> anyhow::Result<()> {
-    use std::os::unix::fs::FileExt;
-    b.file.set_len(0).context("truncating the reclaim file")?;
-    b.file
-        .set_len(len as u64)
-        .context("sizing the reclaim file")?;
-    let buf = vec![0x5Au8; b.chunk];
-    let mut off = 0;
-    while off < len {
-        b.file
-            .write_all_at(&buf, off as u64)
-            .context("writing the reclaim file")?;
-        off += b.chunk;
-    }
-    b.file.sync_data().context("fdatasync of the reclaim file")
-}
-
-/// Read one byte of every page.
-fn read_all(addr: *mut u8, len: usize) {
-    let mut off = 0;
-    while off < len {
-        // SAFETY: the range is our readable mapping of a file at least len long.
-        unsafe { std::ptr::read_volatile(addr.add(off)) };
-        off += PAGE_SIZE;
-    }
 }
 
 impl KernelOp for Reclaim {
@@ -687,6 +717,14 @@ impl KernelOp for Reclaim {
 
     fn regions(&self) -> &[Region] {
         &self.regions
+    }
+
+    /// Every call refills the whole page cache first (untimed, but under
+    /// TCG on x86-64 the refills were half of a guest's time at 64 calls),
+    /// and a call's flushes vary little from call to call (205..207 per call
+    /// at 16M, 64K, x86-64 7.1.3): 8 calls count them.
+    fn flush_pass_calls(&self) -> u64 {
+        8
     }
 
     /// Mean pages reclaimed per call, as mincore saw them leave.
@@ -770,10 +808,11 @@ mod tests {
         let b = Backing {
             file: temp_file(&dir).unwrap(),
             chunk: PAGE_SIZE,
+            pad: 0,
         };
         b.file.set_len(r.len() as u64).unwrap();
-        map_file_over(&r, &b.file).unwrap();
-        write_clean(&b, r.len()).unwrap();
+        map_file_over(&r, &b.file, 0).unwrap();
+        b.write_clean(r.len()).unwrap();
         read_all(r.addr(), r.len());
         assert_eq!(resident_pages(r.addr(), r.len()).unwrap(), 64);
         madvise(r.addr(), r.len(), libc::MADV_PAGEOUT, "MADV_PAGEOUT").unwrap();
