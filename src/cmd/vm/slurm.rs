@@ -21,9 +21,8 @@ use crate::cli::guest::GuestCommand;
 use crate::cli::vm::{AccelFlag, VmArgs};
 use crate::error::bail_usage;
 use crate::fleet::slurm::{self, Batch, Task, TaskState};
-use crate::fleet::Kernel;
+use crate::guest::source;
 use crate::guest::source::cache::Cache;
-use crate::guest::source::fetch;
 use crate::guest::KernelSpec;
 use crate::report::cells;
 use crate::store::{RunId, Store};
@@ -239,7 +238,7 @@ fn stage_shared_cache(
     arch: Option<Arch>,
     env: &mut Vec<(String, OsString)>,
 ) -> anyhow::Result<PathBuf> {
-    let opts = fetch::Options {
+    let opts = source::Options {
         arch,
         mirror: args.guest.mirror.clone(),
         interrupted: crate::kernel::signals::interrupted(),
@@ -247,7 +246,7 @@ fn stage_shared_cache(
     let mut arches = Vec::new();
     for spec in specs {
         eprintln!("ptelab: kernel {spec} into {} …", cache.root.display());
-        let k = Kernel::resolve(cache, spec.clone(), &opts)?;
+        let k = spec.resolve(cache, &opts)?;
         if !arches.contains(&k.arch) {
             arches.push(k.arch);
         }
