@@ -16,4 +16,5 @@ mod store_cli;
 mod store_kill;
 mod store_pg;
 mod vm_cli;
+mod vm_slurm;
 mod workloads_cli;

@@ -75,6 +75,8 @@ pub struct VmArgs {
     pub append: Vec<String>,
     #[command(flatten)]
     pub out: StoreOpts,
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterOpts,
     /// The command run in each guest, after `--`: bench, sweep, crosscheck,
     /// doctor or model, with its own flags (e.g. `-- bench mprotect-toggle
     /// --size 4M`), or `exec NAME ARGS…` for a program given with --file.

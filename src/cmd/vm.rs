@@ -13,6 +13,8 @@
 
 use std::process::ExitCode;
 
+mod slurm;
+
 use anyhow::Context;
 use serde_json::{json, Value};
 
@@ -43,6 +45,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let Some(need) = command.need {
         fleet::check_fits(need, args.memory)?;
+    }
+    args.cluster.check()?;
+    if args.cluster.slurm() {
+        return slurm::run(args, &command, specs, arch_flag);
     }
 
     // Everything that can fail on bad input happens before the first boot.

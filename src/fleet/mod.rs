@@ -28,6 +28,8 @@ use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::store::Store;
 use crate::workload::Arch;
 
+pub mod slurm;
+
 /// Set on SIGINT/SIGTERM: what a caller of the fleet checks between steps.
 pub fn interrupted() -> &'static AtomicBool {
     crate::kernel::signals::interrupted()

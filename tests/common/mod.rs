@@ -11,6 +11,10 @@ use serde_json::{json, Value};
 #[path = "../../src/store/testserver.rs"]
 pub mod testserver;
 
+/// The throwaway single-node Slurm of `fleet::slurm`'s own tests.
+#[path = "../../src/fleet/slurm/testcluster.rs"]
+pub mod testcluster;
+
 /// A scratch working directory for the binary under test, so that commands
 /// run without `--db` write their default `./ptelab.db` there, not into the
 /// source tree.

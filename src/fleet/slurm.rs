@@ -1,0 +1,533 @@
+//! Guest runs as the tasks of a Slurm job array (`--executor slurm`,
+//! docs/cluster.md): one `sbatch --array` of a generated script whose task
+//! I `exec`s the ptelab command line of guest run I, then a wait with
+//! progress per task from `squeue` (and `sacct` where Slurm keeps
+//! accounting), each failed task reported with its log.
+//!
+//! - A batch is named by a hash of its label and its tasks' command lines,
+//!   so the same command finds its last job array again: its state file
+//!   says which tasks finished, and `--resume` submits only the others.
+//! - SIGINT/SIGTERM cancel the array (`scancel`) and wait until nothing of
+//!   it is queued or running.
+//! - What a task stores goes to the shared database; this module knows
+//!   nothing of results (the caller reads them back) and starts no guest.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::usage;
+
+/// How often the queue is asked about the tasks.
+pub const POLL: Duration = Duration::from_secs(2);
+
+/// How long to wait for a cancelled array to leave the queue.
+const CANCEL_WAIT: Duration = Duration::from_secs(60);
+
+/// Lines of a failed task's log shown in the report.
+const LOG_TAIL: usize = 20;
+
+/// One task of the array: a program and its arguments.
+#[derive(Clone, Debug)]
+pub struct Task {
+    /// What progress lines call it (`debian:6.17.13 sweep`).
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// How the array is submitted.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub partition: Option<String>,
+    /// `sbatch --time`, in Slurm's format.
+    pub time: Option<String>,
+    /// Free arguments for `sbatch`.
+    pub sbatch: Vec<String>,
+    /// Submit only the tasks that did not finish last time.
+    pub resume: bool,
+    /// Environment given to `sbatch`, which passes it to every task
+    /// (`--export=ALL`, Slurm's default).
+    pub env: Vec<(String, OsString)>,
+    pub poll: Duration,
+}
+
+/// Where a task stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    Pending,
+    Running,
+    Done,
+    /// Slurm's state and reason (`FAILED NonZeroExitCode`).
+    Failed(String),
+}
+
+impl TaskState {
+    fn terminal(&self) -> bool {
+        matches!(self, TaskState::Done | TaskState::Failed(_))
+    }
+
+    fn word(&self) -> &str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::Running => "running",
+            TaskState::Done => "done",
+            TaskState::Failed(_) => "failed",
+        }
+    }
+
+    /// A Slurm job state (`squeue %T`, `sacct State`) and its reason.
+    fn of_slurm(state: &str, reason: &str) -> TaskState {
+        // sacct says "CANCELLED by 0".
+        let state = state.split_whitespace().next().unwrap_or("");
+        match state {
+            "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED"
+            | "RESV_DEL_HOLD" | "SUSPENDED" => TaskState::Pending,
+            "RUNNING" | "COMPLETING" | "STAGE_OUT" | "SIGNALING" | "RESIZING" => TaskState::Running,
+            "COMPLETED" => TaskState::Done,
+            other => TaskState::Failed(match reason {
+                "" | "None" => other.to_string(),
+                r => format!("{other} {r}"),
+            }),
+        }
+    }
+}
+
+/// What became of every task.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The job array's id (None: every task had finished before).
+    pub job: Option<String>,
+    pub states: Vec<TaskState>,
+}
+
+/// The state file of a batch (`state.json` in its directory).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    /// Every job array submitted for the batch, oldest first.
+    jobs: Vec<String>,
+    /// Per task: finished with success in some job.
+    done: Vec<bool>,
+}
+
+/// A set of tasks submitted together, and its directory (script, state,
+/// one log per task).
+pub struct Batch {
+    pub dir: PathBuf,
+    pub key: String,
+    pub tasks: Vec<Task>,
+}
+
+/// The name of a batch: a hash of `label` and its tasks' command lines
+/// (before anything that depends on the name is added to them).
+pub fn batch_key(label: &str, command_lines: &[Vec<String>]) -> String {
+    let mut h = Sha256::new();
+    h.update(label.as_bytes());
+    for line in command_lines {
+        h.update(b"\n");
+        for a in line {
+            h.update(a.as_bytes());
+            h.update(b"\0");
+        }
+    }
+    h.finalize()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Batch {
+    /// The batch `key` of `tasks`, kept under `root/slurm/KEY`.
+    pub fn new(root: &Path, key: String, tasks: Vec<Task>) -> Batch {
+        Batch {
+            dir: root.join("slurm").join(&key),
+            key,
+            tasks,
+        }
+    }
+
+    /// Task `i`'s standard output and error.
+    pub fn logs(&self, i: usize) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join(format!("task-{i}.out")),
+            self.dir.join(format!("task-{i}.err")),
+        )
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    fn load_state(&self) -> anyhow::Result<Option<State>> {
+        match std::fs::read(self.state_path()) {
+            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).with_context(|| {
+                format!(
+                    "{} is not a ptelab batch state",
+                    self.state_path().display()
+                )
+            })?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", self.state_path().display())),
+        }
+    }
+
+    fn save_state(&self, state: &State) -> anyhow::Result<()> {
+        let tmp = self.dir.join(format!(".state.json.{}", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)
+            .and_then(|_| std::fs::rename(&tmp, self.state_path()))
+            .with_context(|| format!("writing {}", self.state_path().display()))
+    }
+
+    /// The script every task runs: a case on `SLURM_ARRAY_TASK_ID`.
+    fn script(&self) -> String {
+        let mut s = format!(
+            "#!/bin/sh\n# ptelab batch {} ({} tasks; docs/cluster.md)\ncase \"$SLURM_ARRAY_TASK_ID\" in\n",
+            self.key,
+            self.tasks.len()
+        );
+        for (i, t) in self.tasks.iter().enumerate() {
+            let line: Vec<String> = std::iter::once(t.program.display().to_string())
+                .chain(t.args.iter().cloned())
+                .map(|a| quote(&a))
+                .collect();
+            s.push_str(&format!("{i}) exec {} ;;\n", line.join(" ")));
+        }
+        s.push_str(
+            "*) echo \"ptelab: this batch has no task $SLURM_ARRAY_TASK_ID\" >&2; exit 2 ;;\nesac\n",
+        );
+        s
+    }
+
+    /// Submit the tasks not yet done, wait for them with progress on
+    /// stderr, and report every failed one with its log. `stored(i)` says
+    /// whether task `i` left its result behind, for a task that left the
+    /// queue unseen where Slurm keeps no accounting.
+    pub fn run(&self, opts: &Options, stored: &dyn Fn(usize) -> bool) -> anyhow::Result<Outcome> {
+        // Catch SIGINT/SIGTERM from before the submission on, so that no
+        // signal kills this process with the array left queued.
+        crate::kernel::signals::interrupted();
+        let n = self.tasks.len();
+        let mut state = match (opts.resume, self.load_state()?) {
+            (true, Some(s)) if s.done.len() == n => s,
+            (true, _) => {
+                return Err(usage(format!(
+                    "--resume: no earlier job array of this command in {} (the same command \
+                     line, kernels and --db make the same batch): run it without --resume",
+                    self.dir.display()
+                )))
+            }
+            (false, _) => State {
+                jobs: Vec::new(),
+                done: vec![false; n],
+            },
+        };
+        let todo: Vec<usize> = (0..n).filter(|&i| !state.done[i]).collect();
+        if todo.is_empty() {
+            eprintln!("ptelab: every task of batch {} finished before", self.key);
+            return Ok(Outcome {
+                job: None,
+                states: vec![TaskState::Done; n],
+            });
+        }
+        if opts.resume {
+            eprintln!(
+                "ptelab: resuming batch {}: {} of {n} tasks to run again",
+                self.key,
+                todo.len()
+            );
+        }
+        let job = self.submit(opts, &todo)?;
+        state.jobs.push(job.clone());
+        self.save_state(&state)?;
+        let states = self.wait(&job, &todo, opts, stored);
+        let interrupted = crate::kernel::signals::interrupted().load(Ordering::SeqCst);
+        let mut all = vec![TaskState::Done; n];
+        for (&i, s) in todo.iter().zip(states) {
+            state.done[i] = s == TaskState::Done;
+            all[i] = s;
+        }
+        self.save_state(&state)?;
+        if interrupted {
+            anyhow::bail!(
+                "interrupted: Slurm job {job} cancelled, nothing of it is left queued; `--resume` \
+                 runs the tasks that did not finish"
+            );
+        }
+        for &i in &todo {
+            if let TaskState::Failed(why) = &all[i] {
+                self.report_failure(&job, i, why);
+            }
+        }
+        Ok(Outcome {
+            job: Some(job),
+            states: all,
+        })
+    }
+
+    fn submit(&self, opts: &Options, todo: &[usize]) -> anyhow::Result<String> {
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("creating {}", self.dir.display()))?;
+        let script = self.dir.join("job.sh");
+        std::fs::write(&script, self.script())
+            .and_then(|_| std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)))
+            .with_context(|| format!("writing {}", script.display()))?;
+        for &i in todo {
+            let (out, err) = self.logs(i);
+            let _ = std::fs::remove_file(out);
+            let _ = std::fs::remove_file(err);
+        }
+        let list: Vec<String> = todo.iter().map(usize::to_string).collect();
+        let mut cmd = client("sbatch", opts);
+        cmd.arg("--parsable")
+            .arg(format!("--array={}", list.join(",")))
+            .arg(format!("--job-name=ptelab-{}", self.key))
+            .arg(format!(
+                "--output={}",
+                self.dir.join("task-%a.out").display()
+            ))
+            .arg(format!(
+                "--error={}",
+                self.dir.join("task-%a.err").display()
+            ));
+        if let Some(p) = &opts.partition {
+            cmd.arg(format!("--partition={p}"));
+        }
+        if let Some(t) = &opts.time {
+            cmd.arg(format!("--time={t}"));
+        }
+        cmd.args(&opts.sbatch).arg(&script);
+        let out = cmd.output().map_err(|e| {
+            usage(format!(
+                "cannot run sbatch ({e}): --executor slurm needs Slurm's client commands \
+                 (sbatch, squeue, scancel) on this machine and a cluster to submit to"
+            ))
+        })?;
+        if !out.status.success() {
+            return Err(usage(format!(
+                "sbatch refused the job array ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        // `--parsable` prints `JOBID` or `JOBID;CLUSTER`.
+        let text = String::from_utf8_lossy(&out.stdout);
+        let job = text.trim().split(';').next().unwrap_or("").to_string();
+        anyhow::ensure!(
+            !job.is_empty() && job.chars().all(|c| c.is_ascii_digit()),
+            "sbatch answered '{}', not a job id",
+            text.trim()
+        );
+        eprintln!(
+            "ptelab: submitted Slurm job {job}: {} tasks ({}), logs in {}",
+            todo.len(),
+            list.join(","),
+            self.dir.display()
+        );
+        Ok(job)
+    }
+
+    /// Poll until every task in `todo` ended (or, interrupted, until the
+    /// cancelled array left the queue); returns their states in order.
+    fn wait(
+        &self,
+        job: &str,
+        todo: &[usize],
+        opts: &Options,
+        stored: &dyn Fn(usize) -> bool,
+    ) -> Vec<TaskState> {
+        let interrupted = crate::kernel::signals::interrupted();
+        let mut states: BTreeMap<usize, TaskState> =
+            todo.iter().map(|&i| (i, TaskState::Pending)).collect();
+        let mut missing_rounds: BTreeMap<usize, u32> = BTreeMap::new();
+        let mut last_summary = String::new();
+        loop {
+            if interrupted.load(Ordering::SeqCst) {
+                cancel(job, opts);
+                return todo
+                    .iter()
+                    .map(|i| match &states[i] {
+                        s if s.terminal() => s.clone(),
+                        _ => TaskState::Failed("CANCELLED (interrupted)".into()),
+                    })
+                    .collect();
+            }
+            let seen = query(job, opts);
+            for &i in todo {
+                if states[&i].terminal() {
+                    continue;
+                }
+                let new = match seen.get(&i) {
+                    Some(s) => s.clone(),
+                    None => {
+                        // Not in the queue and no accounting: ended unseen
+                        // (or not listed yet, right after submission).
+                        let rounds = missing_rounds.entry(i).or_default();
+                        *rounds += 1;
+                        if *rounds < 3 {
+                            continue;
+                        }
+                        if stored(i) {
+                            TaskState::Done
+                        } else {
+                            TaskState::Failed(
+                                "left the queue unseen, with nothing stored (Slurm keeps no \
+                                 accounting here)"
+                                    .into(),
+                            )
+                        }
+                    }
+                };
+                if new != states[&i] {
+                    let t = &self.tasks[i];
+                    eprintln!(
+                        "ptelab: job {job} task {i} ({}): {}",
+                        t.name,
+                        match &new {
+                            TaskState::Failed(why) => format!("failed ({why})"),
+                            s => s.word().to_string(),
+                        }
+                    );
+                    states.insert(i, new);
+                }
+            }
+            let count = |w: &str| states.values().filter(|s| s.word() == w).count();
+            let summary = format!(
+                "{} pending, {} running, {} done, {} failed",
+                count("pending"),
+                count("running"),
+                count("done"),
+                count("failed")
+            );
+            if summary != last_summary {
+                eprintln!("ptelab: job {job}: {summary}");
+                last_summary = summary;
+            }
+            if states.values().all(TaskState::terminal) {
+                return todo.iter().map(|i| states[i].clone()).collect();
+            }
+            crate::kernel::signals::idle_until(Instant::now() + opts.poll);
+        }
+    }
+
+    fn report_failure(&self, job: &str, i: usize, why: &str) {
+        let (out, err) = self.logs(i);
+        let mut msg = format!(
+            "ptelab: job {job} task {i} ({}) failed: {why}\n  stdout: {}\n  stderr: {}\n",
+            self.tasks[i].name,
+            out.display(),
+            err.display()
+        );
+        let text = std::fs::read_to_string(&err).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for l in &lines[lines.len().saturating_sub(LOG_TAIL)..] {
+            msg.push_str(&format!("  | {l}\n"));
+        }
+        let _ = std::io::stderr().write_all(msg.as_bytes());
+    }
+}
+
+/// A Slurm client command, with the batch's environment (which may say
+/// where the cluster is: `SLURM_CONF`).
+fn client(tool: &str, opts: &Options) -> Command {
+    let mut cmd = Command::new(tool);
+    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+/// Every task of `job` that the queue (or accounting) knows, with its state.
+fn query(job: &str, opts: &Options) -> BTreeMap<usize, TaskState> {
+    let mut found = BTreeMap::new();
+    // -r: one line per array task, pending ones too; --states=all: also
+    // those that ended within MinJobAge.
+    if let Ok(out) = client("squeue", opts)
+        .args(["-h", "-r", "--states=all", "-o", "%K|%T|%r", "-j", job])
+        .output()
+    {
+        if out.status.success() {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let f: Vec<&str> = line.split('|').collect();
+                if let (Some(Ok(i)), Some(state)) = (f.first().map(|k| k.parse()), f.get(1)) {
+                    found.insert(i, TaskState::of_slurm(state, f.get(2).unwrap_or(&"")));
+                }
+            }
+        }
+    }
+    // Accounting, where Slurm keeps it, knows tasks that left the queue.
+    if let Ok(out) = client("sacct", opts)
+        .args(["-n", "-X", "-P", "-o", "JobID,State,ExitCode", "-j", job])
+        .output()
+    {
+        if out.status.success() {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let f: Vec<&str> = line.split('|').collect();
+                let task = f
+                    .first()
+                    .and_then(|id| id.split_once('_'))
+                    .and_then(|(_, t)| t.parse().ok());
+                if let (Some(i), Some(state)) = (task, f.get(1)) {
+                    found
+                        .entry(i)
+                        .or_insert_with(|| TaskState::of_slurm(state, f.get(2).unwrap_or(&"")));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// `scancel` the array and wait until none of it is queued or running.
+fn cancel(job: &str, opts: &Options) {
+    eprintln!("ptelab: cancelling Slurm job {job} …");
+    if let Err(e) = client("scancel", opts).arg(job).status() {
+        eprintln!("ptelab: scancel {job}: {e}");
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < CANCEL_WAIT {
+        let live = client("squeue", opts)
+            .args([
+                "-h",
+                "-r",
+                "-t",
+                "PENDING,RUNNING,COMPLETING",
+                "-o",
+                "%i",
+                "-j",
+                job,
+            ])
+            .output()
+            .map(|o| o.status.success() && !o.stdout.is_empty())
+            .unwrap_or(false);
+        if !live {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("ptelab: Slurm job {job} is still in the queue after scancel");
+}
+
+/// Quote for the POSIX shell.
+fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testcluster;
+#[cfg(test)]
+mod tests;

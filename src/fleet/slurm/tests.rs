@@ -1,0 +1,171 @@
+//! The job-array engine on a real single-node Slurm (`testcluster`), with
+//! tasks that are shell one-liners: no guest boots here.
+
+use super::testcluster::TestSlurm;
+use super::*;
+
+fn sh(name: &str, script: &str) -> Task {
+    Task {
+        name: name.into(),
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), script.into()],
+    }
+}
+
+fn options(slurm: &TestSlurm, resume: bool) -> Options {
+    Options {
+        resume,
+        env: slurm
+            .env()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
+            .collect(),
+        poll: Duration::from_millis(300),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn states_of_slurm() {
+    assert_eq!(
+        TaskState::of_slurm("PENDING", "Priority"),
+        TaskState::Pending
+    );
+    assert_eq!(
+        TaskState::of_slurm("COMPLETING", "None"),
+        TaskState::Running
+    );
+    assert_eq!(TaskState::of_slurm("COMPLETED", "None"), TaskState::Done);
+    assert_eq!(
+        TaskState::of_slurm("FAILED", "NonZeroExitCode"),
+        TaskState::Failed("FAILED NonZeroExitCode".into())
+    );
+    assert_eq!(
+        TaskState::of_slurm("CANCELLED by 0", "0:15"),
+        TaskState::Failed("CANCELLED 0:15".into())
+    );
+    assert_eq!(
+        TaskState::of_slurm("TIMEOUT", ""),
+        TaskState::Failed("TIMEOUT".into())
+    );
+}
+
+#[test]
+fn scripts_quote_every_argument() {
+    let b = Batch::new(
+        Path::new("/c"),
+        "k".into(),
+        vec![sh("a", "echo 'it''s' $HOME"), sh("b", "true")],
+    );
+    let s = b.script();
+    assert!(
+        s.contains("0) exec /bin/sh -c 'echo '\\''it'\\'''\\''s'\\'' $HOME' ;;"),
+        "{s}"
+    );
+    assert!(s.contains("1) exec /bin/sh -c true ;;"), "{s}");
+    assert_eq!(quote("postgres://u@h:5/d"), "postgres://u@h:5/d");
+    assert_eq!(quote(""), "''");
+}
+
+#[test]
+fn batch_keys_follow_the_command_lines() {
+    let a = batch_key("vm", &[vec!["x".into()], vec!["y".into()]]);
+    assert_eq!(a.len(), 12);
+    assert_eq!(a, batch_key("vm", &[vec!["x".into()], vec!["y".into()]]));
+    assert_ne!(a, batch_key("vm", &[vec!["xy".into()]]));
+    assert_ne!(a, batch_key("vm2", &[vec!["x".into()], vec!["y".into()]]));
+}
+
+#[test]
+fn an_array_runs_reports_its_failures_and_resumes_only_those() {
+    let Some(slurm) = TestSlurm::start_or_skip("an_array_runs_and_resumes") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let marker = root.path().join("second-time");
+    let tasks = vec![
+        sh("zero", "echo zero"),
+        // Fails the first time, succeeds when resumed.
+        sh(
+            "one",
+            &format!(
+                "test -e {m} && echo one && exit 0; touch {m}; echo boom >&2; exit 3",
+                m = marker.display()
+            ),
+        ),
+        sh("two", "sleep 1; echo two"),
+    ];
+    let batch = Batch::new(root.path(), "testbatch".into(), tasks.clone());
+    let outcome = batch.run(&options(&slurm, false), &|_| false).unwrap();
+    assert_eq!(
+        outcome.states,
+        [
+            TaskState::Done,
+            TaskState::Failed("FAILED NonZeroExitCode".into()),
+            TaskState::Done
+        ]
+    );
+    let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+    assert_eq!(read(batch.logs(0).0), "zero\n");
+    assert_eq!(read(batch.logs(1).1), "boom\n");
+    assert_eq!(read(batch.logs(2).0), "two\n");
+    let first = outcome.job.unwrap();
+
+    // --resume: only task 1 goes again; the others' logs stay as they were.
+    let again = Batch::new(root.path(), "testbatch".into(), tasks.clone());
+    let t0 = std::fs::metadata(again.logs(0).0)
+        .unwrap()
+        .modified()
+        .unwrap();
+    let outcome = again.run(&options(&slurm, true), &|_| false).unwrap();
+    assert_eq!(
+        outcome.states,
+        [TaskState::Done, TaskState::Done, TaskState::Done]
+    );
+    assert_ne!(outcome.job.as_deref(), Some(first.as_str()));
+    assert_eq!(read(again.logs(1).0), "one\n");
+    assert_eq!(
+        std::fs::metadata(again.logs(0).0)
+            .unwrap()
+            .modified()
+            .unwrap(),
+        t0
+    );
+    let out = slurm
+        .command("squeue")
+        .args(["-h", "-r", "--states=all", "-o", "%K", "-j"])
+        .arg(outcome.job.as_ref().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "1",
+        "only task 1 was submitted"
+    );
+
+    // Resumed again: nothing left to run, nothing submitted.
+    let done = Batch::new(root.path(), "testbatch".into(), tasks);
+    let outcome = done.run(&options(&slurm, true), &|_| false).unwrap();
+    assert_eq!(outcome.job, None);
+
+    // Nothing to resume in a batch never run.
+    let other = Batch::new(root.path(), "never".into(), vec![sh("x", "true")]);
+    let e = other.run(&options(&slurm, true), &|_| false).unwrap_err();
+    assert!(crate::error::is_usage(&e), "{e:#}");
+}
+
+#[test]
+fn a_refused_submission_is_bad_input() {
+    let Some(slurm) = TestSlurm::start_or_skip("a_refused_submission_is_bad_input") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let batch = Batch::new(root.path(), "refused".into(), vec![sh("x", "true")]);
+    let mut opts = options(&slurm, false);
+    opts.partition = Some("nosuchpartition".into());
+    let e = batch.run(&opts, &|_| false).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(crate::error::is_usage(&e), "{msg}");
+    assert!(msg.contains("sbatch refused the job array"), "{msg}");
+    assert!(msg.to_lowercase().contains("partition"), "{msg}");
+}

@@ -1,0 +1,322 @@
+//! `ptelab vm --executor slurm` against a real single-node Slurm and a real
+//! PostgreSQL on localhost (`common::testcluster`, `common::testserver`),
+//! both stopped and removed after each test, also on failure.
+//!
+//! The cheap tests boot no guest: their tasks fail before booting, or are
+//! held in the queue. The end-to-end one boots Debian's kernels under TCG,
+//! through Slurm and locally, and compares the figures.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::testcluster::TestSlurm;
+use crate::common::testserver::TestServer;
+use crate::common::{ptelab, ptelab_std, TempDb};
+
+/// ptelab pointed at `slurm`, with its batches under `cache`.
+fn with_cluster(slurm: &TestSlurm, cache: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = ptelab();
+    for (k, v) in slurm.env() {
+        cmd.env(k, v);
+    }
+    cmd.env("XDG_CACHE_HOME", cache);
+    cmd
+}
+
+#[test]
+fn slurm_needs_a_shared_database_and_its_flags_need_slurm() {
+    let db = TempDb::new();
+    ptelab()
+        .args([
+            "vm",
+            "--executor",
+            "slurm",
+            "--kernel",
+            "debian:6.17.13",
+            "--db",
+            db.path(),
+        ])
+        .args(["--", "bench", "mprotect-toggle", "--size", "64K"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--executor slurm needs a database every node reaches",
+        ));
+    for flag in [
+        &["--partition", "p"][..],
+        &["--time", "30"],
+        &["--resume"],
+        &["--sbatch=--qos=x"],
+    ] {
+        ptelab()
+            .args(["vm", "--kernel", "debian:6.17.13"])
+            .args(flag)
+            .args(["--", "doctor"])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains("goes with --executor slurm"));
+    }
+    ptelab()
+        .args([
+            "vm",
+            "--executor",
+            "slurm",
+            "--time",
+            "1h",
+            "--kernel",
+            "debian:6.17.13",
+        ])
+        .args(["--", "doctor"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("a Slurm time limit"));
+}
+
+#[test]
+fn failed_tasks_are_reported_with_their_logs_and_resume_submits_only_those() {
+    let Some(server) = TestServer::start_or_skip("failed_tasks_are_reported") else {
+        return;
+    };
+    let Some(slurm) = TestSlurm::start_or_skip("failed_tasks_are_reported") else {
+        return;
+    };
+    let pg = server.create_database("failed");
+    let cache = tempfile::tempdir().unwrap();
+    // Images that are not kernels: each task fails as it resolves its
+    // kernel, before any boot.
+    let bad = cache.path().join("notakernel");
+    std::fs::write(&bad, "garbage").unwrap();
+    let bad = bad.display().to_string();
+    let args = [
+        "vm",
+        "--executor",
+        "slurm",
+        "--kernel",
+        &bad,
+        "--kernel",
+        &bad,
+        "--arch",
+        "x86_64",
+        "--db",
+        &pg,
+        "--",
+        "bench",
+        "mprotect-toggle",
+        "--size",
+        "64K",
+    ];
+    let out = with_cluster(&slurm, cache.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("submitted Slurm job"), "{err}");
+    for i in 0..2 {
+        assert!(
+            err.contains(&format!("task {i} ({bad} bench) failed: FAILED")),
+            "{err}"
+        );
+    }
+    // The task's own error, from its log.
+    assert!(err.contains("  | ptelab: error: "), "{err}");
+    assert!(err.contains("2 of 2 tasks failed"), "{err}");
+    assert!(err.contains("--resume submits only those"), "{err}");
+    // The password never shows, and no task's command line holds it.
+    assert!(!err.contains(crate::common::testserver::PASSWORD), "{err}");
+    let script = std::fs::read_dir(cache.path().join("ptelab/slurm"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("job.sh"))
+        .next()
+        .unwrap();
+    let script = std::fs::read_to_string(script).unwrap();
+    assert!(
+        script.contains("--tag slurm-") && !script.contains("postgres://"),
+        "{script}"
+    );
+
+    let out = with_cluster(&slurm, cache.path())
+        .args(&args[..3])
+        .arg("--resume")
+        .args(&args[3..])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("2 of 2 tasks to run again"), "{err}");
+    // Nothing was stored.
+    let runs: Value = serde_json::from_slice(
+        &ptelab()
+            .args(["runs", "--json", "--db", &pg])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(0), "{runs}");
+}
+
+#[test]
+fn sigint_cancels_the_array_and_leaves_nothing_queued() {
+    let Some(slurm) = TestSlurm::start_or_skip("sigint_cancels_the_array") else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    // Held tasks never start: no guest boots.
+    let mut child = ptelab_std()
+        .envs(slurm.env())
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["vm", "--executor", "slurm", "--sbatch=--hold"])
+        .args(["--kernel", "debian:6.16.12,debian:6.17.13", "--", "doctor"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut job = None;
+    let start = Instant::now();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("ptelab: submitted Slurm job ") {
+            job = rest.split(':').next().map(str::to_string);
+        }
+        if line.contains("2 pending") || start.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    let job = job.expect("the array was submitted");
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let rest = rest.join("\n");
+    assert!(
+        rest.contains(&format!("cancelling Slurm job {job}")),
+        "{rest}"
+    );
+    assert!(rest.contains("nothing of it is left queued"), "{rest}");
+    let out = slurm
+        .command("squeue")
+        .args(["-h", "-r", "-t", "PENDING,RUNNING", "-o", "%i", "-j", &job])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "",
+        "left queued"
+    );
+}
+
+/// The runs of `db` as `show --json` documents, by kernel tag.
+fn cells_by_kernel(db: &str, kernels: &[&str]) -> Vec<Vec<f64>> {
+    kernels
+        .iter()
+        .map(|k| {
+            let out = ptelab()
+                .args(["show", k, "--json", "--db", db])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+            run["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["cell"]["per_call"]["median"].as_f64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn guests_through_slurm_measure_what_local_guests_measure() {
+    const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
+    for k in KERNELS {
+        if crate::common::cached_x86_image(k.trim_start_matches("debian:")).is_none() {
+            return;
+        }
+    }
+    let Some(server) = TestServer::start_or_skip("guests_through_slurm") else {
+        return;
+    };
+    let Some(slurm) = TestSlurm::start_or_skip("guests_through_slurm") else {
+        return;
+    };
+    let pg = server.create_database("guests");
+    let local = TempDb::new();
+    let command = [
+        "--",
+        "sweep",
+        "mprotect-toggle",
+        "--sizes",
+        "400K",
+        "--folios",
+        "4K,64K",
+    ];
+    let kernels = KERNELS.join(",");
+    let common = [
+        "vm", "--kernel", &kernels, "--arch", "x86_64", "--accel", "tcg",
+    ];
+    let out = ptelab()
+        .args(common)
+        .args(["--jobs", "2", "--db", local.path()])
+        .args(command)
+        .timeout(Duration::from_secs(1200))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The shared cache is the one the kernels are in.
+    let list: Value = serde_json::from_slice(
+        &ptelab()
+            .args(["kernel", "list", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let image = list[0]["image"].as_str().unwrap().to_string();
+    let root = std::path::Path::new(&image)
+        .ancestors()
+        .find(|p| p.ends_with("kernels"))
+        .and_then(|p| p.parent())
+        .unwrap()
+        .to_path_buf();
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("ptelab"));
+    cmd.envs(slurm.env())
+        .args(common)
+        .args(["--executor", "slurm", "--time", "30", "--cache"])
+        .arg(&root)
+        .args(["--db", &pg])
+        .args(command);
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("instr_per_call") && text.contains("stored as run"),
+        "{text}"
+    );
+    let (a, b) = (
+        cells_by_kernel(local.path(), &KERNELS),
+        cells_by_kernel(&pg, &KERNELS),
+    );
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
+        // TCG with icount: instruction counts repeat to a few parts in 10^5.
+        assert!((x - y).abs() <= x * 1e-3, "local {x} vs slurm {y}");
+    }
+}
