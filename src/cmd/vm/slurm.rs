@@ -270,7 +270,7 @@ fn stage_shared_cache(
 /// Copy `file` into `dir` as `NAME-SHA12` (once: the name says the
 /// content), atomically; returns the copy.
 fn copy_by_content(file: &Path, dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
-    let sha = crate::guest::source::image::sha256_file(file)?;
+    let sha = crate::guest::source::sha256_file(file)?;
     let dest = dir.join(format!("{name}-{}", &sha[..12]));
     if !dest.exists() {
         let tmp = dir.join(format!(".{name}.{}", std::process::id()));
