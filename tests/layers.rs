@@ -303,14 +303,25 @@ fn read_tree(t: &[String], mut pos: usize, mut base: Resolved, out: &mut Vec<Res
 /// seen from `module`: `crate::` paths, and `super::`/`self::` chains resolved
 /// against `module` and the inline `mod`s around them.
 fn crate_paths(module: &[String], code: &str) -> Vec<Resolved> {
+    crate_paths_marked(module, code)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// [`crate_paths`], each marked true when it is inside an inline `mod tests`.
+fn crate_paths_marked(module: &[String], code: &str) -> Vec<(Resolved, bool)> {
     let t = tokens(code);
     let mut out = Vec::new();
+    let mut marked = Vec::new();
     // Inline modules open: their name and the brace depth they opened at.
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut pending_mod: Option<String> = None;
     let mut depth = 0;
     let mut i = 0;
     while i < t.len() {
+        let in_tests = inline.iter().any(|(n, _)| n == "tests");
+        marked.extend(out.drain(..).map(|p| (p, in_tests)));
         let prev = if i > 0 { t[i - 1].as_str() } else { "" };
         let next = t.get(i + 1).map_or("", String::as_str);
         let here = || {
@@ -344,8 +355,11 @@ fn crate_paths(module: &[String], code: &str) -> Vec<Resolved> {
             _ => {}
         }
         i += 1;
+        let in_tests = inline.iter().any(|(n, _)| n == "tests");
+        marked.extend(out.drain(..).map(|p| (p, in_tests)));
     }
-    out
+    marked.extend(out.drain(..).map(|p| (p, false)));
+    marked
 }
 
 /// What is wrong with the imports of these files (`(path under src/, code)`).
@@ -394,6 +408,21 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// Every `.rs` file under `src/`: its path there and its text.
+fn src_files() -> Vec<(String, String)> {
+    let src = src();
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    paths
+        .iter()
+        .map(|file| {
+            let rel = file.strip_prefix(&src).unwrap();
+            let rel = rel.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>();
+            (rel.join("/"), std::fs::read_to_string(file).unwrap())
+        })
+        .collect()
+}
+
 /// The subcommands: the modules of `src/cmd/` but its `mod.rs`.
 fn commands() -> BTreeSet<String> {
     std::fs::read_dir(src().join("cmd"))
@@ -407,17 +436,7 @@ fn commands() -> BTreeSet<String> {
 
 #[test]
 fn imports_follow_the_layers() {
-    let src = src();
-    let mut paths = Vec::new();
-    rust_files(&src, &mut paths);
-    let files: Vec<(String, String)> = paths
-        .iter()
-        .map(|file| {
-            let rel = file.strip_prefix(&src).unwrap();
-            let rel = rel.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>();
-            (rel.join("/"), std::fs::read_to_string(file).unwrap())
-        })
-        .collect();
+    let files = src_files();
     let violations = violations(&files, &commands());
     assert!(
         violations.is_empty(),
@@ -591,6 +610,75 @@ fn planted_imports_fail_the_layers_test() {
             "src/{file}:\n{code}"
         );
     }
+}
+
+/// A source's own modules, which only `guest::source` (and tests) may name:
+/// the layers above it speak `KernelSpec`, `Kernel` and the `KernelSource`
+/// trait (docs/architecture.md, "Kernel sources").
+const SOURCE_MODULES: &[&str] = &["debian", "fetch", "spec", "image", "sources", "fake"];
+
+/// What outside `guest/` names a kernel source's own module, tests aside.
+fn source_leaks(files: &[(String, String)]) -> Vec<String> {
+    let mut leaks = Vec::new();
+    for (rel, text) in files {
+        let module = file_module(rel);
+        if rel == "main.rs" || module[0] == "guest" || module.iter().any(|m| m.ends_with("tests")) {
+            continue;
+        }
+        for (path, in_tests) in crate_paths_marked(&module, &strip_comments(text)) {
+            if let [g, s, m, ..] = path.as_slice() {
+                if !in_tests
+                    && g == "guest"
+                    && s == "source"
+                    && SOURCE_MODULES.contains(&m.as_str())
+                {
+                    leaks.push(format!("src/{rel} names guest::source::{m}"));
+                }
+            }
+        }
+    }
+    leaks.sort();
+    leaks.dedup();
+    leaks
+}
+
+#[test]
+fn only_the_source_layer_names_a_kernel_source() {
+    let files = src_files();
+    let leaks = source_leaks(&files);
+    assert!(
+        leaks.is_empty(),
+        "kernel sources named above guest::source:\n  {}",
+        leaks.join("\n  ")
+    );
+    let one = |rel: &str, code: &str| source_leaks(&[(rel.to_string(), code.to_string())]);
+    assert_eq!(
+        one("fleet/mod.rs", "use crate::guest::source::fetch::Debian;").len(),
+        1
+    );
+    assert_eq!(
+        one(
+            "cmd/kernel.rs",
+            "use crate::guest::source::{self, debian::Offer};"
+        )
+        .len(),
+        1
+    );
+    assert!(one(
+        "cmd/kernel.rs",
+        "use crate::guest::source::{Kernel, KernelSpec};"
+    )
+    .is_empty());
+    assert!(one(
+        "cmd/kernel.rs",
+        "mod tests { use crate::guest::source::fetch; }"
+    )
+    .is_empty());
+    assert!(one(
+        "guest/boot/run.rs",
+        "use crate::guest::source::spec::Version;"
+    )
+    .is_empty());
 }
 
 /// docs/architecture.md's layer table states these rules, word for word.

@@ -519,7 +519,7 @@ fn cancel(job: &str, opts: &Options) {
 /// content), atomically; returns the copy. How a shared cache gets the
 /// binaries its tasks run.
 pub fn copy_by_content(file: &Path, dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
-    let sha = crate::guest::source::image::sha256_file(file)?;
+    let sha = crate::guest::source::sha256_file(file)?;
     let dest = dir.join(format!("{name}-{}", &sha[..12]));
     if !dest.exists() {
         let tmp = dir.join(format!(".{name}.{}", std::process::id()));

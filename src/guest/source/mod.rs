@@ -28,6 +28,8 @@ use serde_json::Value;
 use crate::error::bail_usage;
 use crate::workload::Arch;
 use cache::Cache;
+/// The sha256 a cached or given image is checked by, for any file.
+pub use image::sha256_file;
 pub use spec::Version;
 
 /// Every kernel source. A spec goes to the source whose prefix it starts
