@@ -3,8 +3,10 @@
 //! both stopped and removed after each test, also on failure.
 //!
 //! The cheap tests boot no guest: their tasks fail before booting, or are
-//! held in the queue. The end-to-end one boots Debian's kernels under TCG,
-//! through Slurm and locally, and compares the figures.
+//! held in the queue. The end-to-end ones boot Debian's kernels under TCG,
+//! through Slurm and locally, and compare figures and verdicts; they are
+//! `#[ignore]`d (`cargo test -- --ignored` runs them) until they have run on
+//! a machine whose guests nobody else is timing.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -236,6 +238,7 @@ fn cells_by_kernel(db: &str, kernels: &[&str]) -> Vec<Vec<f64>> {
 }
 
 #[test]
+#[ignore = "boots four TCG guests, two through Slurm: run with --ignored where the kernels are cached"]
 fn guests_through_slurm_measure_what_local_guests_measure() {
     const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
     for k in KERNELS {
@@ -319,4 +322,152 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
         // TCG with icount: instruction counts repeat to a few parts in 10^5.
         assert!((x - y).abs() <= x * 1e-3, "local {x} vs slurm {y}");
     }
+}
+
+#[test]
+fn reproduce_on_slurm_needs_kernels_and_a_shared_database() {
+    let db = TempDb::new();
+    for (args, says) in [
+        (
+            &[
+                "reproduce",
+                "001",
+                "--executor",
+                "slurm",
+                "--db",
+                "postgres://u@127.0.0.1:1/x",
+            ][..],
+            "give --kernels too",
+        ),
+        (
+            &[
+                "reproduce",
+                "001",
+                "--executor",
+                "slurm",
+                "--kernels",
+                "debian:6.17.13",
+                "--db",
+                db.path(),
+            ],
+            "a database every node reaches",
+        ),
+        (
+            &["reproduce", "001", "--resume"],
+            "goes with --executor slurm",
+        ),
+    ] {
+        ptelab()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(says));
+    }
+}
+
+/// Every number of `v` (depth first).
+fn numbers(v: &Value, out: &mut Vec<f64>) {
+    match v {
+        Value::Number(n) => out.extend(n.as_f64()),
+        Value::Array(a) => a.iter().for_each(|x| numbers(x, out)),
+        Value::Object(o) => o.values().for_each(|x| numbers(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+#[ignore = "measures seed 001 on this host twice and boots four TCG guests: run with --ignored"]
+fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
+    const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
+    for k in KERNELS {
+        if crate::common::cached_x86_image(k.trim_start_matches("debian:")).is_none() {
+            return;
+        }
+    }
+    let Some(server) = TestServer::start_or_skip("reproduce_through_slurm") else {
+        return;
+    };
+    let Some(slurm) = TestSlurm::start_or_skip("reproduce_through_slurm") else {
+        return;
+    };
+    let pg = server.create_database("reproduce");
+    let local = TempDb::new();
+    let kernels = KERNELS.join(",");
+    let common = [
+        "reproduce",
+        "001",
+        "--quick",
+        "--kernels",
+        &kernels,
+        "--arch",
+        "x86_64",
+        "--accel",
+        "tcg",
+        "--json",
+    ];
+    let run = |extra: &[&str], db: &str| -> Value {
+        let report = local.dir().join(format!("r{}.html", extra.len()));
+        let out = Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+            .envs(slurm.env())
+            .current_dir(local.dir())
+            .args(common)
+            .args(extra)
+            .args(["--db", db, "-o"])
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let here = run(&["--jobs", "2"], local.path());
+    let there = run(&["--executor", "slurm", "--time", "30"], &pg);
+    // The guests' figures: instruction counts under TCG, repeatable to a few
+    // parts in 10^5.
+    let guests = |doc: &Value| -> Vec<(String, Vec<f64>)> {
+        let mut g: Vec<(String, Vec<f64>)> = doc["guests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let mut n = Vec::new();
+                for c in r["cells"].as_array().unwrap() {
+                    numbers(&c["per_call"]["median"], &mut n);
+                }
+                (format!("{} {}", r["kernel"], r["workload"]), n)
+            })
+            .collect();
+        g.sort_by(|a, b| a.0.cmp(&b.0));
+        g
+    };
+    let (a, b) = (guests(&here), guests(&there));
+    assert_eq!(
+        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    assert!(!a.is_empty(), "{here}");
+    for ((k, x), (_, y)) in a.iter().zip(&b) {
+        assert_eq!(x.len(), y.len(), "{k}");
+        for (x, y) in x.iter().zip(y) {
+            assert!((x - y).abs() <= x * 1e-3, "{k}: local {x} vs slurm {y}");
+        }
+    }
+    // The claims decided by guest instruction counts get the same verdict.
+    let verdicts = |doc: &Value| -> Vec<(String, String)> {
+        doc["claims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["measured"].as_str().is_some_and(|m| m.contains("instr")))
+            .map(|c| (c["claim"].to_string(), c["verdict"].to_string()))
+            .collect()
+    };
+    assert_eq!(verdicts(&here), verdicts(&there));
+    assert!(
+        there["guest_notes"].as_array().unwrap().is_empty(),
+        "{there}"
+    );
 }

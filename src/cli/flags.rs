@@ -447,6 +447,8 @@ pub struct ReproduceArgs {
     pub output: PathBuf,
     #[command(flatten)]
     pub out: StoreOpts,
+    #[command(flatten)]
+    pub cluster: crate::cli::cluster::ClusterOpts,
 }
 
 #[cfg(test)]

@@ -16,12 +16,14 @@ use serde_json::json;
 
 use crate::cli::flags::{MeasureOpts, ReproduceArgs};
 use crate::cli::plan;
+use crate::fleet::slurm;
 use crate::measure::session;
 use crate::measure::session::KernelPlan;
 use crate::model::{arch_config, model_cells, parse_strategies, ModelPlan};
 use crate::record::CellSink;
 use crate::report::view::ReportBuilder;
 use crate::reproduce::in_guests;
+use crate::reproduce::on_slurm::SlurmRequest;
 use crate::reproduce::{claims, seeds, Evidence, Seed};
 use crate::store::Store;
 
@@ -48,6 +50,31 @@ fn measure_opts(quick: bool) -> MeasureOpts {
     }
 }
 
+/// `--executor slurm`'s request: the guests' runs go to the shared
+/// database, which must be one every node reaches.
+fn slurm_request(args: &ReproduceArgs) -> anyhow::Result<SlurmRequest> {
+    if args.out.no_store || !args.out.db.is_shared() {
+        crate::error::bail_usage!(
+            "--executor slurm reads the guests' runs back from a database every node reaches: \
+             pass --db postgres://USER@HOST/DB (or set PTELAB_DB), and no --no-store"
+        );
+    }
+    let c = &args.cluster;
+    Ok(SlurmRequest {
+        options: slurm::Options {
+            partition: c.partition.clone(),
+            time: c.slurm_time.clone(),
+            sbatch: c.sbatch.clone(),
+            resume: c.resume,
+            // In the tasks' environment, never on their command line.
+            env: vec![("PTELAB_DB".into(), args.out.db.as_arg().into())],
+            poll: slurm::POLL,
+        },
+        shared_cache: c.cache.is_some(),
+        db: args.out.db.to_string(),
+    })
+}
+
 pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     let catalogue = seeds(args.quick);
     let ids: Vec<&str> = catalogue.iter().map(|s| s.id).collect();
@@ -61,12 +88,27 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         .filter(|s| args.seeds.is_empty() || args.seeds.iter().any(|a| a == s.id))
         .collect();
     // Guest flags are checked before anything is measured.
-    let guests = in_guests::request(
+    let mut guests = in_guests::request(
         &args.kernels,
         &args.arch,
         args.guest.mirror.clone(),
         args.quick,
     )?;
+    args.cluster.check()?;
+    if args.cluster.slurm() {
+        let Some(req) = guests.as_mut() else {
+            crate::error::bail_usage!(
+                "--executor slurm runs the guests of --kernels as Slurm tasks: give --kernels too"
+            );
+        };
+        req.slurm = Some(slurm_request(args)?);
+        req.cache = match &args.cluster.cache {
+            Some(dir) => Some(
+                std::path::absolute(dir).with_context(|| format!("--cache {}", dir.display()))?,
+            ),
+            None => None,
+        };
+    }
 
     // Kernel cells: one plan over every seed; workloads the kernel backend
     // cannot run (yet, or on this machine) are recorded, not fatal.

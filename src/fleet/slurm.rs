@@ -515,6 +515,21 @@ fn cancel(job: &str, opts: &Options) {
     eprintln!("ptelab: Slurm job {job} is still in the queue after scancel");
 }
 
+/// Copy `file` into `dir` as `NAME-SHA12` (once: the name says the
+/// content), atomically; returns the copy. How a shared cache gets the
+/// binaries its tasks run.
+pub fn copy_by_content(file: &Path, dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let sha = crate::guest::source::sha256_file(file)?;
+    let dest = dir.join(format!("{name}-{}", &sha[..12]));
+    if !dest.exists() {
+        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+        std::fs::copy(file, &tmp)
+            .and_then(|_| std::fs::rename(&tmp, &dest))
+            .with_context(|| format!("copying {} to {}", file.display(), dest.display()))?;
+    }
+    Ok(dest)
+}
+
 /// Quote for the POSIX shell.
 fn quote(s: &str) -> String {
     if !s.is_empty()

@@ -4,6 +4,8 @@
 //! arch that cannot run guests here becomes a note on the claims it leaves
 //! unmeasured, never a silent gap or an abort of the whole reproduce.
 
+use anyhow::Context;
+
 use super::guests::{plan, GuestEvidence, GuestRun, KernelChoice, PlannedRun};
 use super::Seed;
 use crate::fleet::{self, Fleet, Job, Measured, Settings};
@@ -21,6 +23,10 @@ pub struct Request {
     pub arches: Vec<Arch>,
     pub mirror: Option<String>,
     pub quick: bool,
+    /// `--executor slurm`: the guest runs go to a job array.
+    pub slurm: Option<super::on_slurm::SlurmRequest>,
+    /// `--cache DIR`: the kernel cache to use (one the nodes share).
+    pub cache: Option<std::path::PathBuf>,
 }
 
 /// Parse `--kernels` (`auto` or Debian specs) and `--arch` (default both).
@@ -79,6 +85,8 @@ pub fn request(
         arches: list,
         mirror,
         quick,
+        slurm: None,
+        cache: None,
     }))
 }
 
@@ -114,6 +122,21 @@ fn guest_args(run: &PlannedRun, accel: Accel, quick: bool) -> Vec<String> {
     args
 }
 
+/// The guest boot of a planned run.
+fn job_of<'a>(r: &PlannedRun, kernels: &'a [Kernel], accel: Accel, quick: bool) -> Job<'a> {
+    Job {
+        kernel: kernels
+            .iter()
+            .find(|k| k.arch == r.arch && k.version == Some(r.version))
+            .expect("every planned kernel was resolved"),
+        name: r.workload.name().to_string(),
+        args: guest_args(r, accel, quick),
+        program: None,
+        disk: (r.workload == WorkloadKind::Reclaim)
+            .then(|| r.sizes.iter().copied().max().unwrap_or(0)),
+    }
+}
+
 /// The kernels of the default line (Debian: cloud) offered for `arch`.
 fn offered(cache: &Cache, arch: Arch, opts: &source::Options) -> anyhow::Result<Vec<Version>> {
     let o = source::listing().offered(cache, arch, opts, false)?;
@@ -133,7 +156,10 @@ pub fn measure(
         asked: req.arches.clone(),
         ..GuestEvidence::default()
     };
-    let cache = Cache::from_env()?;
+    let cache = match &req.cache {
+        Some(root) => Cache { root: root.clone() },
+        None => Cache::from_env()?,
+    };
     let interrupted = fleet::interrupted();
     let opts = |arch| source::Options {
         arch: Some(arch),
@@ -206,6 +232,23 @@ pub fn measure(
             Err(e) => ev.missing.push((arch, format!("{e:#}"))),
         }
     }
+    if let Some(slurm) = &req.slurm {
+        let store = store.context("--executor slurm reads the guest runs from the database")?;
+        let mut jobs = Vec::new();
+        for (arch, fleet) in &usable {
+            let accel = fleet.accel(*arch).expect("prepared for this arch");
+            for r in planned.iter().filter(|r| r.arch == *arch) {
+                jobs.push(super::on_slurm::Planned {
+                    arch: *arch,
+                    accel,
+                    run: r,
+                    job: job_of(r, &kernels, accel, req.quick),
+                });
+            }
+        }
+        super::on_slurm::measure(slurm, &cache, &jobs, &settings, store, tags, &mut ev)?;
+        return Ok(ev);
+    }
     // One fleet per arch keeps each arch's guest binary; the arches' jobs
     // run one fleet after the other, each --jobs wide.
     for (arch, fleet) in &usable {
@@ -213,17 +256,7 @@ pub fn measure(
         let runs: Vec<&PlannedRun> = planned.iter().filter(|r| r.arch == *arch).collect();
         let jobs: Vec<Job> = runs
             .iter()
-            .map(|r| Job {
-                kernel: kernels
-                    .iter()
-                    .find(|k| k.arch == r.arch && k.version == Some(r.version))
-                    .expect("every planned kernel was resolved"),
-                name: r.workload.name().to_string(),
-                args: guest_args(r, accel, req.quick),
-                program: None,
-                disk: (r.workload == WorkloadKind::Reclaim)
-                    .then(|| r.sizes.iter().copied().max().unwrap_or(0)),
-            })
+            .map(|r| job_of(r, &kernels, accel, req.quick))
             .collect();
         let finished = fleet.run(&jobs)?;
         for ((run, job), done) in runs.iter().zip(&jobs).zip(finished) {

@@ -14,6 +14,7 @@ pub mod claims;
 pub mod guests;
 pub mod in_guests;
 pub mod mechanism;
+pub mod on_slurm;
 
 use ptelab_model::workload::ModelOutcome;
 

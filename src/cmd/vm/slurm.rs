@@ -255,7 +255,7 @@ fn stage_shared_cache(
     std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
     for a in arches {
         let built = crate::guest::boot::binary::guest_binary(a)?;
-        let shared = copy_by_content(&built, &bin, &format!("ptelab-guest-{}", a.name()))?;
+        let shared = slurm::copy_by_content(&built, &bin, &format!("ptelab-guest-{}", a.name()))?;
         let var = match a {
             Arch::X86_64 => "PTELAB_GUEST_BINARY_X86_64",
             Arch::Arm64 => "PTELAB_GUEST_BINARY_ARM64",
@@ -264,19 +264,5 @@ fn stage_shared_cache(
     }
     env.push(("PTELAB_CACHE".into(), cache.root.clone().into_os_string()));
     let me = std::env::current_exe().context("finding this ptelab")?;
-    copy_by_content(&me, &bin, "ptelab")
-}
-
-/// Copy `file` into `dir` as `NAME-SHA12` (once: the name says the
-/// content), atomically; returns the copy.
-fn copy_by_content(file: &Path, dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
-    let sha = crate::guest::source::sha256_file(file)?;
-    let dest = dir.join(format!("{name}-{}", &sha[..12]));
-    if !dest.exists() {
-        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-        std::fs::copy(file, &tmp)
-            .and_then(|_| std::fs::rename(&tmp, &dest))
-            .with_context(|| format!("copying {} to {}", file.display(), dest.display()))?;
-    }
-    Ok(dest)
+    slurm::copy_by_content(&me, &bin, "ptelab")
 }

@@ -720,11 +720,12 @@ impl KernelOp for Reclaim {
     }
 
     /// Every call refills the whole page cache first (untimed, but under
-    /// TCG on x86-64 the refills were half of a guest's time at 64 calls),
-    /// and a call's flushes vary little from call to call (205..207 per call
-    /// at 16M, 64K, x86-64 7.1.3): 8 calls count them.
+    /// TCG on x86-64 the 64 calls of other workloads' passes were most of a
+    /// `reproduce` guest's refills), and a call's flushes vary little from
+    /// call to call (205 to 208 per call at 16M 64K, x86-64 7.1.3): 4 calls
+    /// count them.
     fn flush_pass_calls(&self) -> u64 {
-        8
+        4
     }
 
     /// Mean pages reclaimed per call, as mincore saw them leave.
