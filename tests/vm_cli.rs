@@ -51,6 +51,39 @@ fn bad_input_is_refused_before_booting() {
     );
 }
 
+#[test]
+fn reproduce_guest_flags_are_refused_before_anything_runs() {
+    for (tail, needle) in [
+        (
+            &["--arch", "arm64"][..],
+            "give --kernels auto or --kernels SPEC,… too",
+        ),
+        (
+            &["--kernels", "auto", "--arch", "x86_64,sparc"],
+            "unknown --arch 'sparc'",
+        ),
+        (
+            &["--kernels", "debian:6.17", "--arch", "sparc"],
+            "not 'debian:6.17'",
+        ),
+        (
+            &["--kernels", "debian:6.17.13,debian:6.17.13-arm64"],
+            "--arch picks the arches",
+        ),
+        (
+            &["--kernels", "debian:6.17.13-sparc"],
+            "debian:6.17.13-sparc",
+        ),
+    ] {
+        let args: Vec<&str> = ["reproduce", "001", "--quick", "--no-store"]
+            .iter()
+            .chain(tail)
+            .copied()
+            .collect();
+        refused(&args, needle);
+    }
+}
+
 /// The cached x86_64 kernel the guest tests boot, or why there is none.
 fn cached_kernel() -> Option<()> {
     cached("6.17.13")

@@ -11,6 +11,8 @@ use ptelab_model::Granule;
 
 use super::values::{self, TextFormat};
 use crate::analysis::Normalize;
+use crate::error::bail_usage;
+use crate::guest::source::{self, KernelChoice, KernelSpec};
 use crate::store::Location;
 use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
@@ -451,6 +453,59 @@ pub struct ReproduceArgs {
     pub cluster: crate::cli::cluster::ClusterOpts,
 }
 
+impl ReproduceArgs {
+    /// `--kernels` and `--arch`, typed: None without --kernels; else the
+    /// kernels and the arches (duplicates dropped; default both). The first
+    /// bad kernel, then the first bad arch, is a usage error.
+    pub fn guest_kernels(&self) -> anyhow::Result<Option<(KernelChoice, Vec<Arch>)>> {
+        if self.kernels.is_empty() {
+            if !self.arch.is_empty() {
+                bail_usage!(
+                    "--arch chooses the guests' arches: give --kernels auto or --kernels SPEC,… too"
+                );
+            }
+            return Ok(None);
+        }
+        let choice = if self.kernels == ["auto"] {
+            KernelChoice::Auto
+        } else {
+            let mut versions = Vec::new();
+            let listing = source::listing();
+            for k in &self.kernels {
+                let spec = KernelSpec::parse(k)?;
+                match spec.versions() {
+                    Some(src)
+                        if src.title() == listing.title()
+                            && src.is_default(&spec)
+                            && src.version(&spec).patch.is_some() =>
+                    {
+                        versions.push(src.version(&spec))
+                    }
+                    _ => bail_usage!(
+                        "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
+                         and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
+                         run other kernels, your own builds included, with ptelab vm --kernel"
+                    ),
+                }
+            }
+            versions.sort();
+            versions.dedup();
+            KernelChoice::Given(versions)
+        };
+        let mut arches = Vec::new();
+        for a in &self.arch {
+            let arch = Arch::parse_flag(a)?;
+            if !arches.contains(&arch) {
+                arches.push(arch);
+            }
+        }
+        if arches.is_empty() {
+            arches = Arch::ALL.to_vec();
+        }
+        Ok(Some((choice, arches)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -547,6 +602,64 @@ mod tests {
             panic!()
         };
         assert_eq!(m.arch, Arch::Arm64);
+    }
+
+    #[test]
+    fn reproduce_kernels_and_arches_are_typed_before_anything_runs() {
+        let guests = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["ptelab", "reproduce"].iter().chain(args)).unwrap();
+            let Command::Reproduce(r) = cli.command else {
+                panic!()
+            };
+            r.guest_kernels()
+        };
+        assert!(guests(&[]).unwrap().is_none());
+        let (choice, arches) = guests(&["--kernels", "auto"]).unwrap().unwrap();
+        assert!(matches!(choice, KernelChoice::Auto));
+        assert_eq!(arches, Arch::ALL.to_vec());
+        let (choice, arches) = guests(&[
+            "--kernels",
+            "debian:6.17.13,debian:6.16.12",
+            "--kernels",
+            "debian:6.17.13",
+            "--arch",
+            "aarch64,arm64",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(arches, [Arch::Arm64]);
+        let KernelChoice::Given(v) = choice else {
+            panic!("given")
+        };
+        let v: Vec<String> = v.iter().map(|v| v.to_string()).collect();
+        assert_eq!(v, ["6.16.12", "6.17.13"]);
+        for (args, needle) in [
+            (&["--kernels", "debian:6.17"][..], "not 'debian:6.17'"),
+            (
+                &["--kernels", "debian:6.17.13-arm64"],
+                "not 'debian:6.17.13-arm64'",
+            ),
+            (&["--kernels", "/boot/vmlinuz"], "not '/boot/vmlinuz'"),
+            (
+                &["--kernels", "debian:6.17.13-rt"],
+                "not 'debian:6.17.13-rt'",
+            ),
+            (&["--kernels", "auto,debian:6.17.13"], "not 'auto'"),
+            (
+                &["--kernels", "auto", "--arch", "sparc"],
+                "unknown --arch 'sparc'",
+            ),
+            (&["--arch", "arm64"], "give --kernels auto"),
+            // The first bad kernel wins, and any bad kernel over a bad arch.
+            (
+                &["--kernels", "debian:6.17,debian:x", "--arch", "sparc"],
+                "not 'debian:6.17'",
+            ),
+        ] {
+            let e = guests(args).err().unwrap();
+            assert!(crate::error::is_usage(&e), "{args:?}: {e:#}");
+            assert!(format!("{e:#}").contains(needle), "{args:?}: {e:#}");
+        }
     }
 
     #[test]

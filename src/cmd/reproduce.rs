@@ -88,12 +88,16 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         .filter(|s| args.seeds.is_empty() || args.seeds.iter().any(|a| a == s.id))
         .collect();
     // Guest flags are checked before anything is measured.
-    let mut guests = in_guests::request(
-        &args.kernels,
-        &args.arch,
-        args.guest.mirror.clone(),
-        args.quick,
-    )?;
+    let mut guests = args
+        .guest_kernels()?
+        .map(|(choice, arches)| in_guests::Request {
+            choice,
+            arches,
+            mirror: args.guest.mirror.clone(),
+            quick: args.quick,
+            slurm: None,
+            cache: None,
+        });
     args.cluster.check()?;
     if args.cluster.slurm() {
         let Some(req) = guests.as_mut() else {

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::changes::{change, release_version};
 use super::Seed;
-use crate::guest::source::Version;
+use crate::guest::source::{KernelChoice, Version};
 use crate::record::{CellResult, Metric};
 use crate::report::view::{Axis, KernelSection, Plot, Point, Scale, Series, Unit};
 use crate::workload::Arch;
@@ -35,15 +35,6 @@ pub struct GuestCells {
     pub workload: WorkloadKind,
     pub sizes: Vec<u64>,
     pub folios: Vec<FolioSpec>,
-}
-
-/// Which kernels to run on.
-#[derive(Clone, Debug)]
-pub enum KernelChoice {
-    /// The kernels each seed's roles pick among those offered.
-    Auto,
-    /// These versions, for every seed.
-    Given(Vec<Version>),
 }
 
 /// One guest boot the plan asks for.

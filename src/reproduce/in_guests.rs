@@ -6,18 +6,18 @@
 
 use anyhow::Context;
 
-use super::guests::{plan, GuestEvidence, GuestRun, KernelChoice, PlannedRun};
+use super::guests::{plan, GuestEvidence, GuestRun, PlannedRun};
 use super::Seed;
 use crate::fleet::{self, Fleet, Job, Measured, Settings};
 use crate::guest::source::cache::Cache;
-use crate::guest::source::{self, Kernel, KernelSpec, Version};
+use crate::guest::source::{self, Kernel, KernelChoice, Version};
 use crate::record::Accel;
 use crate::store::Store;
 use crate::workload::size::format_size;
 use crate::workload::Arch;
 use crate::workload::WorkloadKind;
 
-/// What `--kernels` and `--arch` asked for.
+/// What `--kernels` and `--arch` asked for (typed by the CLI).
 pub struct Request {
     pub choice: KernelChoice,
     pub arches: Vec<Arch>,
@@ -27,67 +27,6 @@ pub struct Request {
     pub slurm: Option<super::on_slurm::SlurmRequest>,
     /// `--cache DIR`: the kernel cache to use (one the nodes share).
     pub cache: Option<std::path::PathBuf>,
-}
-
-/// Parse `--kernels` (`auto` or Debian specs) and `--arch` (default both).
-pub fn request(
-    kernels: &[String],
-    arches: &[String],
-    mirror: Option<String>,
-    quick: bool,
-) -> anyhow::Result<Option<Request>> {
-    if kernels.is_empty() {
-        if !arches.is_empty() {
-            crate::error::bail_usage!(
-                "--arch chooses the guests' arches: give --kernels auto or --kernels SPEC,… too"
-            );
-        }
-        return Ok(None);
-    }
-    let choice = if kernels.len() == 1 && kernels[0] == "auto" {
-        KernelChoice::Auto
-    } else {
-        let mut versions = Vec::new();
-        let listing = source::listing();
-        for k in kernels {
-            let spec = KernelSpec::parse(k)?;
-            match spec.versions() {
-                Some(src)
-                    if src.title() == listing.title()
-                        && src.is_default(&spec)
-                        && src.version(&spec).patch.is_some() =>
-                {
-                    versions.push(src.version(&spec))
-                }
-                _ => crate::error::bail_usage!(
-                    "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
-                     and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
-                     run other kernels, your own builds included, with ptelab vm --kernel"
-                ),
-            }
-        }
-        versions.sort();
-        versions.dedup();
-        KernelChoice::Given(versions)
-    };
-    let mut list = Vec::new();
-    for a in arches {
-        let arch = Arch::parse_flag(a)?;
-        if !list.contains(&arch) {
-            list.push(arch);
-        }
-    }
-    if list.is_empty() {
-        list = Arch::ALL.to_vec();
-    }
-    Ok(Some(Request {
-        choice,
-        arches: list,
-        mirror,
-        quick,
-        slurm: None,
-        cache: None,
-    }))
 }
 
 /// The guest flags of a run: a short budget under TCG, whose instruction
@@ -310,50 +249,6 @@ pub fn measure(
 mod tests {
     use super::*;
     use crate::workload::FolioSpec;
-
-    fn strings(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn kernels_and_arches_are_checked_before_anything_runs() {
-        assert!(request(&[], &[], None, true).unwrap().is_none());
-        let r = request(&strings(&["auto"]), &[], None, true)
-            .unwrap()
-            .unwrap();
-        assert!(matches!(r.choice, KernelChoice::Auto));
-        assert_eq!(r.arches, Arch::ALL.to_vec());
-        let r = request(
-            &strings(&["debian:6.17.13", "debian:6.16.12"]),
-            &strings(&["arm64"]),
-            None,
-            true,
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(r.arches, [Arch::Arm64]);
-        let KernelChoice::Given(v) = r.choice else {
-            panic!("given")
-        };
-        assert_eq!(v[0].to_string(), "6.16.12");
-        for bad in [
-            &["debian:6.17"][..],
-            &["debian:6.17.13-arm64"],
-            &["/boot/vmlinuz"],
-            &["debian:6.17.13-rt"],
-        ] {
-            let e = request(&strings(bad), &[], None, true).err().unwrap();
-            assert!(crate::error::is_usage(&e), "{bad:?}: {e:#}");
-        }
-        let e = request(&strings(&["auto"]), &strings(&["sparc"]), None, true)
-            .err()
-            .unwrap();
-        assert!(crate::error::is_usage(&e));
-        let e = request(&[], &strings(&["arm64"]), None, true)
-            .err()
-            .unwrap();
-        assert!(crate::error::is_usage(&e));
-    }
 
     #[test]
     fn a_tcg_guest_gets_a_short_deterministic_budget() {

@@ -132,6 +132,15 @@ pub fn listing() -> &'static dyn Versions {
         .expect("a source offers versions")
 }
 
+/// Which kernels `reproduce --kernels` runs, typed by the CLI.
+#[derive(Clone, Debug)]
+pub enum KernelChoice {
+    /// The kernels each seed's roles pick among those [`listing`] offers.
+    Auto,
+    /// These versions of the listing's default line, for every seed.
+    Given(Vec<Version>),
+}
+
 /// How specs are resolved.
 pub struct Options<'a> {
     /// `--arch`.
