@@ -57,7 +57,8 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "cli",
         &[
-            "analysis", "store", "measure", "kernel", "record", "workload", "text", "error",
+            "analysis", "store", "measure", "kernel", "guest", "record", "workload", "text",
+            "error",
         ],
     ),
     // The renderers' round-trip property test (test-only, above every

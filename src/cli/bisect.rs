@@ -6,7 +6,8 @@ use clap::Args;
 
 use super::flags::StoreOpts;
 use super::values;
-use super::vm::GuestOpts;
+use super::vm::{guest_arch, GuestOpts};
+use crate::workload::Arch;
 
 #[derive(Debug, Args)]
 pub struct BisectArgs {
@@ -68,6 +69,13 @@ pub struct BisectArgs {
     /// (e.g. `-- bench mprotect-toggle --size 4M --folio 4K`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+impl BisectArgs {
+    /// `--arch`, typed.
+    pub fn guest_arch(&self) -> anyhow::Result<Option<Arch>> {
+        guest_arch(&self.arch)
+    }
 }
 
 /// `--noise`: a fraction between 0 and 1.

@@ -1,7 +1,12 @@
 //! `ptelab kernel …`: guest kernels (Debian's prebuilt ones, cached, or an
-//! image of the user's own build). Raw values; the command validates them.
+//! image of the user's own build). Raw values, typed by the accessors here
+//! (usage errors say what is accepted).
 
 use clap::{Args, Subcommand};
+
+use super::vm::{guest_arch, kernel_specs};
+use crate::guest::KernelSpec;
+use crate::workload::Arch;
 
 #[derive(Debug, Args)]
 pub struct KernelArgs {
@@ -54,4 +59,23 @@ pub struct KernelListArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+impl KernelFetchArgs {
+    /// `--arch`, typed.
+    pub fn guest_arch(&self) -> anyhow::Result<Option<Arch>> {
+        guest_arch(&self.arch)
+    }
+
+    /// The specs, typed: every one is checked before anything is fetched.
+    pub fn kernel_specs(&self) -> anyhow::Result<Vec<KernelSpec>> {
+        kernel_specs(&self.specs)
+    }
+}
+
+impl KernelListArgs {
+    /// `--arch`, typed.
+    pub fn guest_arch(&self) -> anyhow::Result<Option<Arch>> {
+        guest_arch(&self.arch)
+    }
 }

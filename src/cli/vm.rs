@@ -6,6 +6,8 @@ use clap::{Args, ValueEnum};
 
 use super::flags::StoreOpts;
 use super::values;
+use crate::guest::KernelSpec;
+use crate::workload::Arch;
 
 /// `--accel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -83,4 +85,27 @@ pub struct VmArgs {
     /// Results of bench and sweep are stored on this host.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// A guest's `--arch` flag, typed: a usage error names what is accepted.
+pub fn guest_arch(raw: &Option<String>) -> anyhow::Result<Option<Arch>> {
+    raw.as_deref().map(Arch::parse_flag).transpose()
+}
+
+/// Kernel specs, typed: the first bad one is a usage error saying what is
+/// accepted.
+pub fn kernel_specs(raw: &[String]) -> anyhow::Result<Vec<KernelSpec>> {
+    raw.iter().map(|s| KernelSpec::parse(s)).collect()
+}
+
+impl VmArgs {
+    /// `--arch`, typed.
+    pub fn guest_arch(&self) -> anyhow::Result<Option<Arch>> {
+        guest_arch(&self.arch)
+    }
+
+    /// `--kernel`, typed (the raw specs travel on to a cluster's tasks).
+    pub fn kernel_specs(&self) -> anyhow::Result<Vec<KernelSpec>> {
+        kernel_specs(&self.kernels)
+    }
 }

@@ -37,7 +37,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     if let Some(need) = command.need {
         fleet::check_fits(need, args.memory)?;
     }
-    let arch_flag = args.arch.as_deref().map(Arch::parse_flag).transpose()?;
+    let arch_flag = args.guest_arch()?;
     if let Some(md) = &args.markdown {
         if !md
             .parent()

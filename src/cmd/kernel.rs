@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::{print_json, print_text};
 use crate::cli::kernel::{KernelArgs, KernelCommand, KernelFetchArgs, KernelListArgs};
 use crate::guest::source::cache::{Cache, Cached};
-use crate::guest::source::{self, KernelSpec, Offered};
+use crate::guest::source::{self, Offered};
 use crate::workload::Arch;
 
 pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
@@ -21,18 +21,10 @@ pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn arch_flag(raw: &Option<String>) -> anyhow::Result<Option<Arch>> {
-    raw.as_deref().map(Arch::parse_flag).transpose()
-}
-
 fn fetch_cmd(a: &KernelFetchArgs) -> anyhow::Result<ExitCode> {
-    let arch = arch_flag(&a.arch)?;
+    let arch = a.guest_arch()?;
     // Every spec is checked before anything is downloaded.
-    let specs = a
-        .specs
-        .iter()
-        .map(|s| KernelSpec::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let specs = a.kernel_specs()?;
     let opts = source::Options {
         arch,
         mirror: a.mirror.clone(),
@@ -58,7 +50,7 @@ fn fetch_cmd(a: &KernelFetchArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn list_cmd(a: &KernelListArgs) -> anyhow::Result<ExitCode> {
-    let arch = arch_flag(&a.arch)?;
+    let arch = a.guest_arch()?;
     let cache = Cache::from_env()?;
     let entries: Vec<Cached> = cache
         .entries()?
@@ -153,7 +145,7 @@ fn render_cached(rows: &[Row]) -> String {
 }
 
 fn available_cmd(a: &KernelListArgs) -> anyhow::Result<ExitCode> {
-    let arch = match arch_flag(&a.arch)? {
+    let arch = match a.guest_arch()? {
         Some(a) => a,
         None => Arch::host().ok_or_else(|| {
             crate::error::usage("this host is neither x86_64 nor arm64: pass --arch x86_64|arm64")

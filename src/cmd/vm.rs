@@ -23,9 +23,8 @@ use crate::cli::guest::GuestCommand;
 use crate::cli::vm::VmArgs;
 use crate::fleet::{self, Fleet, Job, Measured};
 use crate::guest::source::cache::Cache;
-use crate::guest::source::{self, Kernel, KernelSpec};
+use crate::guest::source::{self, Kernel};
 use crate::report::cells;
-use crate::workload::Arch;
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut command = GuestCommand::parse("vm", &args.command, &args.files)?;
@@ -37,12 +36,8 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     {
         command.args.push("--json".into());
     }
-    let arch_flag = args.arch.as_deref().map(Arch::parse_flag).transpose()?;
-    let specs = args
-        .kernels
-        .iter()
-        .map(|s| KernelSpec::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let arch_flag = args.guest_arch()?;
+    let specs = args.kernel_specs()?;
     if let Some(need) = command.need {
         fleet::check_fits(need, args.memory)?;
     }
