@@ -431,6 +431,9 @@ impl Store {
         )
         .with_context(|| self.what("begin run"))?;
         tx.commit().with_context(|| self.what("begin run"))?;
+        if matches!(self.db, db::Db::Postgres(_)) {
+            postgres::hold_run(&self.db, id).with_context(|| self.what("hold run"))?;
+        }
         Ok(id)
     }
 
@@ -473,6 +476,9 @@ impl Store {
             )
             .with_context(|| self.what(&format!("finish run {run}")))?;
         anyhow::ensure!(n == 1, "{}: no run {run}", self.what("finish run"));
+        if matches!(self.db, db::Db::Postgres(_)) && status != RunStatus::Running {
+            postgres::release_run(&self.db, run).with_context(|| self.what("release run"))?;
+        }
         Ok(())
     }
 
@@ -680,10 +686,20 @@ impl Store {
     }
 
     /// A run marked `running` whose process is gone (killed, crashed, another
-    /// boot) is reported as interrupted.
+    /// boot) is reported as interrupted. On PostgreSQL the owner may be on
+    /// another machine: its session's lock on the run says it lives.
     fn effective_status(&self, run: RunId, stored: RunStatus) -> anyhow::Result<RunStatus> {
         if stored != RunStatus::Running {
             return Ok(stored);
+        }
+        if matches!(self.db, db::Db::Postgres(_)) {
+            let held = postgres::run_is_held(&self.db, run)
+                .with_context(|| self.what(&format!("read owner of run {run}")))?;
+            return Ok(if held {
+                RunStatus::Running
+            } else {
+                RunStatus::Interrupted
+            });
         }
         let row = self
             .db

@@ -316,3 +316,32 @@ fn a_failed_cell_leaves_nothing_and_its_id_is_never_given_again() {
         [4, 12]
     );
 }
+
+#[test]
+fn a_run_reads_running_while_its_owner_lives_on_any_machine() {
+    let Some(server) = TestServer::start_or_skip("a_run_reads_running_while_its_owner_lives")
+    else {
+        return;
+    };
+    let url = server.create_database("owners");
+    let reader = store_at(&url);
+    let writer = store_at(&url);
+    let run = writer.begin_run("sweep", "s", &host(), &[]).unwrap();
+    // Another connection (as from another machine, whose pid and boot this
+    // one cannot see) sees the owner's session.
+    assert_eq!(reader.load(run).unwrap().run.status, RunStatus::Running);
+    let done = writer.begin_run("sweep", "t", &host(), &[]).unwrap();
+    writer.finish_run(done, RunStatus::Complete).unwrap();
+    assert_eq!(reader.load(done).unwrap().run.status, RunStatus::Complete);
+    // The owner's process is gone: its session, and the run's lock, with it.
+    drop(writer);
+    let start = std::time::Instant::now();
+    while reader.load(run).unwrap().run.status == RunStatus::Running {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the lock outlived its session"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(reader.runs().unwrap()[0].status, RunStatus::Interrupted);
+}

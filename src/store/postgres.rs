@@ -41,6 +41,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// migrate): "ptlb", the SQLite application id.
 const OPEN_LOCK: i64 = super::APPLICATION_ID;
 
+/// The first key of the session-level advisory lock a writer holds on each
+/// run it owns (the second is the run id): its session ending, as when its
+/// process dies on any machine, releases it. ("ptlb", as [`OPEN_LOCK`].)
+const RUN_LOCK: i64 = super::APPLICATION_ID;
+
 /// The table that stands in for SQLite's header fields.
 const META: &str = "ptelab_meta";
 
@@ -82,6 +87,38 @@ impl Pg {
     pub fn batch(&self, sql: &str) -> anyhow::Result<()> {
         Ok(self.client.borrow_mut().batch_execute(sql)?)
     }
+}
+
+/// Hold `run` for as long as this connection lives: the mark of a live
+/// owner that every machine sharing the database can see (SQLite's store
+/// checks the owner's pid on its own boot instead).
+pub(super) fn hold_run(db: &super::db::Db, run: i64) -> anyhow::Result<()> {
+    db.execute(
+        "SELECT pg_advisory_lock(CAST(?1 AS INTEGER), CAST(?2 AS INTEGER))",
+        &[Value::Int(RUN_LOCK), Value::Int(run)],
+    )?;
+    Ok(())
+}
+
+/// Let go of `run` (finished).
+pub(super) fn release_run(db: &super::db::Db, run: i64) -> anyhow::Result<()> {
+    db.execute(
+        "SELECT pg_advisory_unlock(CAST(?1 AS INTEGER), CAST(?2 AS INTEGER))",
+        &[Value::Int(RUN_LOCK), Value::Int(run)],
+    )?;
+    Ok(())
+}
+
+/// Whether some session, on whichever machine, holds `run` ([`hold_run`]).
+pub(super) fn run_is_held(db: &super::db::Db, run: i64) -> anyhow::Result<bool> {
+    Ok(db
+        .query_one(
+            "SELECT COUNT(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted \
+             AND classid::bigint = ?1 AND objid::bigint = ?2 AND objsubid = 2",
+            &[Value::Int(RUN_LOCK), Value::Int(run)],
+        )?
+        .int(0)?
+        > 0)
 }
 
 /// Rewrite a statement in the store's dialect for PostgreSQL: `?N` → `$N`,
