@@ -143,8 +143,8 @@ pub fn reclaim_size(quick: bool) -> u64 {
 }
 
 /// seed 004's page cache in a guest: `--quick` keeps it small, because
-/// every sample rewrites and rereads the whole file first (under TCG, about
-/// a minute per 64M cell on arm64 and more on x86-64, docs/guests.md).
+/// every call rewrites and rereads the whole file first, which under TCG on
+/// x86-64 costs about two guest iterations per byte (docs/guests.md).
 pub fn reclaim_guest_size(quick: bool) -> u64 {
     if quick {
         16 * M
