@@ -795,16 +795,25 @@ mod tests {
         assert!(Method::parse("drop-caches").is_err());
     }
 
-    #[test]
-    fn mincore_sees_a_file_leave_with_pageout() {
+    /// The temporary directory when it is on a disk filesystem (whose page
+    /// cache can be dropped), else `None`, saying why the test skips.
+    pub(super) fn disk_temp_dir() -> Option<std::path::PathBuf> {
         let dir = std::env::temp_dir();
         if matches!(
             fs_name(statfs_magic(&dir).unwrap()),
             "tmpfs" | "ramfs" | "unknown-fs"
         ) {
             eprintln!("SKIPPED: {} is not a disk filesystem", dir.display());
-            return;
+            return None;
         }
+        Some(dir)
+    }
+
+    #[test]
+    fn mincore_sees_a_file_leave_with_pageout() {
+        let Some(dir) = disk_temp_dir() else {
+            return;
+        };
         let r = Region::map(256 << 10, FolioSpec::Base, false).unwrap();
         let b = Backing {
             file: temp_file(&dir).unwrap(),

@@ -235,9 +235,9 @@ impl ReadAheadKnob {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::disk_temp_dir;
     use super::super::{map_file_over, resident_pages, temp_file};
     use super::*;
-    use crate::kernel::files::{fs_name, statfs_magic};
     use crate::kernel::region::Region;
     use crate::kernel::{layout, procfs};
 
@@ -251,16 +251,12 @@ mod tests {
         // Order 8: windows of order 2, 4, 6 and 8, then the region.
         assert_eq!(pad_for(FolioSpec::Mthp(1 << 20)), 5 << 20);
     }
+
     #[test]
     fn a_reread_refills_the_page_cache_with_the_requested_folios() {
-        let dir = std::env::temp_dir();
-        if matches!(
-            fs_name(statfs_magic(&dir).unwrap()),
-            "tmpfs" | "ramfs" | "unknown-fs"
-        ) {
-            eprintln!("SKIPPED: {} is not a disk filesystem", dir.display());
+        let Some(dir) = disk_temp_dir() else {
             return;
-        }
+        };
         for spec in [FolioSpec::Base, FolioSpec::Mthp(64 << 10)] {
             if spec != FolioSpec::Base && !procfs::is_root() {
                 eprintln!("SKIPPED {spec}: setting the device's read_ahead_kb needs root");
