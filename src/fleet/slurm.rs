@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::usage;
+use crate::guest::boot::binary;
+use crate::workload::Arch;
 
 /// How often the queue is asked about the tasks.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -513,6 +515,26 @@ fn cancel(job: &str, opts: &Options) {
         std::thread::sleep(Duration::from_millis(500));
     }
     eprintln!("ptelab: Slurm job {job} is still in the queue after scancel");
+}
+
+/// Put the guest binaries of `arches` and this ptelab into `cache/bin` (by
+/// content), and point the tasks' environment at them and at the cache.
+/// Returns the ptelab the tasks run.
+pub fn stage_binaries(
+    cache: &Path,
+    arches: &[Arch],
+    env: &mut Vec<(String, OsString)>,
+) -> anyhow::Result<PathBuf> {
+    let bin = cache.join("bin");
+    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+    for &a in arches {
+        let built = binary::guest_binary(a)?;
+        let shared = copy_by_content(&built, &bin, &format!("ptelab-guest-{}", a.name()))?;
+        env.push((binary::env_var(a).into(), shared.into_os_string()));
+    }
+    env.push(("PTELAB_CACHE".into(), cache.as_os_str().to_owned()));
+    let me = std::env::current_exe().context("finding this ptelab")?;
+    copy_by_content(&me, &bin, "ptelab")
 }
 
 /// Copy `file` into `dir` as `NAME-SHA12` (once: the name says the

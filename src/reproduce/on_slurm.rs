@@ -173,21 +173,8 @@ fn stage(
     planned: &[Planned],
     env: &mut Vec<(String, OsString)>,
 ) -> anyhow::Result<PathBuf> {
-    let bin = cache.root.join("bin");
-    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
     let mut arches: Vec<Arch> = planned.iter().map(|p| p.arch).collect();
     arches.sort();
     arches.dedup();
-    for a in arches {
-        let built = crate::guest::boot::binary::guest_binary(a)?;
-        let shared = slurm::copy_by_content(&built, &bin, &format!("ptelab-guest-{}", a.name()))?;
-        let var = match a {
-            Arch::X86_64 => "PTELAB_GUEST_BINARY_X86_64",
-            Arch::Arm64 => "PTELAB_GUEST_BINARY_ARM64",
-        };
-        env.push((var.into(), shared.into_os_string()));
-    }
-    env.push(("PTELAB_CACHE".into(), cache.root.clone().into_os_string()));
-    let me = std::env::current_exe().context("finding this ptelab")?;
-    slurm::copy_by_content(&me, &bin, "ptelab")
+    slurm::stage_binaries(&cache.root, &arches, env)
 }

@@ -36,7 +36,7 @@ const BUILD: [&str; 6] = [
 
 /// Where a guest ptelab of `arch` comes from: the override's name and the
 /// build's Rust target.
-fn env_var(arch: Arch) -> &'static str {
+pub fn env_var(arch: Arch) -> &'static str {
     match arch {
         Arch::X86_64 => "PTELAB_GUEST_BINARY_X86_64",
         Arch::Arm64 => "PTELAB_GUEST_BINARY_ARM64",
