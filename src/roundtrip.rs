@@ -26,10 +26,17 @@ fn rerun(a: &RunSpec, b: &RunSpec, factor: f64) -> RunSpec {
         .filter_map(StoredCell::kernel)
         .map(|c| {
             let mut c = c.clone();
+            // A measured figure is finite: a figure near f64::MAX scaled up
+            // stays at the largest finite value instead of becoming inf,
+            // which no run holds (JSON has no inf).
+            let scale = |v: &mut f64| {
+                let x = *v * factor;
+                *v = if x.is_infinite() { f64::MAX } else { x };
+            };
             let ns = &mut c.ns_per_call;
-            ns.samples.iter_mut().for_each(|s| *s *= factor);
+            ns.samples.iter_mut().for_each(scale);
             for v in [&mut ns.median, &mut ns.ci_low, &mut ns.ci_high, &mut ns.min] {
-                *v *= factor;
+                scale(v);
             }
             StoredCell::Kernel(c)
         })
