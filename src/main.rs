@@ -18,6 +18,7 @@ mod guest;
 mod kernel;
 mod measure;
 mod model;
+mod predict;
 mod record;
 mod report;
 mod reproduce;

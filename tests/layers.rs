@@ -19,6 +19,7 @@ const RULES: &[(&str, &[&str])] = &[
         &["kernel", "record", "workload", "text", "error"],
     ),
     ("model", &["record", "workload", "text", "error"]),
+    ("predict", &["model", "record", "workload", "text", "error"]),
     (
         "crosscheck",
         &[
@@ -79,6 +80,7 @@ const RULES: &[(&str, &[&str])] = &[
             "store",
             "crosscheck",
             "measure",
+            "predict",
             "model",
             "kernel",
             "guest",

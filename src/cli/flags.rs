@@ -238,7 +238,7 @@ pub struct SweepArgs {
 #[derive(Debug, Args)]
 pub struct ModelArgs {
     /// Workload to model.
-    #[arg(value_enum, required_unless_present = "list_strategies")]
+    #[arg(value_enum, required_unless_present_any = ["list_strategies", "predict"])]
     pub workload: Option<WorkloadKind>,
     /// Architecture.
     #[arg(long, value_enum, ignore_case = true, default_value_t = Arch::X86_64)]
@@ -252,9 +252,9 @@ pub struct ModelArgs {
     /// Region size.
     #[arg(long, value_parser = values::size)]
     pub size: Option<u64>,
-    /// Folio layout.
-    #[arg(long, default_value = "4K", value_parser = values::folio)]
-    pub folio: FolioSpec,
+    /// Folio layout (default 4K; with --predict, every stored one).
+    #[arg(long, value_parser = values::folio)]
+    pub folio: Option<FolioSpec>,
     /// Start the region this many base pages into its first folio.
     #[arg(long, default_value_t = 0)]
     pub offset: u64,
@@ -267,6 +267,48 @@ pub struct ModelArgs {
     /// List the strategies with the kernel versions they stand for.
     #[arg(long)]
     pub list_strategies: bool,
+    /// Predict guest instructions per call from the model's counters, with
+    /// costs fitted on stored TCG guest runs (docs/model.md, "The cost
+    /// model"); the positional workload, --sizes and --folio select the
+    /// predicted cells.
+    #[arg(long)]
+    pub predict: bool,
+    /// With --predict: the kernels whose stored guest runs the costs are
+    /// fitted on, as `ptelab vm --kernel` named them (default: every kernel
+    /// with stored guest runs of the fit workloads on --arch).
+    #[arg(
+        long,
+        value_name = "KERNELS",
+        value_delimiter = ',',
+        requires = "predict"
+    )]
+    pub fit: Vec<String>,
+    /// With --predict: the workloads fitted on.
+    #[arg(
+        long,
+        value_name = "WORKLOADS",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "mprotect-toggle",
+        requires = "predict"
+    )]
+    pub fit_workloads: Vec<WorkloadKind>,
+    /// With --predict: the kernels predicted (default: every kernel with
+    /// stored guest runs on --arch).
+    #[arg(
+        long,
+        value_name = "KERNELS",
+        value_delimiter = ',',
+        requires = "predict"
+    )]
+    pub kernel: Vec<String>,
+    /// With --predict: the region sizes predicted (default: all stored).
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', value_parser = values::size,
+          requires = "predict", conflicts_with = "size")]
+    pub sizes: Vec<u64>,
+    /// With --predict: print Markdown.
+    #[arg(long, requires = "predict", conflicts_with = "json")]
+    pub markdown: bool,
     #[command(flatten)]
     pub out: StoreOpts,
 }

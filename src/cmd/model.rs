@@ -31,10 +31,15 @@ use ptelab_model::{ArchConfig, FlushSource, ModelOutcome, RmapImpl, Strategy};
 use serde_json::{json, Value};
 
 use crate::cli::flags::ModelArgs;
+use crate::crosscheck::version::strategy_for_kernel;
 use crate::error::bail_usage;
 use crate::model::{arch_config, model_cells, parse_strategies, validate, ModelPlan};
+use crate::predict::{self, model_row, Cell, Observed};
+use crate::record::Metric;
+use crate::store::{RunStatus, Store};
 use crate::text::table::Table;
 use crate::workload::size::format_size;
+use crate::workload::{Arch, FolioSpec, WorkloadKind};
 
 /// Schema tag of the JSON document.
 pub const SCHEMA: &str = "ptelab/model/v1";
@@ -46,7 +51,7 @@ pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
     };
     let arch = arch_config(args.arch, args.granule, args.no_contpte, args.bbml2)?;
     let strategies = parse_strategies(&args.strategy)?;
-    let folio = args.folio;
+    let folio = args.folio.unwrap_or(FolioSpec::Base);
     let size_bytes = args.size.unwrap_or_else(|| workload.default_size());
     let plan = ModelPlan {
         workload,
@@ -90,6 +95,9 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
             }
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if args.predict {
+        return predict(args, &mut out);
     }
     let plan = plan(args)?;
     let cells = model_cells(&plan)?;
@@ -302,4 +310,165 @@ pub fn render_table(plan: &ModelPlan, outcomes: &[ModelOutcome]) -> String {
         }
     }
     s
+}
+
+/// `model --predict`: fit the costs on the stored guest runs of `--fit`,
+/// predict the selected cells of `--kernel`, print.
+fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let arch = args.arch;
+    let store = Store::open_existing(&args.out.db)?;
+    let stored = guest_cells(&store, arch)?;
+    let kernels: Vec<String> = {
+        let mut k: Vec<String> = stored.iter().map(|o| o.kernel.clone()).collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let gather = |kernels: &str, workload: &str| {
+        format!(
+            "`ptelab vm --profile --arch {arch} --kernel {kernels} -- sweep {workload} \
+             --sizes 4K,40K,400K,4M,40M --folios 4K,64K`"
+        )
+    };
+    for k in args.fit.iter().chain(&args.kernel) {
+        if !kernels.contains(k) {
+            let have = if kernels.is_empty() {
+                "none".to_string()
+            } else {
+                kernels.join(", ")
+            };
+            bail_usage!(
+                "no stored TCG guest runs of {k} on {arch} in {} (kernels with stored guest runs: \
+                 {have}); measure it with {}",
+                store.location(),
+                gather(k, "mprotect-toggle")
+            );
+        }
+    }
+    let selected = |list: &[String], o: &Observed| list.is_empty() || list.contains(&o.kernel);
+    let fit_obs: Vec<Observed> = stored
+        .iter()
+        .filter(|o| selected(&args.fit, o) && args.fit_workloads.contains(&o.workload))
+        .cloned()
+        .collect();
+    if fit_obs.is_empty() {
+        let fit = if args.fit.is_empty() {
+            "debian:6.16.12,debian:6.17.8,debian:7.1.3".to_string()
+        } else {
+            args.fit.join(",")
+        };
+        let workloads: Vec<&str> = args.fit_workloads.iter().map(|w| w.name()).collect();
+        bail_usage!(
+            "nothing to fit: no stored TCG guest runs of {} on {arch} for {} in {}; measure them \
+             with {}",
+            if args.fit.is_empty() {
+                "any kernel"
+            } else {
+                "those kernels"
+            },
+            workloads.join(", "),
+            store.location(),
+            gather(&fit, workloads[0])
+        );
+    }
+    let fit_cells = with_rows(fit_obs)?;
+    let model = predict::fit_costs(arch, fit_cells)?;
+    let targets: Vec<Observed> = stored
+        .into_iter()
+        .filter(|o| selected(&args.kernel, o))
+        .filter(|o| args.workload.is_none_or(|w| w == o.workload))
+        .filter(|o| args.sizes.is_empty() || args.sizes.contains(&o.size_bytes))
+        .filter(|o| args.folio.is_none_or(|f| f == o.folio))
+        .filter(|o| !model.cells.iter().any(|c| &c.obs == o))
+        .collect();
+    let targets = with_rows(targets)?;
+    let predictions = predict::predict_all(&model, targets)?;
+    let report = predict::render::Report::new(&model, predictions)?;
+    if args.out.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+    } else if args.markdown {
+        out.write_all(report.markdown().as_bytes())?;
+    } else {
+        out.write_all(report.text().as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The stored TCG guest cells of `arch`, the newest of each (kernel,
+/// workload, size, folio, phase), with their kernel's model strategy.
+fn guest_cells(store: &Store, arch: Arch) -> anyhow::Result<Vec<Observed>> {
+    let mut newest: BTreeMap<(String, WorkloadKind, u64, FolioSpec, Option<String>), Observed> =
+        BTreeMap::new();
+    let mut runs = store.runs()?;
+    runs.sort_by_key(|r| r.id);
+    for summary in runs {
+        let Some(guest) = &summary.guest else {
+            continue;
+        };
+        if guest.metric != Metric::Instructions
+            || summary.status != RunStatus::Complete
+            || Arch::parse(&summary.arch) != Some(arch)
+        {
+            continue;
+        }
+        let kernel = guest
+            .kernel_source
+            .split_whitespace()
+            .next()
+            .unwrap_or(&summary.kernel_release)
+            .to_string();
+        let strategy = strategy_for_kernel(&summary.kernel_release, arch)
+            .map_err(|e| anyhow::anyhow!("run {}: {e}", summary.id))?
+            .strategy;
+        let run = store.load(summary.id)?;
+        for c in run.kernel_cells().filter(|c| c.regions == 1 && !c.neighbor) {
+            let Some(instructions) = Some(c.ns_per_call.median).filter(|v| *v > 0.0) else {
+                continue;
+            };
+            let obs = Observed {
+                kernel: kernel.clone(),
+                arch,
+                strategy,
+                workload: c.workload,
+                size_bytes: c.size_bytes,
+                folio: c.folio,
+                phase: c.phase.clone(),
+                instructions,
+                functions: c
+                    .profile
+                    .as_ref()
+                    .map(|p| p.functions.clone())
+                    .unwrap_or_default(),
+            };
+            let key = (
+                kernel.clone(),
+                c.workload,
+                c.size_bytes,
+                c.folio,
+                c.phase.clone(),
+            );
+            newest.insert(key, obs);
+        }
+    }
+    Ok(newest.into_values().collect())
+}
+
+/// The model's row for each observed cell; cells the model does not count
+/// (reclaim, mremap-move's whole iteration, several regions) are left out.
+fn with_rows(obs: Vec<Observed>) -> anyhow::Result<Vec<Cell>> {
+    let mut cells = Vec::new();
+    for o in obs {
+        let row = model_row(
+            o.arch,
+            o.strategy,
+            o.workload,
+            o.size_bytes,
+            o.folio,
+            o.phase.as_deref(),
+        )?;
+        if let Some(x) = row {
+            cells.push(Cell { obs: o, x });
+        }
+    }
+    Ok(cells)
 }

@@ -25,6 +25,8 @@
 //!   from A/A comparisons (`ptelab calibrate`).
 //! - [`replicated`]: comparing sets of runs, one value per run (Student's
 //!   pooled t on ln run medians).
+//! - [`fit`]: linear cost models fitted on relative residuals, with which
+//!   costs and predictions the data determines (`ptelab model --predict`).
 //! - [`compare`]: one typed [`compare::Comparison`] per cell with a
 //!   [`compare::Verdict`] decided against an explicit noise threshold.
 
@@ -34,6 +36,7 @@
 pub mod bootstrap;
 pub mod compare;
 pub mod drift;
+pub mod fit;
 pub mod holm;
 pub mod mann_whitney;
 pub mod median_ci;

@@ -1,0 +1,618 @@
+//! The cost model behind `ptelab model --predict` (docs/model.md, "The cost
+//! model"): guest instructions per call = a fixed part + Σ counter × cost per
+//! counter, where the counters are the model's page-table primitives for the
+//! cell (its workload, size, folio and the strategy of the kernel's release)
+//! and the costs are fitted, per arch, on TCG guest figures of the kernels
+//! given to `--fit`.
+//!
+//! The fit is `ptelab_stats::fit` (least squares on relative residuals). It
+//! says which costs the data determines: a sweep of one workload on one
+//! kernel moves its per-PTE counters together, so only their sum is known.
+//! A prediction whose counters the fit data never varied that way is refused
+//! with the counters that lack a cost, and with the workloads that would
+//! supply it on the fit kernels (found by running the model on them), never
+//! filled in from the kernel being predicted.
+//!
+//! Pure apart from running the model: the command reads the store and hands
+//! the observed cells in.
+
+pub mod render;
+
+use std::collections::BTreeMap;
+
+use ptelab_model::{Counters, Granule, Strategy};
+use ptelab_stats::fit::Fit;
+use serde::Serialize;
+
+use crate::model::{arch_config, model_outcomes, ModelPlan};
+use crate::record::FunctionCount;
+use crate::workload::size::format_size;
+use crate::workload::{Arch, FolioSpec, WorkloadKind};
+
+/// The counters that cost nothing in the measured call: re-touch faults are
+/// outside it, and the young-bit counters belong to reclaim, which is not
+/// fitted (its figure includes the untimed refill's effects on caches).
+const NOT_COLUMNS: &[&str] = &[
+    "write_faults",
+    "young_tests",
+    "young_clears",
+    "young_flushes",
+    "folios_scanned",
+];
+
+/// The fit's columns: `fixed` (one per call), then every model counter that
+/// can cost instructions in the call, in the model's display order.
+pub fn columns() -> Vec<&'static str> {
+    std::iter::once("fixed")
+        .chain(
+            Counters::NAMES
+                .iter()
+                .copied()
+                .filter(|n| !NOT_COLUMNS.contains(n)),
+        )
+        .collect()
+}
+
+/// The kernel functions that are a counter's primitive, where one is
+/// (docs/model.md, "The cost model"): the plugin's instructions in them per
+/// unit of the counter are that counter's cost as counted, which the fit
+/// uses to split a joint cost the sweep cannot separate.
+pub const SUPPORT: &[(&str, &[&str])] = &[
+    ("folio_lookups", &["vm_normal_page", "vm_normal_folio"]),
+    ("needs_flush_evals", &["pte_needs_flush"]),
+    ("contpte_gathers", &["contpte_ptep_get"]),
+    ("contpte_unfolds", &["__contpte_try_unfold"]),
+    ("contpte_folds", &["__contpte_try_fold"]),
+    ("tlbi_sync", &["contpte_convert"]),
+    ("tlb_flush_calls", &["flush_tlb_mm_range", "flush_tlb_func"]),
+];
+
+/// One measured guest cell: a figure per call and where it came from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Observed {
+    /// The kernel as the user names it (`debian:6.16.12`).
+    pub kernel: String,
+    pub arch: Arch,
+    pub strategy: Strategy,
+    pub workload: WorkloadKind,
+    pub size_bytes: u64,
+    pub folio: FolioSpec,
+    pub phase: Option<String>,
+    /// Guest instructions per call (QEMU TCG icount).
+    pub instructions: f64,
+    /// The plugin's per-function counts, when the guest was profiled.
+    #[serde(skip)]
+    pub functions: Vec<FunctionCount>,
+}
+
+impl Observed {
+    /// `64K 400K`, `4K 4M rw-to-none`.
+    pub fn label(&self) -> String {
+        let mut s = format!("{} {}", self.folio, format_size(self.size_bytes));
+        if let Some(p) = &self.phase {
+            s.push(' ');
+            s.push_str(p);
+        }
+        s
+    }
+}
+
+/// An observed cell with the model's counters per call for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    pub obs: Observed,
+    /// One value per [`columns`] entry.
+    pub x: Vec<f64>,
+}
+
+/// The model's counters per call for a cell, as a [`columns`] row: `None`
+/// when the cell's phase is not one the model counts (mremap-move's whole
+/// iteration maps, fills and unmaps too) or the workload is reclaim.
+pub fn model_row(
+    arch: Arch,
+    strategy: Strategy,
+    workload: WorkloadKind,
+    size_bytes: u64,
+    folio: FolioSpec,
+    phase: Option<&str>,
+) -> anyhow::Result<Option<Vec<f64>>> {
+    let wanted: Option<&str> = match (workload, phase) {
+        (WorkloadKind::Reclaim, _) => return Ok(None),
+        (WorkloadKind::MremapMove, Some("mremap")) => None,
+        (WorkloadKind::MremapMove, _) => return Ok(None),
+        (WorkloadKind::ProtTransition, Some("none-to-rw")) => {
+            Some("mprotect(PROT_READ|PROT_WRITE)")
+        }
+        (WorkloadKind::ProtTransition, Some("rw-to-none")) => Some("mprotect(PROT_NONE)"),
+        (WorkloadKind::ProtTransition, _) => return Ok(None),
+        (_, None) => None,
+        (_, Some(_)) => return Ok(None),
+    };
+    let plan = ModelPlan {
+        workload,
+        arch: arch_config(arch, Granule::K4, false, false)?,
+        strategies: vec![strategy],
+        size_bytes,
+        folio,
+        offset_pages: 0,
+    };
+    let outcome = model_outcomes(&plan)?
+        .pop()
+        .expect("one outcome per strategy");
+    let calls: Vec<&Counters> = outcome
+        .calls
+        .iter()
+        .filter(|c| wanted.is_none_or(|w| c.label == w))
+        .map(|c| &c.counters)
+        .collect();
+    anyhow::ensure!(
+        !calls.is_empty(),
+        "the model counted no call {wanted:?} for {workload}"
+    );
+    let mut sum = Counters::default();
+    for c in &calls {
+        sum.add(c);
+    }
+    let per_call: BTreeMap<&str, f64> = sum
+        .scalars()
+        .into_iter()
+        .map(|(k, v)| (k, v as f64 / calls.len() as f64))
+        .collect();
+    Ok(Some(
+        columns()
+            .iter()
+            .map(|c| if *c == "fixed" { 1.0 } else { per_call[c] })
+            .collect(),
+    ))
+}
+
+/// What went into a fit and what it gave.
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    pub arch: Arch,
+    /// The fit cells, in the order of `fit.residuals`.
+    pub cells: Vec<Cell>,
+    pub fit: Fit,
+}
+
+/// One row of the fitted-costs table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cost {
+    pub counter: &'static str,
+    /// Instructions per unit, when the fit determines it alone.
+    pub instructions: Option<f64>,
+    /// The cost predictions use: the identified one, else this counter's
+    /// share of a joint cost, split by the counted per-function figures
+    /// where there are some and evenly (minimum norm) otherwise.
+    pub split: f64,
+    /// Whether any fit cell has this counter non-zero.
+    pub seen: bool,
+    /// Counters it moved with in every fit cell, when not determined alone.
+    pub moves_with: Vec<&'static str>,
+    /// Instructions per entry of the kernel functions that implement the
+    /// counter, median over the fit cells where they ran, with the kernel.
+    pub support: Vec<Support>,
+}
+
+/// A counter's cost as the plugin counted it on one kernel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Support {
+    pub kernel: String,
+    /// The counter's functions that ran.
+    pub functions: Vec<String>,
+    /// Their instructions per unit of the counter, median over the fit
+    /// cells of the kernel where the counter is non-zero.
+    pub instructions_per_unit: f64,
+}
+
+/// Fit the costs on `cells` (one arch), splitting what the cells cannot
+/// separate by the per-function counts where a counter has them.
+pub fn fit_costs(arch: Arch, cells: Vec<Cell>) -> anyhow::Result<CostModel> {
+    anyhow::ensure!(!cells.is_empty(), "no cells to fit");
+    let rows: Vec<Vec<f64>> = cells.iter().map(|c| c.x.clone()).collect();
+    let y: Vec<f64> = cells.iter().map(|c| c.obs.instructions).collect();
+    let prior: Vec<Option<f64>> = columns()
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let v: Vec<f64> = cells
+                .iter()
+                .filter_map(|cell| counted_cost(cell, j, c))
+                .collect();
+            (!v.is_empty()).then(|| median(v))
+        })
+        .collect();
+    let fit = ptelab_stats::fit::fit_near(&rows, &y, &prior)?;
+    Ok(CostModel { arch, cells, fit })
+}
+
+/// Instructions in counter `name`'s functions per unit of it, in one cell.
+fn counted_cost(cell: &Cell, j: usize, name: &str) -> Option<f64> {
+    let (_, functions) = SUPPORT.iter().find(|(c, _)| *c == name)?;
+    if cell.x[j] <= 0.0 {
+        return None;
+    }
+    let ran: Vec<&FunctionCount> = cell
+        .obs
+        .functions
+        .iter()
+        .filter(|f| functions.contains(&f.name.as_str()) && f.entries > 0.0)
+        .collect();
+    (!ran.is_empty()).then(|| ran.iter().map(|f| f.instructions).sum::<f64>() / cell.x[j])
+}
+
+impl CostModel {
+    /// The fitted costs, one per column.
+    pub fn costs(&self) -> Vec<Cost> {
+        let cols = columns();
+        cols.iter()
+            .enumerate()
+            .map(|(j, &counter)| {
+                let seen = self.cells.iter().any(|c| c.x[j] != 0.0);
+                let identified = self.fit.identified[j];
+                let moves_with = if identified || !seen {
+                    Vec::new()
+                } else {
+                    // The columns that are never apart from this one: a
+                    // unit vector's part outside the span names them.
+                    let mut e = vec![0.0; cols.len()];
+                    e[j] = 1.0;
+                    self.fit
+                        .space
+                        .missing(&e)
+                        .into_iter()
+                        .filter(|&k| k != j && self.cells.iter().any(|c| c.x[k] != 0.0))
+                        .map(|k| cols[k])
+                        .collect()
+                };
+                Cost {
+                    counter,
+                    instructions: identified.then(|| self.fit.coef[j]),
+                    split: self.fit.coef[j],
+                    seen,
+                    moves_with,
+                    support: self.support(counter),
+                }
+            })
+            .collect()
+    }
+
+    fn support(&self, counter: &str) -> Vec<Support> {
+        let Some(j) = columns().iter().position(|c| *c == counter) else {
+            return Vec::new();
+        };
+        let Some((_, functions)) = SUPPORT.iter().find(|(c, _)| *c == counter) else {
+            return Vec::new();
+        };
+        let mut by_kernel: BTreeMap<&str, (Vec<f64>, Vec<String>)> = BTreeMap::new();
+        for c in &self.cells {
+            if let Some(v) = counted_cost(c, j, counter) {
+                let e = by_kernel.entry(&c.obs.kernel).or_default();
+                e.0.push(v);
+                for f in &c.obs.functions {
+                    if functions.contains(&f.name.as_str()) && !e.1.contains(&f.name) {
+                        e.1.push(f.name.clone());
+                    }
+                }
+            }
+        }
+        by_kernel
+            .into_iter()
+            .map(|(kernel, (v, functions))| Support {
+                kernel: kernel.to_string(),
+                functions,
+                instructions_per_unit: median(v),
+            })
+            .collect()
+    }
+
+    /// Predict `cell`: the figure, or the counters that lack a cost.
+    pub fn predict(&self, cell: &Cell) -> Result<f64, Vec<&'static str>> {
+        let cols = columns();
+        self.fit
+            .predict(&cell.x)
+            .map_err(|e| e.columns.into_iter().map(|j| cols[j]).collect())
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One predicted (or refused) cell.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prediction {
+    pub cell: Observed,
+    /// Instructions per call, unless a counter of the cell has no cost.
+    pub predicted: Option<f64>,
+    /// (predicted − measured) / measured.
+    pub residual: Option<f64>,
+    /// Counters the cell executes that no fit cell did: no cost at all.
+    pub lacking: Vec<&'static str>,
+    /// Workloads that, measured on the fit kernels, would give those costs.
+    pub would_identify: Vec<WorkloadKind>,
+    /// Counters the fit saw only in fixed proportions that this cell mixes
+    /// otherwise: the prediction splits their joint cost evenly (minimum
+    /// norm), so it is an extrapolation, not determined by the data.
+    pub unseparated: Vec<&'static str>,
+}
+
+/// Predict every cell of `targets`. A cell executing a counter no fit cell
+/// did is refused, naming the workloads that, measured on the strategies of
+/// the fit kernels, would give its cost.
+pub fn predict_all(model: &CostModel, targets: Vec<Cell>) -> anyhow::Result<Vec<Prediction>> {
+    let cols = columns();
+    let fit_strategies: Vec<Strategy> = {
+        let mut s: Vec<Strategy> = model.cells.iter().map(|c| c.obs.strategy).collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    let fit_workloads: Vec<WorkloadKind> = model.cells.iter().map(|c| c.obs.workload).collect();
+    let seen: Vec<bool> = (0..cols.len())
+        .map(|j| model.cells.iter().any(|c| c.x[j] != 0.0))
+        .collect();
+    let mut candidates: BTreeMap<WorkloadKind, Vec<Vec<f64>>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for t in targets {
+        let lacking: Vec<&'static str> = (0..cols.len())
+            .filter(|&j| t.x[j] != 0.0 && !seen[j])
+            .map(|j| cols[j])
+            .collect();
+        let mut would = Vec::new();
+        let (predicted, unseparated) = if lacking.is_empty() {
+            let unseparated = match model.predict(&t) {
+                Ok(_) => Vec::new(),
+                Err(cols) => cols,
+            };
+            (Some(model.fit.extrapolate(&t.x)), unseparated)
+        } else {
+            for w in WorkloadKind::ALL {
+                if w == WorkloadKind::Reclaim || fit_workloads.contains(&w) {
+                    continue;
+                }
+                if !candidates.contains_key(&w) {
+                    let rows = candidate_rows(model.arch, &fit_strategies, w, t.obs.folio)?;
+                    candidates.insert(w, rows);
+                }
+                let gives = |j: usize| candidates[&w].iter().any(|r| r[j] != 0.0);
+                if lacking
+                    .iter()
+                    .all(|l| gives(cols.iter().position(|c| c == l).expect("a column")))
+                {
+                    would.push(w);
+                }
+            }
+            (None, Vec::new())
+        };
+        out.push(Prediction {
+            residual: predicted.map(|p| (p - t.obs.instructions) / t.obs.instructions),
+            cell: t.obs,
+            predicted,
+            lacking,
+            would_identify: would,
+            unseparated,
+        });
+    }
+    Ok(out)
+}
+
+/// The sizes a candidate workload is modelled at when looking for one that
+/// would give a refused prediction its costs.
+const CANDIDATE_SIZES: &[u64] = &[4 << 10, 40 << 10, 400 << 10, 4 << 20];
+
+/// The model's rows for workload `w` at the candidate sizes, in `folio`
+/// and order-0, on each strategy, every phase the model counts.
+fn candidate_rows(
+    arch: Arch,
+    strategies: &[Strategy],
+    w: WorkloadKind,
+    folio: FolioSpec,
+) -> anyhow::Result<Vec<Vec<f64>>> {
+    let phases: &[Option<&str>] = match w {
+        WorkloadKind::ProtTransition => &[Some("none-to-rw"), Some("rw-to-none")],
+        WorkloadKind::MremapMove => &[Some("mremap")],
+        _ => &[None],
+    };
+    let mut rows = Vec::new();
+    let mut folios = vec![FolioSpec::Base];
+    if folio != FolioSpec::Base {
+        folios.push(folio);
+    }
+    for &s in strategies {
+        for &f in &folios {
+            for &size in CANDIDATE_SIZES {
+                if size < f.folio_bytes() {
+                    continue;
+                }
+                for &p in phases {
+                    if let Ok(Some(r)) = model_row(arch, s, w, size, f, p) {
+                        rows.push(r);
+                    }
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(strategy: Strategy, w: WorkloadKind, size: u64, folio: FolioSpec) -> Observed {
+        Observed {
+            kernel: strategy.name().into(),
+            arch: Arch::X86_64,
+            strategy,
+            workload: w,
+            size_bytes: size,
+            folio,
+            phase: None,
+            instructions: 0.0,
+            functions: Vec::new(),
+        }
+    }
+
+    /// A synthetic kernel whose figures are the model's counters times
+    /// known costs: the fit recovers what it can identify, and predicts
+    /// the other strategies exactly where it says it can.
+    #[test]
+    fn synthetic_kernel_is_recovered() {
+        let cols = columns();
+        let cost: Vec<f64> = (0..cols.len()).map(|j| 10.0 + 7.0 * j as f64).collect();
+        let cell = |s, w, size, folio| {
+            let x = model_row(Arch::X86_64, s, w, size, folio, None)
+                .unwrap()
+                .unwrap();
+            let mut o = obs(s, w, size, folio);
+            o.instructions = x.iter().zip(&cost).map(|(a, b)| a * b).sum();
+            Cell { obs: o, x }
+        };
+        let mut fit_cells = Vec::new();
+        for s in [Strategy::PerPte, Strategy::Batched] {
+            for size in [4u64 << 10, 40 << 10, 400 << 10, 4 << 20] {
+                for f in [FolioSpec::Base, FolioSpec::Mthp(64 << 10)] {
+                    if size >= f.folio_bytes() {
+                        fit_cells.push(cell(s, WorkloadKind::MprotectToggle, size, f));
+                    }
+                }
+            }
+        }
+        let m = fit_costs(Arch::X86_64, fit_cells).unwrap();
+        assert!(m.fit.residuals.iter().all(|r| r.abs() < 1e-9));
+        for c in m.costs() {
+            if let Some(v) = c.instructions {
+                let j = cols.iter().position(|n| *n == c.counter).unwrap();
+                assert!((v - cost[j]).abs() < 1e-6 * cost[j], "{}: {v}", c.counter);
+            }
+        }
+        let t = cell(
+            Strategy::Batched,
+            WorkloadKind::MprotectToggle,
+            40 << 20,
+            FolioSpec::Base,
+        );
+        let p = m.predict(&t).unwrap();
+        assert!((p - t.obs.instructions).abs() < 1e-6 * p);
+    }
+
+    fn cell_on(arch: Arch, s: Strategy, w: WorkloadKind, size: u64, folio: FolioSpec) -> Cell {
+        let x = model_row(arch, s, w, size, folio, None).unwrap().unwrap();
+        let mut o = obs(s, w, size, folio);
+        o.arch = arch;
+        o.instructions = 1000.0 + x.iter().sum::<f64>();
+        Cell { obs: o, x }
+    }
+
+    /// Fitted on order-0 toggles, an arm64 64K toggle executes contpte
+    /// primitives no fit cell did: refused, naming them, and naming
+    /// prot-transition (the same calls) as a workload that would price them.
+    #[test]
+    fn a_primitive_the_fit_never_saw_is_refused_with_a_remedy() {
+        let fit_cells: Vec<Cell> = [4u64 << 10, 40 << 10, 400 << 10, 4 << 20]
+            .iter()
+            .map(|&s| {
+                cell_on(
+                    Arch::Arm64,
+                    Strategy::PerPte,
+                    WorkloadKind::MprotectToggle,
+                    s,
+                    FolioSpec::Base,
+                )
+            })
+            .collect();
+        let m = fit_costs(Arch::Arm64, fit_cells).unwrap();
+        let t = cell_on(
+            Arch::Arm64,
+            Strategy::PerPte,
+            WorkloadKind::MprotectToggle,
+            400 << 10,
+            FolioSpec::Mthp(64 << 10),
+        );
+        let p = predict_all(&m, vec![t]).unwrap();
+        assert!(p[0].predicted.is_none(), "{:?}", p[0]);
+        assert!(
+            p[0].lacking.iter().any(|c| c.starts_with("contpte_")),
+            "{:?}",
+            p[0].lacking
+        );
+        assert!(
+            p[0].would_identify.contains(&WorkloadKind::ProtTransition),
+            "{:?}",
+            p[0]
+        );
+    }
+
+    /// Fitted on per-PTE toggles, a batched toggle mixes the per-PTE
+    /// counters in proportions the fit never saw: predicted, but marked as
+    /// an extrapolation naming them.
+    #[test]
+    fn an_unseparated_split_is_marked_as_extrapolated() {
+        let fit_cells: Vec<Cell> = [4u64 << 10, 40 << 10, 400 << 10, 4 << 20]
+            .iter()
+            .map(|&s| {
+                cell_on(
+                    Arch::X86_64,
+                    Strategy::PerPte,
+                    WorkloadKind::MprotectToggle,
+                    s,
+                    FolioSpec::Base,
+                )
+            })
+            .collect();
+        let m = fit_costs(Arch::X86_64, fit_cells).unwrap();
+        let t = cell_on(
+            Arch::X86_64,
+            Strategy::Batched,
+            WorkloadKind::MprotectToggle,
+            400 << 10,
+            FolioSpec::Mthp(64 << 10),
+        );
+        let p = predict_all(&m, vec![t]).unwrap();
+        assert!(
+            p[0].predicted.is_some() && p[0].lacking.is_empty(),
+            "{:?}",
+            p[0]
+        );
+        assert!(!p[0].unseparated.is_empty(), "{:?}", p[0]);
+    }
+
+    #[test]
+    fn columns_leave_out_what_the_call_does_not_pay() {
+        let c = columns();
+        assert_eq!(c[0], "fixed");
+        assert!(!c.contains(&"write_faults"));
+        assert!(c.contains(&"folio_lookups"));
+        for (counter, _) in SUPPORT {
+            assert!(c.contains(counter), "{counter}");
+        }
+    }
+
+    #[test]
+    fn phases_the_model_does_not_count_have_no_row() {
+        let r = |w, p| {
+            model_row(
+                Arch::X86_64,
+                Strategy::PerPte,
+                w,
+                64 << 10,
+                FolioSpec::Base,
+                p,
+            )
+            .unwrap()
+        };
+        assert!(r(WorkloadKind::MremapMove, Some("iteration")).is_none());
+        assert!(r(WorkloadKind::MremapMove, Some("mremap")).is_some());
+        let none = r(WorkloadKind::ProtTransition, Some("rw-to-none")).unwrap();
+        let rw = r(WorkloadKind::ProtTransition, Some("none-to-rw")).unwrap();
+        assert_ne!(none, rw);
+        assert!(r(WorkloadKind::Reclaim, None).is_none());
+    }
+}

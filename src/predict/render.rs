@@ -1,0 +1,390 @@
+//! `ptelab model --predict` as text, Markdown and JSON: the fitted costs
+//! with the per-function counts behind them, where costs differ between
+//! kernels, each predicted cell beside its measured figure, and the
+//! predicted against the measured ratio between two kernels.
+
+use serde::Serialize;
+
+use std::collections::BTreeMap;
+
+use super::{fit_costs, Cell, Cost, CostModel, Observed, Prediction};
+use crate::text::format::fixed;
+use crate::text::table::Table;
+use crate::workload::size::format_size;
+use crate::workload::{Arch, FolioSpec, WorkloadKind};
+
+/// Schema tag of the JSON document.
+pub const SCHEMA: &str = "ptelab/predict/v1";
+
+/// Differences above this between a kernel's own costs and the pooled fit
+/// are reported.
+const DIFFERS: f64 = 0.10;
+
+/// Everything `model --predict` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub arch: Arch,
+    pub unit: &'static str,
+    pub fit_kernels: Vec<String>,
+    pub fit_workloads: Vec<WorkloadKind>,
+    pub fit_cells: usize,
+    /// The fit's largest |relative residual| on its own cells.
+    pub fit_max_residual: f64,
+    pub costs: Vec<Cost>,
+    /// Costs that one fit kernel alone puts more than 10% away from the
+    /// pooled fit.
+    pub differences: Vec<Difference>,
+    pub predictions: Vec<Prediction>,
+    /// Predicted against measured ratios to a fit kernel, where both
+    /// kernels measured the cell.
+    pub ratios: Vec<Ratio>,
+}
+
+/// A cost that differs between kernels.
+#[derive(Clone, Debug, Serialize)]
+pub struct Difference {
+    pub counter: &'static str,
+    pub kernel: String,
+    pub alone: f64,
+    pub pooled: f64,
+}
+
+/// One cell's ratio of a predicted kernel to a fit kernel.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ratio {
+    pub workload: WorkloadKind,
+    pub size_bytes: u64,
+    pub folio: FolioSpec,
+    pub phase: Option<String>,
+    pub base_kernel: String,
+    pub kernel: String,
+    pub measured_ratio: f64,
+    pub predicted_ratio: f64,
+    /// Where the measured kernels differ: the kernel functions whose
+    /// instructions per call grew or shrank most from the fit kernel to the
+    /// predicted one (when both were profiled), largest change first.
+    pub functions_changed: Vec<(String, f64)>,
+}
+
+/// The three kernel functions whose instructions per call changed most
+/// between two profiled cells.
+fn functions_changed(base: &Observed, new: &Observed) -> Vec<(String, f64)> {
+    let per_call = |o: &Observed| -> BTreeMap<String, f64> {
+        o.functions
+            .iter()
+            .map(|f| (f.name.clone(), f.instructions))
+            .collect()
+    };
+    let (a, b) = (per_call(base), per_call(new));
+    if a.is_empty() || b.is_empty() {
+        return Vec::new();
+    }
+    let mut d: Vec<(String, f64)> = a
+        .keys()
+        .chain(b.keys())
+        .map(|k| {
+            (
+                k.clone(),
+                b.get(k).unwrap_or(&0.0) - a.get(k).unwrap_or(&0.0),
+            )
+        })
+        .collect();
+    d.sort_by(|x, y| y.1.abs().total_cmp(&x.1.abs()).then(x.0.cmp(&y.0)));
+    d.dedup_by(|x, y| x.0 == y.0);
+    d.truncate(3);
+    d
+}
+
+impl Report {
+    /// Assemble the report of `model` and its `predictions`.
+    pub fn new(model: &CostModel, predictions: Vec<Prediction>) -> anyhow::Result<Report> {
+        let mut fit_kernels: Vec<String> =
+            model.cells.iter().map(|c| c.obs.kernel.clone()).collect();
+        fit_kernels.sort();
+        fit_kernels.dedup();
+        let mut fit_workloads: Vec<WorkloadKind> =
+            model.cells.iter().map(|c| c.obs.workload).collect();
+        fit_workloads.sort();
+        fit_workloads.dedup();
+        let costs = model.costs();
+        let mut differences = Vec::new();
+        if fit_kernels.len() > 1 {
+            for k in &fit_kernels {
+                let own: Vec<Cell> = model
+                    .cells
+                    .iter()
+                    .filter(|c| &c.obs.kernel == k)
+                    .cloned()
+                    .collect();
+                let alone = fit_costs(model.arch, own)?.costs();
+                for (a, p) in alone.iter().zip(&costs) {
+                    if let (Some(a_v), Some(p_v)) = (a.instructions, p.instructions) {
+                        if p_v != 0.0 && ((a_v - p_v) / p_v).abs() > DIFFERS {
+                            differences.push(Difference {
+                                counter: a.counter,
+                                kernel: k.clone(),
+                                alone: a_v,
+                                pooled: p_v,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let mut ratios = Vec::new();
+        for p in &predictions {
+            let Some(pred) = p.predicted else { continue };
+            for base in &fit_kernels {
+                if base == &p.cell.kernel {
+                    continue;
+                }
+                let same = model.cells.iter().find(|c| {
+                    &c.obs.kernel == base
+                        && c.obs.workload == p.cell.workload
+                        && c.obs.size_bytes == p.cell.size_bytes
+                        && c.obs.folio == p.cell.folio
+                        && c.obs.phase == p.cell.phase
+                });
+                if let Some(b) = same {
+                    ratios.push(Ratio {
+                        workload: p.cell.workload,
+                        size_bytes: p.cell.size_bytes,
+                        folio: p.cell.folio,
+                        phase: p.cell.phase.clone(),
+                        base_kernel: base.clone(),
+                        kernel: p.cell.kernel.clone(),
+                        measured_ratio: p.cell.instructions / b.obs.instructions,
+                        predicted_ratio: pred / b.obs.instructions,
+                        functions_changed: functions_changed(&b.obs, &p.cell),
+                    });
+                }
+            }
+        }
+        Ok(Report {
+            schema: SCHEMA,
+            arch: model.arch,
+            unit: "guest instructions per call (QEMU TCG icount)",
+            fit_kernels,
+            fit_workloads,
+            fit_cells: model.cells.len(),
+            fit_max_residual: model.fit.residuals.iter().fold(0.0, |m, r| m.max(r.abs())),
+            costs,
+            differences,
+            predictions,
+            ratios,
+        })
+    }
+
+    fn headline(&self) -> String {
+        let workloads: Vec<&str> = self.fit_workloads.iter().map(|w| w.name()).collect();
+        format!(
+            "cost model, {}: {} fitted on {} cells of {} on {}; figures are {}; \
+             fit residuals within ±{}%",
+            self.arch,
+            "instructions per call = fixed + Σ counter × cost",
+            self.fit_cells,
+            workloads.join(", "),
+            self.fit_kernels.join(", "),
+            self.unit,
+            fixed(self.fit_max_residual * 100.0, 1),
+        )
+    }
+
+    fn cost_table(&self) -> Table {
+        let mut t = Table::new()
+            .left("counter")
+            .right("instructions per unit")
+            .left("counted: the counter's kernel functions, instructions per unit (kernel)");
+        let mut never = Vec::new();
+        for c in &self.costs {
+            if !c.seen {
+                never.push(c.counter);
+                continue;
+            }
+            let cost = match c.instructions {
+                Some(v) => fixed(v, 1),
+                None if c.moves_with.is_empty() => "not determined".into(),
+                None => format!(
+                    "{} (split: moves with {})",
+                    fixed(c.split, 1),
+                    c.moves_with.join(", ")
+                ),
+            };
+            let support: Vec<String> = c
+                .support
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {} ({})",
+                        s.functions.join("+"),
+                        fixed(s.instructions_per_unit, 1),
+                        s.kernel
+                    )
+                })
+                .collect();
+            t.row([c.counter.to_string(), cost, support.join("; ")]);
+        }
+        if !never.is_empty() {
+            t.row([
+                "(never non-zero here)".to_string(),
+                "-".into(),
+                never.join(", "),
+            ]);
+        }
+        t
+    }
+
+    fn prediction_table(&self) -> Table {
+        let mut t = Table::new()
+            .left("kernel")
+            .left("workload")
+            .left("cell")
+            .right("measured")
+            .right("predicted")
+            .right("residual")
+            .left("note");
+        for p in &self.predictions {
+            let (pred, res, note) = match (p.predicted, p.residual) {
+                (Some(v), Some(r)) => {
+                    let note = if p.unseparated.is_empty() {
+                        String::new()
+                    } else {
+                        format!("extrapolated: splits {}", p.unseparated.join(", "))
+                    };
+                    (fixed(v, 0), format!("{:+.1}%", r * 100.0), note)
+                }
+                _ => {
+                    let would: Vec<&str> = p.would_identify.iter().map(|w| w.name()).collect();
+                    let mut note = format!("no fit cell executes {}", p.lacking.join(", "));
+                    if !would.is_empty() {
+                        note.push_str(&format!(
+                            "; measuring {} on the fit kernels would give its cost",
+                            would.join(" or ")
+                        ));
+                    }
+                    ("-".into(), "-".into(), note)
+                }
+            };
+            t.row([
+                p.cell.kernel.clone(),
+                p.cell.workload.name().to_string(),
+                p.cell.label(),
+                fixed(p.cell.instructions, 0),
+                pred,
+                res,
+                note,
+            ]);
+        }
+        t
+    }
+
+    fn ratio_table(&self) -> Table {
+        let mut t = Table::new()
+            .left("workload")
+            .left("cell")
+            .left("kernels")
+            .right("measured ratio")
+            .right("predicted ratio")
+            .right("off")
+            .left("measured: functions changed most (instructions per call)");
+        for r in &self.ratios {
+            let mut cell = format!("{} {}", r.folio, format_size(r.size_bytes));
+            if let Some(p) = &r.phase {
+                cell.push(' ');
+                cell.push_str(p);
+            }
+            t.row([
+                r.workload.name().to_string(),
+                cell,
+                format!("{} -> {}", r.base_kernel, r.kernel),
+                format!("{:.2}x", r.measured_ratio),
+                format!("{:.2}x", r.predicted_ratio),
+                format!(
+                    "{:+.1}%",
+                    (r.predicted_ratio / r.measured_ratio - 1.0) * 100.0
+                ),
+                r.functions_changed
+                    .iter()
+                    .map(|(f, d)| format!("{f} {d:+.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        t
+    }
+
+    fn difference_lines(&self) -> Vec<String> {
+        self.differences
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}: {} instructions per unit fitted on {} alone, {} pooled ({:+.0}%)",
+                    d.counter,
+                    fixed(d.alone, 1),
+                    d.kernel,
+                    fixed(d.pooled, 1),
+                    (d.alone / d.pooled - 1.0) * 100.0
+                )
+            })
+            .collect()
+    }
+
+    /// The text report.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "{}\n\nfitted costs\n{}",
+            self.headline(),
+            self.cost_table().text(" | ")
+        );
+        let diffs = self.difference_lines();
+        if !diffs.is_empty() {
+            s.push_str("\ncosts that differ between kernels (more than 10%):\n");
+            for d in diffs {
+                s.push_str(&format!("  {d}\n"));
+            }
+        }
+        if !self.predictions.is_empty() {
+            s.push_str(&format!(
+                "\npredicted and measured\n{}",
+                self.prediction_table().text(" | ")
+            ));
+        }
+        if !self.ratios.is_empty() {
+            s.push_str(&format!(
+                "\nratios to a fit kernel, predicted before running\n{}",
+                self.ratio_table().text(" | ")
+            ));
+        }
+        s
+    }
+
+    /// The Markdown report.
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "{}\n\n#### Fitted costs\n\n{}",
+            self.headline(),
+            self.cost_table().markdown()
+        );
+        let diffs = self.difference_lines();
+        if !diffs.is_empty() {
+            s.push_str("\nCosts that differ between kernels (more than 10%):\n\n");
+            for d in diffs {
+                s.push_str(&format!("- {d}\n"));
+            }
+        }
+        if !self.predictions.is_empty() {
+            s.push_str(&format!(
+                "\n#### Predicted and measured\n\n{}",
+                self.prediction_table().markdown()
+            ));
+        }
+        if !self.ratios.is_empty() {
+            s.push_str(&format!(
+                "\n#### Ratios to a fit kernel\n\n{}",
+                self.ratio_table().markdown()
+            ));
+        }
+        s
+    }
+}
