@@ -10,6 +10,7 @@ mod kernel_cli;
 mod knobs;
 mod layers;
 mod model_cli;
+mod predict_cli;
 mod profile_guest;
 mod report_cli;
 mod store_cli;

@@ -18,6 +18,7 @@
 
 pub mod render;
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use ptelab_model::{Counters, Granule, Strategy};
@@ -358,7 +359,7 @@ pub fn predict_all(model: &CostModel, targets: Vec<Cell>) -> anyhow::Result<Vec<
     let seen: Vec<bool> = (0..cols.len())
         .map(|j| model.cells.iter().any(|c| c.x[j] != 0.0))
         .collect();
-    let mut candidates: BTreeMap<WorkloadKind, Vec<Vec<f64>>> = BTreeMap::new();
+    let mut candidates: BTreeMap<(WorkloadKind, FolioSpec), Vec<Vec<f64>>> = BTreeMap::new();
     let mut out = Vec::new();
     for t in targets {
         let lacking: Vec<&'static str> = (0..cols.len())
@@ -371,17 +372,22 @@ pub fn predict_all(model: &CostModel, targets: Vec<Cell>) -> anyhow::Result<Vec<
                 Ok(_) => Vec::new(),
                 Err(cols) => cols,
             };
-            (Some(model.fit.extrapolate(&t.x)), unseparated)
+            // A figure at or below zero means the costs (some negative
+            // where the fit could not separate columns) do not transfer.
+            let p = model.fit.extrapolate(&t.x);
+            ((p > 0.0).then_some(p), unseparated)
         } else {
             for w in WorkloadKind::ALL {
                 if w == WorkloadKind::Reclaim || fit_workloads.contains(&w) {
                     continue;
                 }
-                if !candidates.contains_key(&w) {
-                    let rows = candidate_rows(model.arch, &fit_strategies, w, t.obs.folio)?;
-                    candidates.insert(w, rows);
-                }
-                let gives = |j: usize| candidates[&w].iter().any(|r| r[j] != 0.0);
+                let rows = match candidates.entry((w, t.obs.folio)) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
+                        e.insert(candidate_rows(model.arch, &fit_strategies, w, t.obs.folio)?)
+                    }
+                };
+                let gives = |j: usize| rows.iter().any(|r| r[j] != 0.0);
                 if lacking
                     .iter()
                     .all(|l| gives(cols.iter().position(|c| c == l).expect("a column")))

@@ -67,6 +67,14 @@ pub struct Ratio {
     pub functions_changed: Vec<(String, f64)>,
 }
 
+/// Up to three names, and how many more.
+fn few(names: &[&str]) -> String {
+    match names.len() {
+        0..=3 => names.join(", "),
+        n => format!("{} and {} more", names[..3].join(", "), n - 3),
+    }
+}
+
 /// The three kernel functions whose instructions per call changed most
 /// between two profiled cells.
 fn functions_changed(base: &Observed, new: &Observed) -> Vec<(String, f64)> {
@@ -208,7 +216,7 @@ impl Report {
                 None => format!(
                     "{} (split: moves with {})",
                     fixed(c.split, 1),
-                    c.moves_with.join(", ")
+                    few(&c.moves_with)
                 ),
             };
             let support: Vec<String> = c
@@ -250,10 +258,16 @@ impl Report {
                     let note = if p.unseparated.is_empty() {
                         String::new()
                     } else {
-                        format!("extrapolated: splits {}", p.unseparated.join(", "))
+                        format!("extrapolated: splits {}", few(&p.unseparated))
                     };
                     (fixed(v, 0), format!("{:+.1}%", r * 100.0), note)
                 }
+                _ if p.lacking.is_empty() => (
+                    "-".into(),
+                    "-".into(),
+                    "the fitted costs give a figure at or below zero here: they do not transfer"
+                        .into(),
+                ),
                 _ => {
                     let would: Vec<&str> = p.would_identify.iter().map(|w| w.name()).collect();
                     let mut note = format!("no fit cell executes {}", p.lacking.join(", "));

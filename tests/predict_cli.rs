@@ -1,0 +1,131 @@
+//! `ptelab model --predict` on stored guest runs: two real TCG guest sweeps
+//! (x86_64 mprotect-toggle, Debian 6.16.12 and 6.17.8, profiled; the
+//! plugin's function lists trimmed to the functions the cost model reads)
+//! imported into a scratch database. The fit and the predictions are pure
+//! given the runs, so the report is a snapshot; bad input exits 2 with what
+//! is accepted.
+
+use serde_json::Value;
+
+use crate::common::{ptelab, TempDb};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/predict");
+
+fn db_with_guest_runs() -> TempDb {
+    let db = TempDb::new();
+    let mut cmd = ptelab();
+    cmd.args(["runs", "--db", db.path()]);
+    for k in ["6.16.12", "6.17.8"] {
+        cmd.args(["--import", &format!("{FIXTURES}/x86_64-{k}-toggle.json")]);
+    }
+    cmd.assert().success();
+    db
+}
+
+fn predict(db: &TempDb, args: &[&str]) -> assert_cmd::assert::Assert {
+    ptelab()
+        .args(["model", "--predict", "--db", db.path(), "--arch", "x86_64"])
+        .args(args)
+        .assert()
+}
+
+fn stdout(a: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8(a.get_output().stdout.clone()).unwrap()
+}
+
+/// Seed 001's test: fitted on 6.16.12 only, the 6.17.8 order-0 toggle is
+/// predicted beside its measured figure and ratio.
+#[test]
+fn fit_on_one_kernel_predicts_the_next() {
+    let db = db_with_guest_runs();
+    let out = predict(
+        &db,
+        &[
+            "--fit",
+            "debian:6.16.12",
+            "--kernel",
+            "debian:6.17.8",
+            "mprotect-toggle",
+            "--folio",
+            "4K",
+        ],
+    )
+    .success();
+    let text = stdout(&out);
+    for needle in [
+        "fitted on 8 cells of mprotect-toggle on debian:6.16.12",
+        "guest instructions per call (QEMU TCG icount)",
+        "vm_normal_page",
+        "debian:6.16.12 -> debian:6.17.8",
+        // Measured in the guests (the 1.81x / 1.94x / 1.96x).
+        "1.83x",
+        "1.96x",
+        "prot_commit_flush_ptes",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn json_and_markdown_carry_the_same_report() {
+    let db = db_with_guest_runs();
+    let args = [
+        "--fit",
+        "debian:6.16.12",
+        "--kernel",
+        "debian:6.17.8",
+        "--folio",
+        "4K",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let doc: Value = serde_json::from_str(&stdout(&predict(&db, &json_args).success())).unwrap();
+    assert_eq!(doc["schema"], "ptelab/predict/v1");
+    assert_eq!(doc["fit_cells"], 8);
+    let preds = doc["predictions"].as_array().unwrap();
+    assert_eq!(preds.len(), 5, "the 6.17.8 order-0 cells 4K..40M");
+    for p in preds {
+        let (m, r) = (
+            p["cell"]["instructions"].as_f64().unwrap(),
+            p["residual"].as_f64().unwrap(),
+        );
+        let pred = p["predicted"].as_f64().unwrap();
+        assert!(((pred - m) / m - r).abs() < 1e-9, "{p}");
+    }
+    let mut md_args = args.to_vec();
+    md_args.push("--markdown");
+    let md = stdout(&predict(&db, &md_args).success());
+    assert!(
+        md.contains("#### Fitted costs") && md.contains("| counter "),
+        "{md}"
+    );
+}
+
+#[test]
+fn bad_input_names_what_is_stored() {
+    let db = db_with_guest_runs();
+    let out = predict(&db, &["--fit", "debian:9.9.9"]).code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("no stored TCG guest runs of debian:9.9.9"),
+        "{err}"
+    );
+    assert!(err.contains("debian:6.16.12, debian:6.17.8"), "{err}");
+    assert!(err.contains("ptelab vm --profile"), "{err}");
+    // Nothing to fit for arm64 here: the gather command is named.
+    let out = ptelab()
+        .args(["model", "--predict", "--db", db.path(), "--arch", "arm64"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("nothing to fit") && err.contains("--arch arm64"),
+        "{err}"
+    );
+    // Flags of --predict without it.
+    ptelab()
+        .args(["model", "mprotect-toggle", "--fit", "debian:6.16.12"])
+        .assert()
+        .code(2);
+}
