@@ -15,8 +15,11 @@
 //! [`PteTweak::WriteFault`] stands for a later write to a page
 //! (`wp_page_shared()` → `page_mkwrite` → `wp_page_reuse()`).
 
+use std::borrow::Cow;
+
 use crate::arch::Arch;
 use crate::cx::Cx;
+use crate::folio::Memmap;
 use crate::mm::Mm;
 use crate::strategy::Kernel;
 use crate::types::{Pfn, VmFlags};
@@ -136,71 +139,98 @@ fn build_backed<A: Arch>(
     check_tlb: bool,
     page_mkwrite: bool,
 ) -> (Cx<A>, Placed) {
+    let n = spec.folios.len();
+    let folio = |i: usize| Cow::Borrowed(&spec.folios[i]);
+    build_core(arch, kernel, spec, (n, folio), check_tlb, page_mkwrite)
+}
+
+/// [`build`] of `n` folios that `folio(i)` makes one at a time; the folios
+/// of `spec` are ignored. A region of 262144 folios then needs no
+/// `LayoutSpec` of 72 bytes a folio (`run_model` at 1G).
+pub fn build_generated<A: Arch>(
+    arch: A,
+    kernel: Kernel,
+    spec: &LayoutSpec,
+    n: usize,
+    folio: impl Fn(usize) -> FolioPlacement,
+    check_tlb: bool,
+) -> (Cx<A>, Placed) {
+    let folio = |i| Cow::Owned(folio(i));
+    build_core(arch, kernel, spec, (n, folio), check_tlb, false)
+}
+
+fn build_core<'s, A: Arch>(
+    arch: A,
+    kernel: Kernel,
+    spec: &LayoutSpec,
+    (nfolios, folio): (usize, impl Fn(usize) -> Cow<'s, FolioPlacement>),
+    check_tlb: bool,
+    page_mkwrite: bool,
+) -> (Cx<A>, Placed) {
     let ptrs = arch.ptrs_per_pte();
-    // Lay out VAs first to size the window.
+    let shared = spec.vma_flags.contains(VmFlags::SHARED);
+    // Lay out VAs first to size the window; physical placement: naturally
+    // aligned, consecutive.
+    let mut memmap = Memmap::default();
+    let mut placed = Vec::with_capacity(nfolios);
     let mut va = spec.base;
-    let mut vas = Vec::with_capacity(spec.folios.len());
-    for f in &spec.folios {
+    let mut pfn = 1u64 << 20;
+    for i in 0..nfolios {
+        let f = folio(i);
         let n = 1u64 << f.order;
         va = align_up(va, n);
         if f.va_misaligned && n > 1 {
             va += n / 2;
         }
-        vas.push(va);
+        pfn = align_up(pfn, n.max(512));
+        let ex = &f.exclusive;
+        memmap.add_folio(pfn, f.order, !shared, |i| {
+            ex.get(i as usize).copied().unwrap_or(true)
+        });
+        placed.push((va, Pfn(pfn)));
         va += n;
+        pfn += n;
     }
     let vma_end = va.max(spec.base + 1);
     let wbase = spec.base / ptrs * ptrs;
     let wend = align_up(vma_end + spec.extra_window, ptrs);
     let mut mm: Mm<A::Pte> = Mm::new(wbase, wend - wbase);
+    mm.memmap = memmap;
     mm.add_vma_backed(&arch, spec.base, vma_end, spec.vma_flags, page_mkwrite);
-    let shared = spec.vma_flags.contains(VmFlags::SHARED);
-    // Physical placement: naturally aligned, consecutive.
-    let mut pfn = 1u64 << 20;
-    let mut heads = Vec::with_capacity(spec.folios.len());
-    for f in &spec.folios {
-        let n = 1u64 << f.order;
-        pfn = align_up(pfn, n.max(512));
-        let ex = f.exclusive.clone();
-        mm.memmap.add_folio(pfn, f.order, !shared, |i| {
-            ex.get(i as usize).copied().unwrap_or(true)
-        });
-        heads.push(Pfn(pfn));
-        pfn += n;
-    }
     let mut cx = Cx::new(arch, kernel, mm, check_tlb);
     let vma = cx.mm.vmas[0];
-    for (i, f) in spec.folios.iter().enumerate() {
-        let (lo, hi) = f.mapped;
+    for (i, &(va, head)) in placed.iter().enumerate() {
+        let (lo, hi) = folio(i).mapped;
         if lo >= hi {
             continue;
         }
-        let mut pte = arch.pfn_pte(Pfn(heads[i].0 + lo), vma.page_prot);
+        let mut pte = arch.pfn_pte(Pfn(head.0 + lo), vma.page_prot);
         pte = arch.pte_mkyoung(pte);
         // Anonymous memory: a write fault. A page_mkwrite file: a read fault.
         if vma.flags.contains(VmFlags::WRITE) && !page_mkwrite {
             pte = arch.pte_mkwrite(arch.pte_mkdirty(pte));
         }
-        A::set_ptes(&mut cx, vas[i] + lo, pte, hi - lo);
+        A::set_ptes(&mut cx, va + lo, pte, hi - lo);
     }
     // A writable PTE of a private anon page implies PageAnonExclusive:
     // write-protect the others (whole contig blocks on arm64, to stay uniform).
-    for (i, f) in spec.folios.iter().enumerate() {
+    for (i, &(va, head)) in placed.iter().enumerate() {
+        let f = folio(i);
         for k in f.mapped.0..f.mapped.1 {
             let excl = cx
                 .mm
                 .memmap
-                .page(Pfn(heads[i].0 + k))
+                .page(Pfn(head.0 + k))
                 .is_some_and(|p| p.anon_exclusive);
             if !shared && !excl {
-                wrprotect_at(&mut cx, vas[i] + k);
+                wrprotect_at(&mut cx, va + k);
             }
         }
         for &(k, tweak) in &f.tweaks {
             if k < f.mapped.0 || k >= f.mapped.1 {
                 continue;
             }
-            apply_tweak(&mut cx, vas[i] + k, tweak);
+            apply_tweak(&mut cx, va + k, tweak);
         }
     }
     // The tweaks stand for past kernel paths that flushed as they went.
@@ -213,7 +243,7 @@ fn build_backed<A: Arch>(
         cx,
         Placed {
             vma: (spec.base, vma_end),
-            folios: vas.into_iter().zip(heads).collect(),
+            folios: placed,
         },
     )
 }

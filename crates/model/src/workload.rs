@@ -17,7 +17,7 @@ use crate::arch::x86::X86;
 use crate::arch::Arch;
 use crate::counters::Counters;
 use crate::cx::Cx;
-use crate::layout::{build, FolioPlacement, LayoutSpec};
+use crate::layout::{build_generated, FolioPlacement, LayoutSpec};
 use crate::mprotect::mprotect;
 use crate::mremap;
 use crate::rmap::{folio_referenced, Lru, RmapImpl};
@@ -308,25 +308,32 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
     let start = base + geo.offset;
     let end = start + geo.pages;
     let nfolios = (end - base).div_ceil(nr);
-    let mut folios = vec![FolioPlacement::whole(geo.order); nfolios as usize];
-    if cfg.workload.lru().is_some() {
-        // Reclaim maps exactly [start, end): the first and last folios may be
-        // partially mapped (arm64 paints CONT on whole aligned blocks only).
-        folios[0].mapped.0 = geo.offset;
-        let last = folios.len() - 1;
-        folios[last].mapped.1 = end - (base + last as u64 * nr);
-    }
+    let folio = |i: usize| {
+        let mut f = FolioPlacement::whole(geo.order);
+        if cfg.workload.lru().is_some() {
+            // Reclaim maps exactly [start, end): the first and last folios may be
+            // partially mapped (arm64 paints CONT on whole aligned blocks only).
+            if i == 0 {
+                f.mapped.0 = geo.offset;
+            }
+            if i as u64 == nfolios - 1 {
+                f.mapped.1 = end - (base + i as u64 * nr);
+            }
+        }
+        f
+    };
     let spec = LayoutSpec {
         base,
         vma_flags: VmFlags::READ | VmFlags::WRITE | VmFlags::SOFTDIRTY,
-        folios,
+        folios: Vec::new(),
         extra_window: if cfg.workload == Workload::MremapMove {
             nfolios * nr + ptrs
         } else {
             0
         },
     };
-    let (mut cx, placed) = build(arch, kernel, &spec, cfg.check_tlb);
+    let (mut cx, placed) =
+        build_generated(arch, kernel, &spec, nfolios as usize, folio, cfg.check_tlb);
     let len = geo.pages;
     let mut outcome = ModelOutcome {
         workload: cfg.workload.name().to_string(),
