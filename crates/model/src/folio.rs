@@ -30,44 +30,68 @@ pub struct PageMeta {
 
 /// The `struct page` array (memmap), for the PFNs the model allocated.
 ///
-/// Kept per folio, not per PFN: the layouts place every folio on its own 2M
-/// physical boundary, so a dense array spent 512 entries per order-0 folio
-/// (8 GB for a 1G region of 4K folios, four strategies). A folio costs 16
-/// bytes, a page one `PageAnonExclusive` bit and a 512-PFN chunk of the
-/// placed range 4 bytes of index.
+/// Kept as runs of like folios, not per PFN: the layouts place every folio on
+/// its own 2M physical boundary, so a dense array spent 512 entries per
+/// order-0 folio (8 GB for a 1G region of 4K folios, four strategies), and
+/// `run_model`'s folios, all of one order at one stride, are one run. A page
+/// costs its `PageAnonExclusive` bit.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Memmap {
-    /// Folios sorted by head PFN, non-overlapping.
-    folios: Vec<FolioRec>,
-    /// `PG_anon_exclusive`, one bit per page, each folio's run at its `excl`.
+    /// Sorted by head PFN; their folios do not overlap.
+    runs: Vec<Run>,
+    /// `PG_anon_exclusive`, one bit per page allocated.
     exclusive: Vec<u64>,
     /// Bits used in `exclusive`.
     nbits: u64,
-    /// First PFN of chunk 0 (chunk-aligned).
-    base: u64,
-    /// Per chunk of `1 << CHUNK_SHIFT` PFNs from `base`: the index of the
-    /// first folio ending after the chunk's start. The folio holding a PFN
-    /// of chunk `c` lies in `folios[chunks[c] ..= chunks[c + 1]]`.
-    chunks: Vec<u32>,
 }
 
+/// `count` folios of one order and anon-ness, `stride` PFNs apart, whose
+/// `PageAnonExclusive` bits follow one another from `excl`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FolioRec {
+struct Run {
     head: u64,
-    /// First bit of the folio's pages in `Memmap::exclusive`.
-    excl: u32,
+    /// PFNs from one head to the next (0 while `count` is 1).
+    stride: u64,
+    count: u64,
+    excl: u64,
     order: u8,
     anon: bool,
 }
 
-impl FolioRec {
+impl Run {
+    fn nr_pages(&self) -> u64 {
+        1 << self.order
+    }
+
     fn end(&self) -> u64 {
-        self.head + (1 << self.order)
+        self.head + (self.count - 1) * self.stride + self.nr_pages()
+    }
+
+    /// Extend the run by the folio at `head` whose bits start at `excl`, if
+    /// it is the run's next one.
+    fn extend(&mut self, head: u64, order: u8, anon: bool, excl: u64) -> bool {
+        let n = self.nr_pages();
+        if order != self.order || anon != self.anon || excl != self.excl + self.count * n {
+            return false;
+        }
+        if self.count == 1 && head >= self.head + n {
+            self.stride = head - self.head;
+        } else if self.count == 1 || head != self.head + self.count * self.stride {
+            return false;
+        }
+        self.count += 1;
+        true
     }
 }
 
-/// `PMD_ORDER` on 4K pages: the layouts' physical alignment.
-const CHUNK_SHIFT: u32 = 9;
+/// The folio holding a PFN, and the PFN's `PageAnonExclusive` bit.
+#[derive(Clone, Copy)]
+struct Hit {
+    head: u64,
+    bit: u64,
+    order: u8,
+    anon: bool,
+}
 
 /// A folio: its head PFN, order and anon flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,104 +119,102 @@ impl Folio {
 impl Memmap {
     /// Allocate the struct pages of a folio at `head` (naturally aligned);
     /// `exclusive(i)` gives `PageAnonExclusive` of page `i`. A folio
-    /// overlapping one allocated before replaces it.
+    /// overlapping ones allocated before replaces them.
     pub fn add_folio(&mut self, head: u64, order: u8, anon: bool, exclusive: impl Fn(u64) -> bool) {
         let n = 1u64 << order;
-        let excl = u32::try_from(self.nbits).expect("fewer than 2^32 modelled pages");
+        let excl = self.nbits;
         self.nbits += n;
         self.exclusive.resize(self.nbits.div_ceil(64) as usize, 0);
         for i in 0..n {
             if anon && exclusive(i) {
-                let bit = u64::from(excl) + i;
+                let bit = excl + i;
                 self.exclusive[(bit / 64) as usize] |= 1 << (bit % 64);
             }
         }
-        let rec = FolioRec {
+        if self.runs.last().is_none_or(|r| r.end() <= head) {
+            self.push(head, order, anon, excl);
+            return;
+        }
+        // Out of PFN order (never in the layouts): split into folios, drop
+        // the overlapped ones, insert, and join again.
+        let mut folios: Vec<(u64, u8, bool, u64)> = Vec::new();
+        for r in self.runs.drain(..) {
+            for k in 0..r.count {
+                let h = r.head + k * r.stride;
+                if h + r.nr_pages() <= head || h >= head + n {
+                    folios.push((h, r.order, r.anon, r.excl + k * r.nr_pages()));
+                }
+            }
+        }
+        let at = folios.partition_point(|f| f.0 < head);
+        folios.insert(at, (head, order, anon, excl));
+        for (h, o, a, e) in folios {
+            self.push(h, o, a, e);
+        }
+    }
+
+    /// Append a folio after every other.
+    fn push(&mut self, head: u64, order: u8, anon: bool, excl: u64) {
+        if let Some(r) = self.runs.last_mut() {
+            if r.extend(head, order, anon, excl) {
+                return;
+            }
+        }
+        self.runs.push(Run {
             head,
+            stride: 0,
+            count: 1,
             excl,
             order,
             anon,
-        };
-        let appended = match self.folios.last() {
-            None => true,
-            Some(last) => last.end() <= head,
-        };
-        if appended {
-            if self.folios.is_empty() {
-                self.base = head >> CHUNK_SHIFT << CHUNK_SHIFT;
-            }
-            self.folios.push(rec);
-            self.index_folio(self.folios.len() - 1);
-        } else {
-            // Out of PFN order (never in the layouts): insert and re-index.
-            self.folios
-                .retain(|f| f.end() <= head || f.head >= head + n);
-            let at = self.folios.partition_point(|f| f.head < head);
-            self.folios.insert(at, rec);
-            self.base = self.folios[0].head >> CHUNK_SHIFT << CHUNK_SHIFT;
-            self.chunks.clear();
-            for k in 0..self.folios.len() {
-                self.index_folio(k);
-            }
-        }
+        });
     }
 
-    /// Extend `chunks` over folio `k`, all folios before it indexed: every
-    /// chunk not yet indexed up to the folio's last one starts at or after
-    /// the end of folio `k - 1`, so its first folio is `k`.
-    fn index_folio(&mut self, k: usize) {
-        let last = (self.folios[k].end() - 1 - self.base) >> CHUNK_SHIFT;
-        let idx = u32::try_from(k).expect("fewer than 2^32 folios");
-        if self.chunks.len() as u64 <= last {
-            self.chunks.resize(last as usize + 1, idx);
-        }
-    }
-
-    /// The folio record holding `pfn`.
+    /// The folio holding `pfn`.
     #[inline]
-    fn rec(&self, pfn: u64) -> Option<&FolioRec> {
-        let c = (pfn.checked_sub(self.base)? >> CHUNK_SHIFT) as usize;
-        let lo = *self.chunks.get(c)? as usize;
-        let hi = self
-            .chunks
-            .get(c + 1)
-            .map_or(self.folios.len(), |&x| x as usize + 1)
-            .min(self.folios.len());
-        let cands = &self.folios[lo..hi];
-        // Usually one candidate: each layout folio has a chunk of its own.
-        let f = match cands {
-            [f] => f,
-            _ => &cands[cands.partition_point(|f| f.head <= pfn).checked_sub(1)?],
+    fn hit(&self, pfn: u64) -> Option<Hit> {
+        let r = match self.runs.as_slice() {
+            [r] => r,
+            runs => &runs[runs.partition_point(|r| r.head <= pfn).checked_sub(1)?],
         };
-        (f.head <= pfn && pfn < f.end()).then_some(f)
+        let off = pfn.checked_sub(r.head)?;
+        let k = match r.stride {
+            0 => 0,
+            s if s.is_power_of_two() => (off >> s.trailing_zeros()).min(r.count - 1),
+            s => (off / s).min(r.count - 1),
+        };
+        let head = r.head + k * r.stride;
+        let i = pfn - head;
+        (i < r.nr_pages()).then_some(Hit {
+            head,
+            bit: r.excl + (k << r.order) + i,
+            order: r.order,
+            anon: r.anon,
+        })
     }
 
     /// The struct page of `pfn`, if the model allocated one.
     #[inline]
     pub fn page(&self, pfn: Pfn) -> Option<PageMeta> {
-        self.rec(pfn.0).map(|f| {
-            let bit = u64::from(f.excl) + (pfn.0 - f.head);
-            PageMeta {
-                head: f.head,
-                order: f.order,
-                anon: f.anon,
-                anon_exclusive: self.exclusive[(bit / 64) as usize] >> (bit % 64) & 1 != 0,
-            }
+        self.hit(pfn.0).map(|h| PageMeta {
+            head: h.head,
+            order: h.order,
+            anon: h.anon,
+            anon_exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
         })
     }
 
     /// Set or clear `PG_anon_exclusive` of `pfn` (an anon page); false when
     /// the model allocated no struct page there.
     pub fn set_anon_exclusive(&mut self, pfn: Pfn, exclusive: bool) -> bool {
-        let Some(f) = self.rec(pfn.0).copied() else {
+        let Some(h) = self.hit(pfn.0) else {
             return false;
         };
-        let bit = u64::from(f.excl) + (pfn.0 - f.head);
-        let word = &mut self.exclusive[(bit / 64) as usize];
-        if exclusive && f.anon {
-            *word |= 1 << (bit % 64);
+        let word = &mut self.exclusive[(h.bit / 64) as usize];
+        if exclusive && h.anon {
+            *word |= 1 << (h.bit % 64);
         } else {
-            *word &= !(1 << (bit % 64));
+            *word &= !(1 << (h.bit % 64));
         }
         true
     }
@@ -200,10 +222,10 @@ impl Memmap {
     /// The folio of `pfn` without counting (checks and setup).
     #[inline]
     pub fn folio_of(&self, pfn: Pfn) -> Option<Folio> {
-        self.rec(pfn.0).map(|f| Folio {
-            head: Pfn(f.head),
-            order: f.order,
-            anon: f.anon,
+        self.hit(pfn.0).map(|h| Folio {
+            head: Pfn(h.head),
+            order: h.order,
+            anon: h.anon,
         })
     }
 }
@@ -217,7 +239,7 @@ pub fn vm_normal_page<A: Arch>(cx: &mut Cx<A>, _vma: &Vma, _addr: u64, pte: A::P
         return None;
     }
     let pfn = cx.arch.pte_pfn(pte);
-    cx.mm.memmap.page(pfn).map(|_| pfn)
+    cx.mm.memmap.folio_of(pfn).map(|_| pfn)
 }
 
 /// `page_folio()`: reads `page->compound_head`.
@@ -393,6 +415,7 @@ mod tests {
         fn compact_memmap_answers_as_the_dense_one(
             fs in folios(),
             ascending in any::<bool>(),
+            uniform in any::<bool>(),
             spread in 0u32..12,
             flips in proptest::collection::vec((0u64..1 << 16, any::<bool>()), 0..20),
             probes in proptest::collection::vec(any::<u64>(), 200),
@@ -401,6 +424,15 @@ mod tests {
             let mut fs = fs;
             if ascending {
                 fs.sort_by_key(|f| f.0);
+            }
+            if uniform {
+                // One order at one stride, as run_model places them: a run,
+                // broken where the anon flag changes.
+                let (slot, order) = (fs[0].0, fs[0].1);
+                for f in &mut fs {
+                    (f.0, f.1) = (slot, order);
+                    f.3.resize(1 << order, true);
+                }
             }
             let mut next = 1u64 << 20;
             for (slot, order, anon, excl) in &fs {

@@ -22,6 +22,7 @@ use crate::cx::Cx;
 use crate::folio::Memmap;
 use crate::mm::Mm;
 use crate::strategy::Kernel;
+use crate::tlb::TlbModel;
 use crate::types::{Pfn, VmFlags};
 
 /// A change applied to one mapped PTE after fault-in.
@@ -141,22 +142,65 @@ fn build_backed<A: Arch>(
 ) -> (Cx<A>, Placed) {
     let n = spec.folios.len();
     let folio = |i: usize| Cow::Borrowed(&spec.folios[i]);
-    build_core(arch, kernel, spec, (n, folio), check_tlb, page_mkwrite)
+    build_core(
+        arch,
+        kernel,
+        spec,
+        (n, folio),
+        (check_tlb, page_mkwrite, true),
+    )
 }
 
 /// [`build`] of `n` folios that `folio(i)` makes one at a time; the folios
 /// of `spec` are ignored. A region of 262144 folios then needs no
-/// `LayoutSpec` of 72 bytes a folio (`run_model` at 1G).
+/// `LayoutSpec` of 72 bytes a folio (`run_model` at 1G). `Placed::folios`
+/// (16 bytes a folio) is left empty unless `keep_folios`.
 pub fn build_generated<A: Arch>(
     arch: A,
     kernel: Kernel,
     spec: &LayoutSpec,
     n: usize,
     folio: impl Fn(usize) -> FolioPlacement,
-    check_tlb: bool,
+    (check_tlb, keep_folios): (bool, bool),
 ) -> (Cx<A>, Placed) {
     let folio = |i| Cow::Owned(folio(i));
-    build_core(arch, kernel, spec, (n, folio), check_tlb, false)
+    build_core(
+        arch,
+        kernel,
+        spec,
+        (n, folio),
+        (check_tlb, false, keep_folios),
+    )
+}
+
+/// Where the folios of a layout go, one after another: each at the next VA
+/// aligned to its size, and at the next PFN aligned to its size and to 2M.
+struct Cursor {
+    va: u64,
+    pfn: u64,
+}
+
+impl Cursor {
+    fn new(spec: &LayoutSpec) -> Self {
+        Cursor {
+            va: spec.base,
+            pfn: 1 << 20,
+        }
+    }
+
+    /// VA of page 0 and head PFN of `f`.
+    fn place(&mut self, f: &FolioPlacement) -> (u64, Pfn) {
+        let n = 1u64 << f.order;
+        self.va = align_up(self.va, n);
+        if f.va_misaligned && n > 1 {
+            self.va += n / 2;
+        }
+        self.pfn = align_up(self.pfn, n.max(512));
+        let at = (self.va, Pfn(self.pfn));
+        self.va += n;
+        self.pfn += n;
+        at
+    }
 }
 
 fn build_core<'s, A: Arch>(
@@ -164,43 +208,38 @@ fn build_core<'s, A: Arch>(
     kernel: Kernel,
     spec: &LayoutSpec,
     (nfolios, folio): (usize, impl Fn(usize) -> Cow<'s, FolioPlacement>),
-    check_tlb: bool,
-    page_mkwrite: bool,
+    (check_tlb, page_mkwrite, keep_folios): (bool, bool, bool),
 ) -> (Cx<A>, Placed) {
     let ptrs = arch.ptrs_per_pte();
     let shared = spec.vma_flags.contains(VmFlags::SHARED);
-    // Lay out VAs first to size the window; physical placement: naturally
-    // aligned, consecutive.
+    // Place every folio first to size the window. Each pass below places
+    // them again rather than keep 16 bytes a folio.
     let mut memmap = Memmap::default();
-    let mut placed = Vec::with_capacity(nfolios);
-    let mut va = spec.base;
-    let mut pfn = 1u64 << 20;
+    let mut cursor = Cursor::new(spec);
     for i in 0..nfolios {
         let f = folio(i);
-        let n = 1u64 << f.order;
-        va = align_up(va, n);
-        if f.va_misaligned && n > 1 {
-            va += n / 2;
-        }
-        pfn = align_up(pfn, n.max(512));
+        let (_, head) = cursor.place(&f);
         let ex = &f.exclusive;
-        memmap.add_folio(pfn, f.order, !shared, |i| {
+        memmap.add_folio(head.0, f.order, !shared, |i| {
             ex.get(i as usize).copied().unwrap_or(true)
         });
-        placed.push((va, Pfn(pfn)));
-        va += n;
-        pfn += n;
     }
+    let va = cursor.va;
     let vma_end = va.max(spec.base + 1);
     let wbase = spec.base / ptrs * ptrs;
     let wend = align_up(vma_end + spec.extra_window, ptrs);
     let mut mm: Mm<A::Pte> = Mm::new(wbase, wend - wbase);
     mm.memmap = memmap;
     mm.add_vma_backed(&arch, spec.base, vma_end, spec.vma_flags, page_mkwrite);
-    let mut cx = Cx::new(arch, kernel, mm, check_tlb);
+    // The TLB model starts empty after the build (below): faulting in does
+    // not need it.
+    let mut cx = Cx::new(arch, kernel, mm, false);
     let vma = cx.mm.vmas[0];
-    for (i, &(va, head)) in placed.iter().enumerate() {
-        let (lo, hi) = folio(i).mapped;
+    let mut cursor = Cursor::new(spec);
+    for i in 0..nfolios {
+        let f = folio(i);
+        let (va, head) = cursor.place(&f);
+        let (lo, hi) = f.mapped;
         if lo >= hi {
             continue;
         }
@@ -214,9 +253,17 @@ fn build_core<'s, A: Arch>(
     }
     // A writable PTE of a private anon page implies PageAnonExclusive:
     // write-protect the others (whole contig blocks on arm64, to stay uniform).
-    for (i, &(va, head)) in placed.iter().enumerate() {
+    let mut cursor = Cursor::new(spec);
+    let mut placed = Vec::with_capacity(if keep_folios { nfolios } else { 0 });
+    for i in 0..nfolios {
         let f = folio(i);
-        for k in f.mapped.0..f.mapped.1 {
+        let (va, head) = cursor.place(&f);
+        if keep_folios {
+            placed.push((va, head));
+        }
+        // No page to write-protect when every page is exclusive (the default).
+        let all_exclusive = f.exclusive.iter().all(|&e| e);
+        for k in (f.mapped.0..f.mapped.1).filter(|_| !all_exclusive) {
             let excl = cx
                 .mm
                 .memmap
@@ -233,9 +280,10 @@ fn build_core<'s, A: Arch>(
             apply_tweak(&mut cx, va + k, tweak);
         }
     }
-    // The tweaks stand for past kernel paths that flushed as they went.
-    if let Some(tlb) = cx.tlb.as_mut() {
-        tlb.invalidate_all();
+    // The tweaks stand for past kernel paths that flushed as they went: the
+    // TLB model starts empty.
+    if check_tlb {
+        cx.tlb = Some(TlbModel::new(cx.mm.pt.base(), cx.mm.pt.len()));
     }
     cx.take_counters();
     cx.take_flushes();

@@ -332,8 +332,9 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
             0
         },
     };
-    let (mut cx, placed) =
-        build_generated(arch, kernel, &spec, nfolios as usize, folio, cfg.check_tlb);
+    // Only reclaim walks the placed folios.
+    let keep = (cfg.check_tlb, cfg.workload.lru().is_some());
+    let (mut cx, placed) = build_generated(arch, kernel, &spec, nfolios as usize, folio, keep);
     let len = geo.pages;
     let mut outcome = ModelOutcome {
         workload: cfg.workload.name().to_string(),
