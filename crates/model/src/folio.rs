@@ -30,11 +30,45 @@ pub struct PageMeta {
 }
 
 /// The `struct page` array (memmap), for the PFNs the model allocated.
+///
+/// Kept per folio, not per PFN: the layouts place every folio on its own 2M
+/// physical boundary, so a dense array spent 512 entries per order-0 folio
+/// (8 GB for a 1G region of 4K folios, four strategies). A folio costs 16
+/// bytes, a page one `PageAnonExclusive` bit and a 512-PFN chunk of the
+/// placed range 4 bytes of index.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Memmap {
+    /// Folios sorted by head PFN, non-overlapping.
+    folios: Vec<FolioRec>,
+    /// `PG_anon_exclusive`, one bit per page, each folio's run at its `excl`.
+    exclusive: Vec<u64>,
+    /// Bits used in `exclusive`.
+    nbits: u64,
+    /// First PFN of chunk 0 (chunk-aligned).
     base: u64,
-    pages: Vec<Option<PageMeta>>,
+    /// Per chunk of `1 << CHUNK_SHIFT` PFNs from `base`: the index of the
+    /// first folio ending after the chunk's start. The folio holding a PFN
+    /// of chunk `c` lies in `folios[chunks[c] ..= chunks[c + 1]]`.
+    chunks: Vec<u32>,
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FolioRec {
+    head: u64,
+    /// First bit of the folio's pages in `Memmap::exclusive`.
+    excl: u32,
+    order: u8,
+    anon: bool,
+}
+
+impl FolioRec {
+    fn end(&self) -> u64 {
+        self.head + (1 << self.order)
+    }
+}
+
+/// `PMD_ORDER` on 4K pages: the layouts' physical alignment.
+const CHUNK_SHIFT: u32 = 9;
 
 /// A folio: its head PFN, order and anon flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,56 +95,116 @@ impl Folio {
 
 impl Memmap {
     /// Allocate the struct pages of a folio at `head` (naturally aligned);
-    /// `exclusive(i)` gives `PageAnonExclusive` of page `i`.
+    /// `exclusive(i)` gives `PageAnonExclusive` of page `i`. A folio
+    /// overlapping one allocated before replaces it.
     pub fn add_folio(&mut self, head: u64, order: u8, anon: bool, exclusive: impl Fn(u64) -> bool) {
         let n = 1u64 << order;
-        if self.pages.is_empty() {
-            self.base = head;
-        }
-        if head < self.base {
-            let shift = (self.base - head) as usize;
-            let mut v = vec![None; shift];
-            v.append(&mut self.pages);
-            self.pages = v;
-            self.base = head;
-        }
-        let end = (head + n - self.base) as usize;
-        if self.pages.len() < end {
-            self.pages.resize(end, None);
-        }
+        let excl = u32::try_from(self.nbits).expect("fewer than 2^32 modelled pages");
+        self.nbits += n;
+        self.exclusive.resize(self.nbits.div_ceil(64) as usize, 0);
         for i in 0..n {
-            self.pages[(head + i - self.base) as usize] = Some(PageMeta {
-                head,
-                order,
-                anon,
-                anon_exclusive: anon && exclusive(i),
-            });
+            if anon && exclusive(i) {
+                let bit = u64::from(excl) + i;
+                self.exclusive[(bit / 64) as usize] |= 1 << (bit % 64);
+            }
         }
+        let rec = FolioRec {
+            head,
+            excl,
+            order,
+            anon,
+        };
+        let appended = match self.folios.last() {
+            None => true,
+            Some(last) => last.end() <= head,
+        };
+        if appended {
+            if self.folios.is_empty() {
+                self.base = head >> CHUNK_SHIFT << CHUNK_SHIFT;
+            }
+            self.folios.push(rec);
+            self.index_folio(self.folios.len() - 1);
+        } else {
+            // Out of PFN order (never in the layouts): insert and re-index.
+            self.folios
+                .retain(|f| f.end() <= head || f.head >= head + n);
+            let at = self.folios.partition_point(|f| f.head < head);
+            self.folios.insert(at, rec);
+            self.base = self.folios[0].head >> CHUNK_SHIFT << CHUNK_SHIFT;
+            self.chunks.clear();
+            for k in 0..self.folios.len() {
+                self.index_folio(k);
+            }
+        }
+    }
+
+    /// Extend `chunks` over folio `k`, all folios before it indexed: every
+    /// chunk not yet indexed up to the folio's last one starts at or after
+    /// the end of folio `k - 1`, so its first folio is `k`.
+    fn index_folio(&mut self, k: usize) {
+        let last = (self.folios[k].end() - 1 - self.base) >> CHUNK_SHIFT;
+        let idx = u32::try_from(k).expect("fewer than 2^32 folios");
+        if self.chunks.len() as u64 <= last {
+            self.chunks.resize(last as usize + 1, idx);
+        }
+    }
+
+    /// The folio record holding `pfn`.
+    #[inline]
+    fn rec(&self, pfn: u64) -> Option<&FolioRec> {
+        let c = (pfn.checked_sub(self.base)? >> CHUNK_SHIFT) as usize;
+        let lo = *self.chunks.get(c)? as usize;
+        let hi = self
+            .chunks
+            .get(c + 1)
+            .map_or(self.folios.len(), |&x| x as usize + 1)
+            .min(self.folios.len());
+        let cands = &self.folios[lo..hi];
+        // Usually one candidate: each layout folio has a chunk of its own.
+        let f = match cands {
+            [f] => f,
+            _ => &cands[cands.partition_point(|f| f.head <= pfn).checked_sub(1)?],
+        };
+        (f.head <= pfn && pfn < f.end()).then_some(f)
     }
 
     /// The struct page of `pfn`, if the model allocated one.
     #[inline]
-    pub fn page(&self, pfn: Pfn) -> Option<&PageMeta> {
-        pfn.0
-            .checked_sub(self.base)
-            .and_then(|i| self.pages.get(i as usize))
-            .and_then(|p| p.as_ref())
+    pub fn page(&self, pfn: Pfn) -> Option<PageMeta> {
+        self.rec(pfn.0).map(|f| {
+            let bit = u64::from(f.excl) + (pfn.0 - f.head);
+            PageMeta {
+                head: f.head,
+                order: f.order,
+                anon: f.anon,
+                anon_exclusive: self.exclusive[(bit / 64) as usize] >> (bit % 64) & 1 != 0,
+            }
+        })
     }
 
-    /// Mutable access to the struct page of `pfn`.
-    pub fn page_mut(&mut self, pfn: Pfn) -> Option<&mut PageMeta> {
-        pfn.0
-            .checked_sub(self.base)
-            .and_then(|i| self.pages.get_mut(i as usize))
-            .and_then(|p| p.as_mut())
+    /// Set or clear `PG_anon_exclusive` of `pfn` (an anon page); false when
+    /// the model allocated no struct page there.
+    pub fn set_anon_exclusive(&mut self, pfn: Pfn, exclusive: bool) -> bool {
+        let Some(f) = self.rec(pfn.0).copied() else {
+            return false;
+        };
+        let bit = u64::from(f.excl) + (pfn.0 - f.head);
+        let word = &mut self.exclusive[(bit / 64) as usize];
+        if exclusive && f.anon {
+            *word |= 1 << (bit % 64);
+        } else {
+            *word &= !(1 << (bit % 64));
+        }
+        true
     }
 
     /// The folio of `pfn` without counting (checks and setup).
+    #[inline]
     pub fn folio_of(&self, pfn: Pfn) -> Option<Folio> {
-        self.page(pfn).map(|p| Folio {
-            head: Pfn(p.head),
-            order: p.order,
-            anon: p.anon,
+        self.rec(pfn.0).map(|f| Folio {
+            head: Pfn(f.head),
+            order: f.order,
+            anon: f.anon,
         })
     }
 }
@@ -261,4 +355,107 @@ pub fn folio_pte_batch_flags<A: Arch>(
         }
     }
     nr.min(max_nr)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The dense memmap this one replaced, per PFN; a folio added over
+    /// others replaces them whole.
+    #[derive(Default)]
+    struct Reference(BTreeMap<u64, PageMeta>);
+
+    impl Reference {
+        fn add_folio(&mut self, head: u64, order: u8, anon: bool, excl: &[bool]) {
+            let n = 1u64 << order;
+            let hit: Vec<u64> = self.0.range(head..head + n).map(|(_, p)| p.head).collect();
+            self.0.retain(|_, p| !hit.contains(&p.head));
+            for i in 0..n {
+                self.0.insert(
+                    head + i,
+                    PageMeta {
+                        head,
+                        order,
+                        anon,
+                        anon_exclusive: anon && excl[i as usize],
+                    },
+                );
+            }
+        }
+    }
+
+    fn folios() -> impl Strategy<Value = Vec<(u64, u8, bool, Vec<bool>)>> {
+        proptest::collection::vec(
+            (0u64..4096, 0u8..=10, any::<bool>()).prop_flat_map(|(slot, order, anon)| {
+                (
+                    Just(slot),
+                    Just(order),
+                    Just(anon),
+                    proptest::collection::vec(any::<bool>(), 1usize << order),
+                )
+            }),
+            1..40,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn compact_memmap_answers_as_the_dense_one(
+            fs in folios(),
+            ascending in any::<bool>(),
+            spread in 0u32..12,
+            flips in proptest::collection::vec((0u64..1 << 16, any::<bool>()), 0..20),
+            probes in proptest::collection::vec(any::<u64>(), 200),
+        ) {
+            let (mut m, mut r) = (Memmap::default(), Reference::default());
+            let mut fs = fs;
+            if ascending {
+                fs.sort_by_key(|f| f.0);
+            }
+            let mut next = 1u64 << 20;
+            for (slot, order, anon, excl) in &fs {
+                let n = 1u64 << order;
+                // Ascending: packed or spread out as the layouts place them;
+                // else anywhere (overlaps included), naturally aligned.
+                let head = if ascending {
+                    let h = (next + (*slot << spread)).div_ceil(n) * n;
+                    next = h + n;
+                    h
+                } else {
+                    ((1 << 20) + (*slot << spread)) / n * n
+                };
+                m.add_folio(head, *order, *anon, |i| excl[i as usize]);
+                r.add_folio(head, *order, *anon, excl);
+            }
+            for (off, on) in flips {
+                let pfn = (1 << 20) + off;
+                let want = match r.0.get_mut(&pfn) {
+                    Some(p) => {
+                        p.anon_exclusive = on && p.anon;
+                        true
+                    }
+                    None => false,
+                };
+                prop_assert_eq!(m.set_anon_exclusive(Pfn(pfn), on), want);
+            }
+            // Every page and its neighbours, and PFNs anywhere around.
+            let lo = r.0.keys().next().copied().unwrap_or(0).saturating_sub(600);
+            let hi = r.0.keys().last().copied().unwrap_or(0) + 600;
+            let near = r.0.keys().flat_map(|&p| [p.saturating_sub(1), p, p + 1]);
+            let far = probes.iter().map(|x| lo + x % (hi - lo));
+            for pfn in near.chain(far).chain([0, 1 << 19, u64::MAX]) {
+                let want = r.0.get(&pfn).copied();
+                prop_assert_eq!(m.page(Pfn(pfn)), want, "pfn {:#x}", pfn);
+                prop_assert_eq!(
+                    m.folio_of(Pfn(pfn)),
+                    want.map(|p| Folio { head: Pfn(p.head), order: p.order, anon: p.anon })
+                );
+            }
+        }
+    }
 }
