@@ -13,6 +13,7 @@ use bitflags::bitflags;
 use crate::arch::Arch;
 use crate::cx::Cx;
 use crate::mm::Vma;
+use crate::strategy::KFn;
 use crate::types::Pfn;
 
 /// Metadata of one `struct page`.
@@ -234,7 +235,10 @@ impl Memmap {
 /// special mappings and PFNs without a struct page. Out of line (mm/memory.c).
 pub fn vm_normal_page<A: Arch>(cx: &mut Cx<A>, _vma: &Vma, _addr: u64, pte: A::Pte) -> Option<Pfn> {
     cx.counters.folio_lookups += 1;
-    cx.call();
+    cx.call(KFn::VmNormalPage);
+    // x86: the out-of-line paravirt pte_val() copy of mm/memory.c.
+    let pte_vals = cx.kernel.release.vm_normal_page_pte_vals();
+    cx.calls(KFn::PteVal, pte_vals);
     if cx.arch.pte_special(pte) {
         return None;
     }
@@ -291,6 +295,17 @@ bitflags! {
         /// `FPB_MERGE_YOUNG_DIRTY`: OR young/dirty into `*ptentp`.
         const MERGE_YOUNG_DIRTY = 1 << 4;
     }
+}
+
+/// The out-of-line entries of one `folio_pte_batch_flags()` that returned
+/// `nr`, as mprotect and mremap call it: arm64 calls a `.constprop.0` clone;
+/// x86 inlines it and calls `pte_advance_pfn()` out of line (the first only
+/// up to v7.0, every one from v7.1). Counted by the caller, since the 2026
+/// rmap reaches the same code inside the out-of-line `folio_pte_batch()`.
+pub fn count_folio_pte_batch_flags<A: Arch>(cx: &mut Cx<A>, nr: u64) {
+    cx.call(KFn::FolioPteBatchFlags);
+    let advances = cx.kernel.release.folio_pte_batch_advances(nr);
+    cx.calls(KFn::PteAdvancePfn, advances);
 }
 
 /// `__pte_batch_clear_ignored()`: mask the bits a batch may differ in.

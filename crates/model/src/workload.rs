@@ -415,15 +415,15 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
         }
     }
     outcome.calls = calls;
-    if cfg.strategy == Strategy::SmallFast
+    if cfg.strategy.kernel_features().always_inline_commit
         && matches!(
             cfg.workload,
             Workload::MprotectToggle | Workload::MprotectRoRw | Workload::ProtTransition
         )
     {
         outcome.notes.push(
-            "smallfast (Pedro Falcato v3) performs the same page-table primitives as v6.17/v6.19; \
-             it differs in instructions, branches and out-of-line calls (see `calls`)"
+            "v7.1's small-folio change (89e613bc0b2d) performs the same page-table primitives as \
+             v6.17 … v7.0; it changes which functions are out of line (see `calls` and `functions`)"
                 .to_string(),
         );
     }
