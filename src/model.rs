@@ -254,9 +254,9 @@ mod tests {
     fn cells_carry_per_call_counters() {
         let p = plan_of(Arch::Arm64, Granule::K4, "64K", 64 << 10, 0).unwrap();
         let cells = model_cells(&p).unwrap();
-        assert_eq!(cells.len(), 4);
+        assert_eq!(cells.len(), ptelab_model::Strategy::ALL.len());
         let (_, rec) = &cells[0];
-        assert_eq!(rec.strategy, "per-pte");
+        assert_eq!(rec.strategy, "v6.16");
         assert!(rec.counters["pte_xchg"] > 0.0);
         assert_eq!(rec.params["granule"], "4K");
     }

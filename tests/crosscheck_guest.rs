@@ -46,7 +46,7 @@ fn crosscheck_in_a_6_17_guest_matches_the_batched_model() {
     assert_eq!(doc["schema"], "ptelab/crosscheck/v1", "{vm}");
     assert_eq!(doc["arch"], "x86_64");
     assert!(doc["kernel"].as_str().unwrap().starts_with("6.17.13"));
-    assert_eq!(doc["strategy"], "batched", "{}", doc["strategy_reason"]);
+    assert_eq!(doc["strategy"], "v6.17", "{}", doc["strategy_reason"]);
     let rows = doc["rows"].as_array().unwrap();
     assert!(rows.len() > 50, "{} rows", rows.len());
     let bad: Vec<&Value> = rows.iter().filter(|r| r["match"] != true).collect();

@@ -24,10 +24,10 @@ fn model_table_shows_strategies_side_by_side() {
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     for needle in [
         "per mm call",
-        "per-pte",
-        "batched",
-        "batched-v6.19",
-        "smallfast",
+        "v6.16",
+        "v6.17",
+        "v6.19",
+        "v7.1",
         "pte_xchg",
         "tlbi_sync",
         "mprotect(PROT_NONE):",
@@ -62,8 +62,11 @@ fn model_json_schema() {
     assert_eq!(v["calls_per_iteration"], 2);
     let s = v["strategies"].as_array().unwrap();
     let names: Vec<&str> = s.iter().map(|x| x["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["per-pte", "batched", "batched-v6.19", "smallfast"]);
-    assert_eq!(s[0]["kernel"], "v6.16");
+    assert_eq!(
+        names,
+        ["v6.16", "v6.17", "v6.18", "v6.19", "v7.0", "v7.1", "v7.3"]
+    );
+    assert_eq!(s[0]["kernel"], "v6.12 … v6.16");
     // Per mprotect call (2 calls per iteration): 512 PTEs each.
     assert_eq!(s[0]["counters"]["pte_xchg"].as_f64(), Some(512.0));
     assert_eq!(s[1]["counters"]["batches"].as_f64(), Some(32.0));
@@ -73,6 +76,9 @@ fn model_json_schema() {
     assert_eq!(flushes.len(), 1);
     assert_eq!(flushes[0]["trace_pages"], -1);
     assert_eq!(s[0]["outside"]["write_faults"], 0);
+    // Out-of-line function entries per call: x86 paravirt per PTE.
+    assert_eq!(s[0]["functions"]["native_set_pte"].as_f64(), Some(512.0));
+    assert_eq!(s[0]["calls"][0]["functions"]["native_set_pte"], 512);
 }
 
 #[test]
@@ -87,7 +93,7 @@ fn model_lists_strategies() {
     );
     let out = model(&["--list-strategies", "--json"]).success();
     let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    assert_eq!(v["strategies"].as_array().unwrap().len(), 4);
+    assert_eq!(v["strategies"].as_array().unwrap().len(), 7);
 }
 
 fn bad(args: &[&str], accepted: &str) {

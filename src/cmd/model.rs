@@ -12,10 +12,11 @@
 //! {"schema": "ptelab/model/v1", "workload": "mprotect-toggle", "arch": "arm64",
 //!  "granule": "4K", "contpte": true, "bbml2": false, "size_bytes": 409600,
 //!  "folio": "64K", "offset_pages": 0, "pages": 100, "calls_per_iteration": 2,
-//!  "strategies": [{"name": "per-pte", "kernel": "v6.16",
+//!  "strategies": [{"name": "v6.16", "kernel": "v6.12 … v6.16",
 //!                  "counters": {"pte_loads": 80.0, ...},          // per call
 //!                  "ratio_vs_first": {"pte_loads": 1.0, ...},
 //!                  "batch_sizes": {"1": 100},
+//!                  "functions": {"vm_normal_page": 100.0, ...},    // out-of-line entries per call
 //!                  "calls": [{"label": "mprotect(PROT_NONE)", "counters": {...},
 //!                             "flushes": [{"start": 0, "pages": 100, "full": true,
 //!                                          "ops": 1, "source": "mmu-gather", "trace_pages": -1}]}],
@@ -156,7 +157,8 @@ pub fn to_json(plan: &ModelPlan, outcomes: &[ModelOutcome]) -> Value {
                                    "source": f.source, "trace_pages": f.trace_pages()})
                         })
                         .collect();
-                    json!({"label": c.label, "counters": c.counters.to_map(), "flushes": flushes})
+                    json!({"label": c.label, "counters": c.counters.to_map(),
+                           "functions": c.counters.functions, "flushes": flushes})
                 })
                 .collect();
             json!({
@@ -165,6 +167,7 @@ pub fn to_json(plan: &ModelPlan, outcomes: &[ModelOutcome]) -> Value {
                 "counters": pc,
                 "ratio_vs_first": ratios,
                 "batch_sizes": o.total().batch_sizes,
+                "functions": o.total().functions_per_call(o.calls.len() as u64),
                 "calls": calls,
                 "outside": o.outside.to_map(),
                 "notes": o.notes,

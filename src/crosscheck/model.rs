@@ -352,7 +352,7 @@ mod tests {
 
     #[test]
     fn toggle_64k_flushes_once_on_none_and_not_on_rw() {
-        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 16, false);
+        let mut s = Sim::standard(&X86A, Strategy::V6_17, 16, 16, false);
         let f = s.mprotect_all(Prot::None).unwrap();
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].trace_pages(), 16);
@@ -368,7 +368,7 @@ mod tests {
         let ex: Vec<bool> = (0..16).map(|i| i < 4 || i == 9).collect();
         let spec = with_exclusive(standard_spec(&X86A, 16, 16, false), 0, ex.clone());
         let start = spec.base;
-        let mut s = Sim::new(&X86A, Strategy::Batched, &spec, start, 16);
+        let mut s = Sim::new(&X86A, Strategy::V6_17, &spec, start, 16);
         s.mprotect_all(Prot::Read).unwrap();
         s.mprotect_all(Prot::ReadWrite).unwrap();
         assert_eq!(s.writable(), ex);
@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn clear_refs_stops_the_write_upgrade_of_small_folios_only() {
         // Order-0: soft-dirty tracking wants a write fault per page.
-        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 1, false);
+        let mut s = Sim::standard(&X86A, Strategy::V6_17, 16, 1, false);
         s.clear_soft_dirty();
         s.mprotect_all(Prot::Read).unwrap();
         s.mprotect_all(Prot::ReadWrite).unwrap();
@@ -387,7 +387,7 @@ mod tests {
         assert_eq!(s.state().soft_dirty, vec![false; 16]);
         // 64K folios: the batch merges dirty with x86 pte_mkdirty(), which
         // also sets soft-dirty (docs/kernel.md §4.6), so the upgrade happens.
-        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 16, false);
+        let mut s = Sim::standard(&X86A, Strategy::V6_17, 16, 16, false);
         s.clear_soft_dirty();
         s.mprotect_all(Prot::Read).unwrap();
         s.mprotect_all(Prot::ReadWrite).unwrap();
@@ -413,18 +413,18 @@ mod tests {
 
     #[test]
     fn shared_file_batched_upgrades_clean_pages_of_dirty_batches() {
-        let (ro, rw, faults) = shared_file(Strategy::Batched, 16, false);
+        let (ro, rw, faults) = shared_file(Strategy::V6_17, 16, false);
         // Write removed from 21..36; added back to folios 1 and 2 (16..48).
         assert_eq!((ro, rw), (15, 32));
         let want: Vec<bool> = (0..64).map(|i| !(16..48).contains(&i)).collect();
         assert_eq!(faults, want);
         // v6.16: only the dirty pages are upgraded.
-        let (ro, rw, faults) = shared_file(Strategy::PerPte, 16, false);
+        let (ro, rw, faults) = shared_file(Strategy::V6_16, 16, false);
         assert_eq!((ro, rw), (15, 15));
         let dirty = crate::crosscheck::file::dirty_pages();
         assert_eq!(faults, dirty.iter().map(|d| !d).collect::<Vec<_>>());
         // Order-0 page cache: batches of one, the same as v6.16.
-        let (_, rw, faults) = shared_file(Strategy::Batched, 1, false);
+        let (_, rw, faults) = shared_file(Strategy::V6_17, 1, false);
         assert_eq!(rw, 15);
         assert_eq!(faults, dirty.iter().map(|d| !d).collect::<Vec<_>>());
     }
@@ -433,7 +433,7 @@ mod tests {
     fn shared_file_with_soft_dirty_tracking_cuts_batches_at_written_pages() {
         // Read-faulted PTEs are not soft-dirty, written ones are: the batch
         // stops at the boundary, so the clean pages fault as in v6.16.
-        let (_, _, faults) = shared_file(Strategy::Batched, 16, true);
+        let (_, _, faults) = shared_file(Strategy::V6_17, 16, true);
         let dirty = crate::crosscheck::file::dirty_pages();
         assert_eq!(faults, dirty.iter().map(|d| !d).collect::<Vec<_>>());
     }
@@ -450,14 +450,14 @@ mod tests {
             sim.mprotect_all(Prot::ReadWrite).unwrap();
             sim.retouch()
         };
-        assert_eq!(run(Strategy::PerPte), vec![true; 16]);
-        assert_eq!(run(Strategy::Batched), vec![false; 16]);
+        assert_eq!(run(Strategy::V6_16), vec![true; 16]);
+        assert_eq!(run(Strategy::V6_17), vec![false; 16]);
     }
 
     #[test]
     fn arm64_sim_has_no_soft_dirty_and_upgrades_on_rw() {
         let arm = ArchConfig::arm64(ptelab_model::Granule::K4);
-        for s in [Strategy::PerPte, Strategy::Batched] {
+        for s in [Strategy::V6_16, Strategy::V6_17] {
             let mut sim = Sim::standard(&arm, s, 16, 16, false);
             assert!(matches!(sim, Sim::Arm64(_)));
             // NONE flushes the 64K block (and v6.16 repaints it).
@@ -475,7 +475,7 @@ mod tests {
 
     #[test]
     fn mremap_moves_the_region_up() {
-        let mut s = Sim::standard(&X86A, Strategy::Batched, 16, 16, true);
+        let mut s = Sim::standard(&X86A, Strategy::V6_17, 16, 16, true);
         let f = s.mremap_up().unwrap();
         assert_eq!(f.len(), 1);
         assert_eq!(s.state().present, vec![true; 16]);

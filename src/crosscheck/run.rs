@@ -687,7 +687,7 @@ fn shared_file(ctx: &mut Ctx<'_>) -> anyhow::Result<Option<String>> {
     f.write(&dirty);
     let spec = shared_file_spec(&ctx.arch, fp, &dirty, ctx.soft_dirty);
     let mut sim = Sim::new_file(&ctx.arch, ctx.strategy, &spec, spec.base, pages);
-    let mut v616 = Sim::new_file(&ctx.arch, Strategy::PerPte, &spec, spec.base, pages);
+    let mut v616 = Sim::new_file(&ctx.arch, Strategy::V6_16, &spec, spec.base, pages);
     let splits = probe::split_stats();
     let mut k = key.clone();
     for (name, p) in [("PROT_READ", libc::PROT_READ), ("PROT_READ|PROT_WRITE", RW)] {

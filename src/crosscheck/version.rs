@@ -1,17 +1,16 @@
 //! Which model strategy stands for a kernel: one function from the kernel's
 //! release string (`uname -r`) and arch to the strategy, with the reason in
-//! words (docs/model.md, "Strategies").
-//!
-//! The releases that change the modelled paths (docs/model.md):
-//! - v6.17: mprotect PTE batching (cac1db8c3aad, cf1b80dc31a1), mremap
-//!   batching (f822a9a81a31), arm64 batched `modify_prot_*` (7efa1cd5f89b):
-//!   `per-pte` before it, `batched` from it;
-//! - v6.19: the arm64 `pte_needs_flush()` (c320dbb7c80d): `batched-v6.19`.
-//!   On x86-64 it changes nothing the model counts, so `batched` and
-//!   `batched-v6.19` are the same there; the later is named for the release.
-//!
-//! `smallfast` models the 2026 mm tree (Pedro Falcato's v3), which the model
-//! ties to no release, so no release maps to it.
+//! words (docs/model.md, "Strategies"). Every strategy is named after the
+//! release it mirrors; every Debian kernel ptelab offers (6.12 … 7.3) maps
+//! to one here, and nowhere else:
+//! - before 6.17 (6.12, 6.16): `v6.16`, per-PTE mprotect and mremap;
+//! - 6.17: `v6.17`, PTE batching (cac1db8c3aad, f822a9a81a31, 7efa1cd5f89b);
+//! - 6.18: `v6.18`, the same paths, a larger `vm_normal_page()`;
+//! - 6.19: `v6.19`, the arm64 `pte_needs_flush()` (c320dbb7c80d);
+//! - 7.0: `v7.0`, batched young-bit clearing in reclaim;
+//! - 7.1 and 7.2: `v7.1`, the small-folio change 89e613bc0b2d (no 7.2
+//!   build was counted: taken as 7.1);
+//! - 7.3 and later: `v7.3`, `pte_modify()` out of line.
 
 use ptelab_model::Strategy;
 
@@ -43,28 +42,54 @@ pub fn strategy_for_kernel(release: &str, arch: Arch) -> Result<StrategyChoice, 
         ));
     };
     let v = (major, minor);
+    let x86 = arch != Arch::Arm64;
     let (strategy, rule) = if v < (6, 17) {
         (
-            Strategy::PerPte,
-            "before 6.17: mprotect and mremap walk PTE by PTE".to_string(),
+            Strategy::V6_16,
+            "before 6.17: mprotect and mremap walk PTE by PTE",
+        )
+    } else if v < (6, 18) {
+        (
+            Strategy::V6_17,
+            "6.17: mprotect and mremap batch PTEs per folio",
         )
     } else if v < (6, 19) {
         (
-            Strategy::Batched,
-            "6.17 or 6.18: mprotect and mremap batch PTEs per folio (v6.17-rc1)".to_string(),
+            Strategy::V6_18,
+            if x86 {
+                "6.18: the paths of 6.17; vm_normal_page() calls pte_val() twice"
+            } else {
+                "6.18: the paths of 6.17"
+            },
+        )
+    } else if v < (7, 0) {
+        (
+            Strategy::V6_19,
+            if x86 {
+                "6.19: on x86_64 the paths of 6.18 (its change, the arm64 pte_needs_flush(), is arm64's)"
+            } else {
+                "6.19: arm64 pte_needs_flush() elides flushes that change no hardware permission"
+            },
+        )
+    } else if v < (7, 1) {
+        (
+            Strategy::V7_0,
+            "7.0: batched young-bit clearing in folio_referenced_one(); mprotect as 6.19",
+        )
+    } else if v < (7, 3) {
+        (
+            Strategy::V7_1,
+            if x86 {
+                "7.1 or 7.2: the small-folio change 89e613bc0b2d; on x86_64 (GCC) it moves \
+                 pte_needs_flush, modify_prot_commit_ptes and pte_advance_pfn out of line"
+            } else {
+                "7.1 or 7.2: the small-folio change 89e613bc0b2d inlines prot_commit_flush_ptes"
+            },
         )
     } else {
-        let what = if arch == Arch::Arm64 {
-            "arm64 pte_needs_flush() elides flushes that change no hardware permission"
-        } else {
-            "on x86_64 the same as batched (its change, the arm64 pte_needs_flush(), is arm64's)"
-        };
         (
-            Strategy::BatchedV619,
-            format!(
-                "6.19 or later, the newest release modelled: {what}; smallfast is the 2026 mm \
-                 tree, tied to no release"
-            ),
+            Strategy::V7_3,
+            "7.3 or later, the newest release modelled: pte_modify() out of line",
         )
     };
     Ok(StrategyChoice {
@@ -87,18 +112,23 @@ mod tests {
     }
 
     #[test]
-    fn the_release_picks_the_strategy_on_both_arches() {
+    fn every_debian_release_picks_the_strategy_of_its_version_on_both_arches() {
         for arch in Arch::ALL {
-            assert_eq!(s("6.16.12+deb13-cloud-amd64", arch), Strategy::PerPte);
-            assert_eq!(s("6.16.3-arch1", arch), Strategy::PerPte);
-            assert_eq!(s("5.15.0-91-generic", arch), Strategy::PerPte);
-            assert_eq!(s("4.19.0", arch), Strategy::PerPte);
-            assert_eq!(s("6.17.13+deb13-cloud-arm64", arch), Strategy::Batched);
-            assert_eq!(s("6.17.0-rc1", arch), Strategy::Batched);
-            assert_eq!(s("6.18.44-fc-v669", arch), Strategy::Batched);
-            assert_eq!(s("6.19.0-rc1", arch), Strategy::BatchedV619);
-            assert_eq!(s("6.20.1", arch), Strategy::BatchedV619);
-            assert_eq!(s("7.0.1", arch), Strategy::BatchedV619);
+            assert_eq!(s("6.12.117+deb13-cloud-amd64", arch), Strategy::V6_16);
+            assert_eq!(s("6.16.12+deb13-cloud-amd64", arch), Strategy::V6_16);
+            assert_eq!(s("6.16.3-arch1", arch), Strategy::V6_16);
+            assert_eq!(s("5.15.0-91-generic", arch), Strategy::V6_16);
+            assert_eq!(s("4.19.0", arch), Strategy::V6_16);
+            assert_eq!(s("6.17.13+deb13-cloud-arm64", arch), Strategy::V6_17);
+            assert_eq!(s("6.17.0-rc1", arch), Strategy::V6_17);
+            assert_eq!(s("6.18.44-fc-v669", arch), Strategy::V6_18);
+            assert_eq!(s("6.19.0-rc1", arch), Strategy::V6_19);
+            assert_eq!(s("6.20.1", arch), Strategy::V6_19);
+            assert_eq!(s("7.0.13", arch), Strategy::V7_0);
+            assert_eq!(s("7.1.3+deb13-cloud-amd64", arch), Strategy::V7_1);
+            assert_eq!(s("7.2.1", arch), Strategy::V7_1);
+            assert_eq!(s("7.3.4+deb13-cloud-arm64", arch), Strategy::V7_3);
+            assert_eq!(s("8.0.0", arch), Strategy::V7_3);
         }
     }
 
@@ -108,13 +138,15 @@ mod tests {
         assert_eq!(c.version, (6, 16));
         assert_eq!(
             c.reason,
-            "Linux 6.16 on x86_64 -> model strategy per-pte (v6.16): before 6.17: mprotect and \
-             mremap walk PTE by PTE"
+            "Linux 6.16 on x86_64 -> model strategy v6.16 (v6.12 … v6.16): before 6.17: mprotect \
+             and mremap walk PTE by PTE"
         );
         let a = strategy_for_kernel("6.19.2", Arch::Arm64).unwrap();
         assert!(a.reason.contains("on arm64") && a.reason.contains("pte_needs_flush() elides"));
         let x = strategy_for_kernel("6.19.2", Arch::X86_64).unwrap();
-        assert!(x.reason.contains("the same as batched"), "{}", x.reason);
+        assert!(x.reason.contains("the paths of 6.18"), "{}", x.reason);
+        let f = strategy_for_kernel("7.1.3", Arch::X86_64).unwrap();
+        assert!(f.reason.contains("89e613bc0b2d"), "{}", f.reason);
     }
 
     #[test]

@@ -95,7 +95,8 @@ impl Evidence {
         })
     }
 
-    /// The model outcome of `strategy` for these parameters.
+    /// The model outcome of `strategy` for these parameters (a strategy's
+    /// name or one of its aliases, on either side).
     pub fn model(
         &self,
         arch: Arch,
@@ -107,7 +108,14 @@ impl Evidence {
         self.model
             .iter()
             .find(|((a, wk, s, f), _)| *a == arch && *wk == w && *s == size && *f == folio)
-            .and_then(|(_, v)| v.iter().find(|o| o.strategy == strategy))
+            .and_then(|(_, v)| {
+                let want = strategy.parse::<ptelab_model::Strategy>().ok();
+                v.iter().find(|o| {
+                    o.strategy == strategy
+                        || (want.is_some()
+                            && o.strategy.parse::<ptelab_model::Strategy>().ok() == want)
+                })
+            })
     }
 }
 
@@ -198,7 +206,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                     Arch::ALL.map(|arch| ModelCells {
                         workload: WorkloadKind::MprotectRoRw,
                         arch,
-                        strategies: "per-pte,batched",
+                        strategies: "v6.16,v6.17",
                         size: ro_rw_size,
                         folio,
                     })
@@ -227,13 +235,15 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 },
             ],
             kernel: vec![KernelCells { workload: WorkloadKind::MprotectToggle, sizes: toggle_sizes, folios: vec![f4k] }],
-            model: vec![ModelCells {
-                workload: WorkloadKind::MprotectToggle,
-                arch: Arch::X86_64,
-                strategies: "per-pte,batched,smallfast",
-                size: 4000 * K,
-                folio: f4k,
-            }],
+            model: Arch::ALL
+                .map(|arch| ModelCells {
+                    workload: WorkloadKind::MprotectToggle,
+                    arch,
+                    strategies: "v6.16,v6.17,v7.0,v7.1",
+                    size: 4000 * K,
+                    folio: f4k,
+                })
+                .to_vec(),
             guest: vec![GuestCells {
                 roles: vec![
                     Role::Before("mprotect-batching"),
@@ -262,7 +272,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                     Arch::ALL.map(|arch| ModelCells {
                         workload: WorkloadKind::MremapMove,
                         arch,
-                        strategies: "per-pte,batched",
+                        strategies: "v6.16,v6.17",
                         size: M,
                         folio,
                     })
@@ -292,7 +302,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 .map(|arch| ModelCells {
                     workload: WorkloadKind::ProtTransition,
                     arch,
-                    strategies: "batched,batched-v6.19",
+                    strategies: "v6.17,v6.19",
                     size: 400 * K,
                     folio: f4k,
                 })
@@ -321,7 +331,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 .map(|arch| ModelCells {
                     workload: WorkloadKind::Reclaim,
                     arch,
-                    strategies: "per-pte,smallfast",
+                    strategies: "v6.16,v7.1",
                     size: 64 * M,
                     folio: f64k,
                 })

@@ -20,6 +20,12 @@ macro_rules! counters {
             /// Histogram of mprotect/mremap batch sizes (`nr_ptes` per loop
             /// iteration over present PTEs): size -> count.
             pub batch_sizes: BTreeMap<u64, u64>,
+            /// Entries of out-of-line kernel functions, by symbol name (see
+            /// [`crate::strategy::KFn`]); their sum is `calls`. Only the
+            /// functions the build has out of line are counted
+            /// ([`crate::Strategy::out_of_line`]).
+            #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+            pub functions: BTreeMap<String, u64>,
         }
 
         impl Counters {
@@ -36,6 +42,9 @@ macro_rules! counters {
                 $( self.$name += other.$name; )*
                 for (k, v) in &other.batch_sizes {
                     *self.batch_sizes.entry(*k).or_default() += v;
+                }
+                for (k, v) in &other.functions {
+                    *self.functions.entry(k.clone()).or_default() += v;
                 }
             }
         }
@@ -87,9 +96,9 @@ counters! {
     ptes_changed,
     /// Loop iterations over present PTEs (batches; 1 PTE each when per-PTE).
     batches,
-    /// Out-of-line calls of the helpers the kernel versions differ in
-    /// (`vm_normal_page`, `can_change_pte_writable`, the v6.17 static helpers
-    /// that Pedro Falcato's v3 marks `__always_inline`, arm64 `contpte_*`).
+    /// Entries of out-of-line kernel functions on the modelled paths, as a
+    /// QEMU plugin counts them in a guest of the release's Debian build: the
+    /// sum of `functions` (per-function figures there).
     calls,
     /// Write faults taken by the workload's re-touch (not an mprotect
     /// primitive; reported separately).
@@ -122,6 +131,15 @@ impl Counters {
             .collect()
     }
 
+    /// `functions` divided by `calls` (mm calls), as a name → per-call map.
+    pub fn functions_per_call(&self, calls: u64) -> BTreeMap<String, f64> {
+        let d = calls.max(1) as f64;
+        self.functions
+            .iter()
+            .map(|(k, v)| (k.clone(), *v as f64 / d))
+            .collect()
+    }
+
     /// Scalar counters divided by `calls`, as a name → per-call value map.
     pub fn per_call(&self, calls: u64) -> BTreeMap<String, f64> {
         let d = calls.max(1) as f64;
@@ -150,5 +168,17 @@ mod tests {
         assert_eq!(a.batches, 3);
         assert_eq!(a.batch_sizes[&16], 2);
         assert_eq!(Counters::NAMES[0], "pte_loads");
+    }
+
+    #[test]
+    fn add_merges_function_entries() {
+        let mut a = Counters::default();
+        a.functions.insert("vm_normal_page".into(), 2);
+        let mut b = Counters::default();
+        b.functions.insert("vm_normal_page".into(), 3);
+        b.functions.insert("pte_val".into(), 1);
+        a.add(&b);
+        assert_eq!(a.functions["vm_normal_page"], 5);
+        assert_eq!(a.functions_per_call(2)["pte_val"], 0.5);
     }
 }

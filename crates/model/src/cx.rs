@@ -10,7 +10,7 @@
 use crate::arch::{Arch, PteValue};
 use crate::counters::Counters;
 use crate::mm::Mm;
-use crate::strategy::Kernel;
+use crate::strategy::{KFn, Kernel};
 use crate::tlb::{FlushOp, FlushSource, TlbModel};
 use crate::types::Pfn;
 
@@ -33,6 +33,8 @@ pub struct Cx<A: Arch> {
     last_page: Option<u64>,
     /// Batch-size histogram, dense (folded into `counters` when taken).
     batch_hist: Vec<u64>,
+    /// Function entries by [`KFn::index`] (folded into `counters` when taken).
+    fn_calls: [u64; KFn::ALL.len()],
 }
 
 impl<A: Arch> Cx<A> {
@@ -48,6 +50,7 @@ impl<A: Arch> Cx<A> {
             flushes: Vec::new(),
             last_page: None,
             batch_hist: Vec::new(),
+            fn_calls: [0; KFn::ALL.len()],
         }
     }
 
@@ -103,10 +106,20 @@ impl<A: Arch> Cx<A> {
         }
     }
 
-    /// One out-of-line call of a counted helper.
+    /// A call of `f`: counted as one function entry when this kernel's
+    /// build has `f` out of line on this arch ([`crate::Strategy::out_of_line`]).
     #[inline]
-    pub fn call(&mut self) {
-        self.counters.calls += 1;
+    pub fn call(&mut self, f: KFn) {
+        self.calls(f, 1);
+    }
+
+    /// `n` calls of `f` (see [`Cx::call`]).
+    #[inline]
+    pub fn calls(&mut self, f: KFn, n: u64) {
+        if n > 0 && self.kernel.release.out_of_line(self.arch.build_arch(), f) {
+            self.counters.calls += n;
+            self.fn_calls[f.index()] += n;
+        }
     }
 
     /// Issue an arch range flush of `[start, end)` (pages), count it, log it
@@ -157,6 +170,16 @@ impl<A: Arch> Cx<A> {
         for (nr, n) in self.batch_hist.iter_mut().enumerate() {
             if *n > 0 {
                 *self.counters.batch_sizes.entry(nr as u64).or_default() += *n;
+                *n = 0;
+            }
+        }
+        for (f, n) in KFn::ALL.iter().zip(self.fn_calls.iter_mut()) {
+            if *n > 0 {
+                *self
+                    .counters
+                    .functions
+                    .entry(f.name().to_string())
+                    .or_default() += *n;
                 *n = 0;
             }
         }

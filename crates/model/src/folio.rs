@@ -13,6 +13,7 @@ use bitflags::bitflags;
 use crate::arch::Arch;
 use crate::cx::Cx;
 use crate::mm::Vma;
+use crate::strategy::KFn;
 use crate::types::Pfn;
 
 /// Metadata of one `struct page`.
@@ -29,10 +30,68 @@ pub struct PageMeta {
 }
 
 /// The `struct page` array (memmap), for the PFNs the model allocated.
+///
+/// Kept as runs of like folios, not per PFN: the layouts place every folio on
+/// its own 2M physical boundary, so a dense array spent 512 entries per
+/// order-0 folio (8 GB for a 1G region of 4K folios, four strategies), and
+/// `run_model`'s folios, all of one order at one stride, are one run. A page
+/// costs its `PageAnonExclusive` bit.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Memmap {
-    base: u64,
-    pages: Vec<Option<PageMeta>>,
+    /// Sorted by head PFN; their folios do not overlap.
+    runs: Vec<Run>,
+    /// `PG_anon_exclusive`, one bit per page allocated.
+    exclusive: Vec<u64>,
+    /// Bits used in `exclusive`.
+    nbits: u64,
+}
+
+/// `count` folios of one order and anon-ness, `stride` PFNs apart, whose
+/// `PageAnonExclusive` bits follow one another from `excl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    head: u64,
+    /// PFNs from one head to the next (0 while `count` is 1).
+    stride: u64,
+    count: u64,
+    excl: u64,
+    order: u8,
+    anon: bool,
+}
+
+impl Run {
+    fn nr_pages(&self) -> u64 {
+        1 << self.order
+    }
+
+    fn end(&self) -> u64 {
+        self.head + (self.count - 1) * self.stride + self.nr_pages()
+    }
+
+    /// Extend the run by the folio at `head` whose bits start at `excl`, if
+    /// it is the run's next one.
+    fn extend(&mut self, head: u64, order: u8, anon: bool, excl: u64) -> bool {
+        let n = self.nr_pages();
+        if order != self.order || anon != self.anon || excl != self.excl + self.count * n {
+            return false;
+        }
+        if self.count == 1 && head >= self.head + n {
+            self.stride = head - self.head;
+        } else if self.count == 1 || head != self.head + self.count * self.stride {
+            return false;
+        }
+        self.count += 1;
+        true
+    }
+}
+
+/// The folio holding a PFN, and the PFN's `PageAnonExclusive` bit.
+#[derive(Clone, Copy)]
+struct Hit {
+    head: u64,
+    bit: u64,
+    order: u8,
+    anon: bool,
 }
 
 /// A folio: its head PFN, order and anon flag.
@@ -60,56 +119,114 @@ impl Folio {
 
 impl Memmap {
     /// Allocate the struct pages of a folio at `head` (naturally aligned);
-    /// `exclusive(i)` gives `PageAnonExclusive` of page `i`.
+    /// `exclusive(i)` gives `PageAnonExclusive` of page `i`. A folio
+    /// overlapping ones allocated before replaces them.
     pub fn add_folio(&mut self, head: u64, order: u8, anon: bool, exclusive: impl Fn(u64) -> bool) {
         let n = 1u64 << order;
-        if self.pages.is_empty() {
-            self.base = head;
-        }
-        if head < self.base {
-            let shift = (self.base - head) as usize;
-            let mut v = vec![None; shift];
-            v.append(&mut self.pages);
-            self.pages = v;
-            self.base = head;
-        }
-        let end = (head + n - self.base) as usize;
-        if self.pages.len() < end {
-            self.pages.resize(end, None);
-        }
+        let excl = self.nbits;
+        self.nbits += n;
+        self.exclusive.resize(self.nbits.div_ceil(64) as usize, 0);
         for i in 0..n {
-            self.pages[(head + i - self.base) as usize] = Some(PageMeta {
-                head,
-                order,
-                anon,
-                anon_exclusive: anon && exclusive(i),
-            });
+            if anon && exclusive(i) {
+                let bit = excl + i;
+                self.exclusive[(bit / 64) as usize] |= 1 << (bit % 64);
+            }
         }
+        if self.runs.last().is_none_or(|r| r.end() <= head) {
+            self.push(head, order, anon, excl);
+            return;
+        }
+        // Out of PFN order (never in the layouts): split into folios, drop
+        // the overlapped ones, insert, and join again.
+        let mut folios: Vec<(u64, u8, bool, u64)> = Vec::new();
+        for r in self.runs.drain(..) {
+            for k in 0..r.count {
+                let h = r.head + k * r.stride;
+                if h + r.nr_pages() <= head || h >= head + n {
+                    folios.push((h, r.order, r.anon, r.excl + k * r.nr_pages()));
+                }
+            }
+        }
+        let at = folios.partition_point(|f| f.0 < head);
+        folios.insert(at, (head, order, anon, excl));
+        for (h, o, a, e) in folios {
+            self.push(h, o, a, e);
+        }
+    }
+
+    /// Append a folio after every other.
+    fn push(&mut self, head: u64, order: u8, anon: bool, excl: u64) {
+        if let Some(r) = self.runs.last_mut() {
+            if r.extend(head, order, anon, excl) {
+                return;
+            }
+        }
+        self.runs.push(Run {
+            head,
+            stride: 0,
+            count: 1,
+            excl,
+            order,
+            anon,
+        });
+    }
+
+    /// The folio holding `pfn`.
+    #[inline]
+    fn hit(&self, pfn: u64) -> Option<Hit> {
+        let r = match self.runs.as_slice() {
+            [r] => r,
+            runs => &runs[runs.partition_point(|r| r.head <= pfn).checked_sub(1)?],
+        };
+        let off = pfn.checked_sub(r.head)?;
+        let k = match r.stride {
+            0 => 0,
+            s if s.is_power_of_two() => (off >> s.trailing_zeros()).min(r.count - 1),
+            s => (off / s).min(r.count - 1),
+        };
+        let head = r.head + k * r.stride;
+        let i = pfn - head;
+        (i < r.nr_pages()).then_some(Hit {
+            head,
+            bit: r.excl + (k << r.order) + i,
+            order: r.order,
+            anon: r.anon,
+        })
     }
 
     /// The struct page of `pfn`, if the model allocated one.
     #[inline]
-    pub fn page(&self, pfn: Pfn) -> Option<&PageMeta> {
-        pfn.0
-            .checked_sub(self.base)
-            .and_then(|i| self.pages.get(i as usize))
-            .and_then(|p| p.as_ref())
+    pub fn page(&self, pfn: Pfn) -> Option<PageMeta> {
+        self.hit(pfn.0).map(|h| PageMeta {
+            head: h.head,
+            order: h.order,
+            anon: h.anon,
+            anon_exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
+        })
     }
 
-    /// Mutable access to the struct page of `pfn`.
-    pub fn page_mut(&mut self, pfn: Pfn) -> Option<&mut PageMeta> {
-        pfn.0
-            .checked_sub(self.base)
-            .and_then(|i| self.pages.get_mut(i as usize))
-            .and_then(|p| p.as_mut())
+    /// Set or clear `PG_anon_exclusive` of `pfn` (an anon page); false when
+    /// the model allocated no struct page there.
+    pub fn set_anon_exclusive(&mut self, pfn: Pfn, exclusive: bool) -> bool {
+        let Some(h) = self.hit(pfn.0) else {
+            return false;
+        };
+        let word = &mut self.exclusive[(h.bit / 64) as usize];
+        if exclusive && h.anon {
+            *word |= 1 << (h.bit % 64);
+        } else {
+            *word &= !(1 << (h.bit % 64));
+        }
+        true
     }
 
     /// The folio of `pfn` without counting (checks and setup).
+    #[inline]
     pub fn folio_of(&self, pfn: Pfn) -> Option<Folio> {
-        self.page(pfn).map(|p| Folio {
-            head: Pfn(p.head),
-            order: p.order,
-            anon: p.anon,
+        self.hit(pfn.0).map(|h| Folio {
+            head: Pfn(h.head),
+            order: h.order,
+            anon: h.anon,
         })
     }
 }
@@ -118,12 +235,15 @@ impl Memmap {
 /// special mappings and PFNs without a struct page. Out of line (mm/memory.c).
 pub fn vm_normal_page<A: Arch>(cx: &mut Cx<A>, _vma: &Vma, _addr: u64, pte: A::Pte) -> Option<Pfn> {
     cx.counters.folio_lookups += 1;
-    cx.call();
+    cx.call(KFn::VmNormalPage);
+    // x86: the out-of-line paravirt pte_val() copy of mm/memory.c.
+    let pte_vals = cx.kernel.release.vm_normal_page_pte_vals();
+    cx.calls(KFn::PteVal, pte_vals);
     if cx.arch.pte_special(pte) {
         return None;
     }
     let pfn = cx.arch.pte_pfn(pte);
-    cx.mm.memmap.page(pfn).map(|_| pfn)
+    cx.mm.memmap.folio_of(pfn).map(|_| pfn)
 }
 
 /// `page_folio()`: reads `page->compound_head`.
@@ -175,6 +295,17 @@ bitflags! {
         /// `FPB_MERGE_YOUNG_DIRTY`: OR young/dirty into `*ptentp`.
         const MERGE_YOUNG_DIRTY = 1 << 4;
     }
+}
+
+/// The out-of-line entries of one `folio_pte_batch_flags()` that returned
+/// `nr`, as mprotect and mremap call it: arm64 calls a `.constprop.0` clone;
+/// x86 inlines it and calls `pte_advance_pfn()` out of line (the first only
+/// up to v7.0, every one from v7.1). Counted by the caller, since the 2026
+/// rmap reaches the same code inside the out-of-line `folio_pte_batch()`.
+pub fn count_folio_pte_batch_flags<A: Arch>(cx: &mut Cx<A>, nr: u64) {
+    cx.call(KFn::FolioPteBatchFlags);
+    let advances = cx.kernel.release.folio_pte_batch_advances(nr);
+    cx.calls(KFn::PteAdvancePfn, advances);
 }
 
 /// `__pte_batch_clear_ignored()`: mask the bits a batch may differ in.
@@ -246,4 +377,117 @@ pub fn folio_pte_batch_flags<A: Arch>(
         }
     }
     nr.min(max_nr)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The dense memmap this one replaced, per PFN; a folio added over
+    /// others replaces them whole.
+    #[derive(Default)]
+    struct Reference(BTreeMap<u64, PageMeta>);
+
+    impl Reference {
+        fn add_folio(&mut self, head: u64, order: u8, anon: bool, excl: &[bool]) {
+            let n = 1u64 << order;
+            let hit: Vec<u64> = self.0.range(head..head + n).map(|(_, p)| p.head).collect();
+            self.0.retain(|_, p| !hit.contains(&p.head));
+            for i in 0..n {
+                self.0.insert(
+                    head + i,
+                    PageMeta {
+                        head,
+                        order,
+                        anon,
+                        anon_exclusive: anon && excl[i as usize],
+                    },
+                );
+            }
+        }
+    }
+
+    fn folios() -> impl Strategy<Value = Vec<(u64, u8, bool, Vec<bool>)>> {
+        proptest::collection::vec(
+            (0u64..4096, 0u8..=10, any::<bool>()).prop_flat_map(|(slot, order, anon)| {
+                (
+                    Just(slot),
+                    Just(order),
+                    Just(anon),
+                    proptest::collection::vec(any::<bool>(), 1usize << order),
+                )
+            }),
+            1..40,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn compact_memmap_answers_as_the_dense_one(
+            fs in folios(),
+            ascending in any::<bool>(),
+            uniform in any::<bool>(),
+            spread in 0u32..12,
+            flips in proptest::collection::vec((0u64..1 << 16, any::<bool>()), 0..20),
+            probes in proptest::collection::vec(any::<u64>(), 200),
+        ) {
+            let (mut m, mut r) = (Memmap::default(), Reference::default());
+            let mut fs = fs;
+            if ascending {
+                fs.sort_by_key(|f| f.0);
+            }
+            if uniform {
+                // One order at one stride, as run_model places them: a run,
+                // broken where the anon flag changes.
+                let (slot, order) = (fs[0].0, fs[0].1);
+                for f in &mut fs {
+                    (f.0, f.1) = (slot, order);
+                    f.3.resize(1 << order, true);
+                }
+            }
+            let mut next = 1u64 << 20;
+            for (slot, order, anon, excl) in &fs {
+                let n = 1u64 << order;
+                // Ascending: packed or spread out as the layouts place them;
+                // else anywhere (overlaps included), naturally aligned.
+                let head = if ascending {
+                    let h = (next + (*slot << spread)).div_ceil(n) * n;
+                    next = h + n;
+                    h
+                } else {
+                    ((1 << 20) + (*slot << spread)) / n * n
+                };
+                m.add_folio(head, *order, *anon, |i| excl[i as usize]);
+                r.add_folio(head, *order, *anon, excl);
+            }
+            for (off, on) in flips {
+                let pfn = (1 << 20) + off;
+                let want = match r.0.get_mut(&pfn) {
+                    Some(p) => {
+                        p.anon_exclusive = on && p.anon;
+                        true
+                    }
+                    None => false,
+                };
+                prop_assert_eq!(m.set_anon_exclusive(Pfn(pfn), on), want);
+            }
+            // Every page and its neighbours, and PFNs anywhere around.
+            let lo = r.0.keys().next().copied().unwrap_or(0).saturating_sub(600);
+            let hi = r.0.keys().last().copied().unwrap_or(0) + 600;
+            let near = r.0.keys().flat_map(|&p| [p.saturating_sub(1), p, p + 1]);
+            let far = probes.iter().map(|x| lo + x % (hi - lo));
+            for pfn in near.chain(far).chain([0, 1 << 19, u64::MAX]) {
+                let want = r.0.get(&pfn).copied();
+                prop_assert_eq!(m.page(Pfn(pfn)), want, "pfn {:#x}", pfn);
+                prop_assert_eq!(
+                    m.folio_of(Pfn(pfn)),
+                    want.map(|p| Folio { head: Pfn(p.head), order: p.order, anon: p.anon })
+                );
+            }
+        }
+    }
 }

@@ -15,10 +15,14 @@
 //! [`PteTweak::WriteFault`] stands for a later write to a page
 //! (`wp_page_shared()` → `page_mkwrite` → `wp_page_reuse()`).
 
+use std::borrow::Cow;
+
 use crate::arch::Arch;
 use crate::cx::Cx;
+use crate::folio::Memmap;
 use crate::mm::Mm;
 use crate::strategy::Kernel;
+use crate::tlb::TlbModel;
 use crate::types::{Pfn, VmFlags};
 
 /// A change applied to one mapped PTE after fault-in.
@@ -136,76 +140,150 @@ fn build_backed<A: Arch>(
     check_tlb: bool,
     page_mkwrite: bool,
 ) -> (Cx<A>, Placed) {
-    let ptrs = arch.ptrs_per_pte();
-    // Lay out VAs first to size the window.
-    let mut va = spec.base;
-    let mut vas = Vec::with_capacity(spec.folios.len());
-    for f in &spec.folios {
-        let n = 1u64 << f.order;
-        va = align_up(va, n);
-        if f.va_misaligned && n > 1 {
-            va += n / 2;
+    let n = spec.folios.len();
+    let folio = |i: usize| Cow::Borrowed(&spec.folios[i]);
+    build_core(
+        arch,
+        kernel,
+        spec,
+        (n, folio),
+        (check_tlb, page_mkwrite, true),
+    )
+}
+
+/// [`build`] of `n` folios that `folio(i)` makes one at a time; the folios
+/// of `spec` are ignored. A region of 262144 folios then needs no
+/// `LayoutSpec` of 72 bytes a folio (`run_model` at 1G). `Placed::folios`
+/// (16 bytes a folio) is left empty unless `keep_folios`.
+pub fn build_generated<A: Arch>(
+    arch: A,
+    kernel: Kernel,
+    spec: &LayoutSpec,
+    n: usize,
+    folio: impl Fn(usize) -> FolioPlacement,
+    (check_tlb, keep_folios): (bool, bool),
+) -> (Cx<A>, Placed) {
+    let folio = |i| Cow::Owned(folio(i));
+    build_core(
+        arch,
+        kernel,
+        spec,
+        (n, folio),
+        (check_tlb, false, keep_folios),
+    )
+}
+
+/// Where the folios of a layout go, one after another: each at the next VA
+/// aligned to its size, and at the next PFN aligned to its size and to 2M.
+struct Cursor {
+    va: u64,
+    pfn: u64,
+}
+
+impl Cursor {
+    fn new(spec: &LayoutSpec) -> Self {
+        Cursor {
+            va: spec.base,
+            pfn: 1 << 20,
         }
-        vas.push(va);
-        va += n;
     }
+
+    /// VA of page 0 and head PFN of `f`.
+    fn place(&mut self, f: &FolioPlacement) -> (u64, Pfn) {
+        let n = 1u64 << f.order;
+        self.va = align_up(self.va, n);
+        if f.va_misaligned && n > 1 {
+            self.va += n / 2;
+        }
+        self.pfn = align_up(self.pfn, n.max(512));
+        let at = (self.va, Pfn(self.pfn));
+        self.va += n;
+        self.pfn += n;
+        at
+    }
+}
+
+fn build_core<'s, A: Arch>(
+    arch: A,
+    kernel: Kernel,
+    spec: &LayoutSpec,
+    (nfolios, folio): (usize, impl Fn(usize) -> Cow<'s, FolioPlacement>),
+    (check_tlb, page_mkwrite, keep_folios): (bool, bool, bool),
+) -> (Cx<A>, Placed) {
+    let ptrs = arch.ptrs_per_pte();
+    let shared = spec.vma_flags.contains(VmFlags::SHARED);
+    // Place every folio first to size the window. Each pass below places
+    // them again rather than keep 16 bytes a folio.
+    let mut memmap = Memmap::default();
+    let mut cursor = Cursor::new(spec);
+    for i in 0..nfolios {
+        let f = folio(i);
+        let (_, head) = cursor.place(&f);
+        let ex = &f.exclusive;
+        memmap.add_folio(head.0, f.order, !shared, |i| {
+            ex.get(i as usize).copied().unwrap_or(true)
+        });
+    }
+    let va = cursor.va;
     let vma_end = va.max(spec.base + 1);
     let wbase = spec.base / ptrs * ptrs;
     let wend = align_up(vma_end + spec.extra_window, ptrs);
     let mut mm: Mm<A::Pte> = Mm::new(wbase, wend - wbase);
+    mm.memmap = memmap;
     mm.add_vma_backed(&arch, spec.base, vma_end, spec.vma_flags, page_mkwrite);
-    let shared = spec.vma_flags.contains(VmFlags::SHARED);
-    // Physical placement: naturally aligned, consecutive.
-    let mut pfn = 1u64 << 20;
-    let mut heads = Vec::with_capacity(spec.folios.len());
-    for f in &spec.folios {
-        let n = 1u64 << f.order;
-        pfn = align_up(pfn, n.max(512));
-        let ex = f.exclusive.clone();
-        mm.memmap.add_folio(pfn, f.order, !shared, |i| {
-            ex.get(i as usize).copied().unwrap_or(true)
-        });
-        heads.push(Pfn(pfn));
-        pfn += n;
-    }
-    let mut cx = Cx::new(arch, kernel, mm, check_tlb);
+    // The TLB model starts empty after the build (below): faulting in does
+    // not need it.
+    let mut cx = Cx::new(arch, kernel, mm, false);
     let vma = cx.mm.vmas[0];
-    for (i, f) in spec.folios.iter().enumerate() {
+    let mut cursor = Cursor::new(spec);
+    for i in 0..nfolios {
+        let f = folio(i);
+        let (va, head) = cursor.place(&f);
         let (lo, hi) = f.mapped;
         if lo >= hi {
             continue;
         }
-        let mut pte = arch.pfn_pte(Pfn(heads[i].0 + lo), vma.page_prot);
+        let mut pte = arch.pfn_pte(Pfn(head.0 + lo), vma.page_prot);
         pte = arch.pte_mkyoung(pte);
         // Anonymous memory: a write fault. A page_mkwrite file: a read fault.
         if vma.flags.contains(VmFlags::WRITE) && !page_mkwrite {
             pte = arch.pte_mkwrite(arch.pte_mkdirty(pte));
         }
-        A::set_ptes(&mut cx, vas[i] + lo, pte, hi - lo);
+        A::set_ptes(&mut cx, va + lo, pte, hi - lo);
     }
     // A writable PTE of a private anon page implies PageAnonExclusive:
     // write-protect the others (whole contig blocks on arm64, to stay uniform).
-    for (i, f) in spec.folios.iter().enumerate() {
-        for k in f.mapped.0..f.mapped.1 {
+    let mut cursor = Cursor::new(spec);
+    let mut placed = Vec::with_capacity(if keep_folios { nfolios } else { 0 });
+    for i in 0..nfolios {
+        let f = folio(i);
+        let (va, head) = cursor.place(&f);
+        if keep_folios {
+            placed.push((va, head));
+        }
+        // No page to write-protect when every page is exclusive (the default).
+        let all_exclusive = f.exclusive.iter().all(|&e| e);
+        for k in (f.mapped.0..f.mapped.1).filter(|_| !all_exclusive) {
             let excl = cx
                 .mm
                 .memmap
-                .page(Pfn(heads[i].0 + k))
+                .page(Pfn(head.0 + k))
                 .is_some_and(|p| p.anon_exclusive);
             if !shared && !excl {
-                wrprotect_at(&mut cx, vas[i] + k);
+                wrprotect_at(&mut cx, va + k);
             }
         }
         for &(k, tweak) in &f.tweaks {
             if k < f.mapped.0 || k >= f.mapped.1 {
                 continue;
             }
-            apply_tweak(&mut cx, vas[i] + k, tweak);
+            apply_tweak(&mut cx, va + k, tweak);
         }
     }
-    // The tweaks stand for past kernel paths that flushed as they went.
-    if let Some(tlb) = cx.tlb.as_mut() {
-        tlb.invalidate_all();
+    // The tweaks stand for past kernel paths that flushed as they went: the
+    // TLB model starts empty.
+    if check_tlb {
+        cx.tlb = Some(TlbModel::new(cx.mm.pt.base(), cx.mm.pt.len()));
     }
     cx.take_counters();
     cx.take_flushes();
@@ -213,7 +291,7 @@ fn build_backed<A: Arch>(
         cx,
         Placed {
             vma: (spec.base, vma_end),
-            folios: vas.into_iter().zip(heads).collect(),
+            folios: placed,
         },
     )
 }

@@ -18,7 +18,7 @@
 //! ```
 //! use ptelab_model::{run_model, ArchConfig, ModelConfig, Strategy, Workload, Granule};
 //! let cfg = ModelConfig::new(Workload::MprotectToggle, ArchConfig::arm64(Granule::K4),
-//!                            Strategy::Batched, 64 << 10, 64 << 10);
+//!                            Strategy::V6_17, 64 << 10, 64 << 10);
 //! let out = run_model(&cfg).unwrap();
 //! assert_eq!(out.calls.len(), 2);
 //! ```

@@ -5,8 +5,10 @@
 //! `can_change_pte_writable`), v6.17/v6.18 (cac1db8c3aad + cf1b80dc31a1:
 //! `mprotect_folio_pte_batch`, `prot_commit_flush_ptes`,
 //! `page_anon_exclusive_sub_batch`, `commit_anon_folio_batch`,
-//! `set_write_prot_commit_flush_ptes`), and Pedro Falcato's v3 (2026:
-//! `change_present_ptes`, always-inline helpers, same primitives).
+//! `set_write_prot_commit_flush_ptes`), and v7.1 (89e613bc0b2d, Pedro
+//! Falcato: `change_present_ptes`, always-inline helpers, same primitives).
+//! Out-of-line calls are counted per function ([`Cx::call`]) where the
+//! release's Debian build has them (docs/model.md, "Out-of-line calls").
 //! Left out: `MM_CP_PROT_NUMA` (NUMA hinting), swap/migration/device entries
 //! and uffd-wp markers (non-present entries other than none), PMD-mapped THPs
 //! (`change_huge_pmd`), hugetlb, mmu notifiers, `flush_tlb_batched_pending`
@@ -17,11 +19,11 @@ use bitflags::bitflags;
 use crate::arch::Arch;
 use crate::cx::Cx;
 use crate::folio::{
-    folio_pte_batch_flags, folio_test_anon, folio_test_large, page_anon, page_anon_exclusive,
-    page_folio, vm_normal_page, Folio, FpbFlags,
+    count_folio_pte_batch_flags, folio_pte_batch_flags, folio_test_anon, folio_test_large,
+    page_anon, page_anon_exclusive, page_folio, vm_normal_page, Folio, FpbFlags,
 };
 use crate::mm::{pmd_addr_end, Vma};
-use crate::strategy::MprotectImpl;
+use crate::strategy::{KFn, MprotectImpl};
 use crate::tlb::MmuGather;
 use crate::types::{Pfn, Pgprot, Prot, VmFlags};
 use crate::ModelError;
@@ -44,6 +46,7 @@ bitflags! {
 /// fault of the negative tests.
 pub fn pte_needs_flush<A: Arch>(cx: &mut Cx<A>, old: A::Pte, new: A::Pte) -> bool {
     cx.counters.needs_flush_evals += 1;
+    cx.call(KFn::PteNeedsFlush);
     if cx.kernel.faults.elide_protnone_flush && cx.arch.pte_protnone(new) {
         return false;
     }
@@ -186,13 +189,32 @@ fn change_present_pte_v6_16<A: Arch>(
         && !arch.pte_write(ptent)
         && can_change_pte_writable(cx, vma, addr, ptent)
     {
-        ptent = arch.pte_mkwrite(ptent);
+        ptent = pte_mkwrite(cx, ptent);
     }
     A::ptep_modify_prot_commit(cx, vma, addr, oldpte, ptent);
     if pte_needs_flush(cx, oldpte, ptent) {
         tlb.tlb_flush_pte_range(cx, addr, 1);
     }
     1
+}
+
+/// `pte_mkwrite(pte, vma)`: x86 has it out of line (arch/x86/mm/pgtable.c).
+fn pte_mkwrite<A: Arch>(cx: &mut Cx<A>, pte: A::Pte) -> A::Pte {
+    cx.call(KFn::PteMkwrite);
+    cx.arch.pte_mkwrite(pte)
+}
+
+/// `pte_modify()`: out of line in the v7.3 builds.
+fn pte_modify<A: Arch>(cx: &mut Cx<A>, pte: A::Pte, newprot: Pgprot) -> A::Pte {
+    cx.call(KFn::PteModify);
+    cx.arch.pte_modify(pte, newprot)
+}
+
+/// The out-of-line (`.isra.0`) `maybe_change_pte_writable()` of v6.17+, as
+/// its callers there reach it.
+fn maybe_change_pte_writable_call<A: Arch>(cx: &mut Cx<A>, vma: &Vma, pte: A::Pte) -> bool {
+    cx.call(KFn::MaybeChangePteWritable);
+    maybe_change_pte_writable(cx, vma, pte)
 }
 
 /// `maybe_change_pte_writable()` (v6.17): the VMA/PTE-only part of the check.
@@ -212,7 +234,7 @@ pub fn maybe_change_pte_writable<A: Arch>(cx: &Cx<A>, vma: &Vma, pte: A::Pte) ->
 
 /// `can_change_pte_writable()` (v6.16 single function; exported, out of line).
 pub fn can_change_pte_writable<A: Arch>(cx: &mut Cx<A>, vma: &Vma, addr: u64, pte: A::Pte) -> bool {
-    cx.call();
+    cx.call(KFn::CanChangePteWritable);
     if !maybe_change_pte_writable(cx, vma, pte) {
         return false;
     }
@@ -226,16 +248,8 @@ pub fn can_change_pte_writable<A: Arch>(cx: &mut Cx<A>, vma: &Vma, addr: u64, pt
 }
 
 /// `can_change_shared_pte_writable()` (v6.17).
-fn can_change_shared_pte_writable<A: Arch>(cx: &Cx<A>, vma: &Vma, pte: A::Pte) -> bool {
-    maybe_change_pte_writable(cx, vma, pte) && cx.arch.pte_dirty(pte)
-}
-
-/// One out-of-line call of a v6.17 static helper that Pedro Falcato's v3
-/// marks `__always_inline`.
-fn helper_call<A: Arch>(cx: &mut Cx<A>) {
-    if !cx.kernel.always_inline_commit {
-        cx.call();
-    }
+fn can_change_shared_pte_writable<A: Arch>(cx: &mut Cx<A>, vma: &Vma, pte: A::Pte) -> bool {
+    maybe_change_pte_writable_call(cx, vma, pte) && cx.arch.pte_dirty(pte)
 }
 
 /// `mprotect_folio_pte_batch()`: 1 for no folio or a small folio.
@@ -252,7 +266,9 @@ pub fn mprotect_folio_pte_batch<A: Arch>(
         return 1;
     }
     let mut pte = pte;
-    folio_pte_batch_flags(cx, folio, addr, &mut pte, max_nr_ptes, flags)
+    let nr = folio_pte_batch_flags(cx, folio, addr, &mut pte, max_nr_ptes, flags);
+    count_folio_pte_batch_flags(cx, nr);
+    nr
 }
 
 /// v6.17+ loop body for a present PTE (Pedro Falcato's v3 calls the same
@@ -276,7 +292,8 @@ fn change_present_ptes<A: Arch>(
     let nr_ptes = mprotect_folio_pte_batch(cx, folio.as_ref(), addr, oldpte, max_nr_ptes, flags);
 
     let oldpte = A::modify_prot_start_ptes(cx, vma, addr, nr_ptes);
-    let ptent = apply_uffd(&arch, arch.pte_modify(oldpte, newprot), cp_flags);
+    let ptent = pte_modify(cx, oldpte, newprot);
+    let ptent = apply_uffd(&arch, ptent, cp_flags);
     if cp_flags.contains(CpFlags::TRY_CHANGE_WRITABLE) && !arch.pte_write(ptent) {
         set_write_prot_commit_flush_ptes(
             cx,
@@ -310,13 +327,19 @@ pub fn prot_commit_flush_ptes<A: Arch>(
     idx: u64,
     set_write: bool,
 ) {
-    helper_call(cx);
+    cx.call(KFn::ProtCommitFlushPtes);
     let arch = cx.arch;
     let addr = addr + idx;
+    // Inlined into its callers from v7.1, x86 GCC builds call
+    // pte_advance_pfn(), modify_prot_commit_ptes() and pte_needs_flush()
+    // out of line (the v6.17 function had them inlined).
+    if cx.kernel.always_inline_commit {
+        cx.calls(KFn::PteAdvancePfn, 2);
+    }
     let oldpte = arch.pte_advance_pfn(oldpte, idx);
     let mut ptent = arch.pte_advance_pfn(ptent, idx);
     if set_write {
-        ptent = arch.pte_mkwrite(ptent);
+        ptent = pte_mkwrite(cx, ptent);
     }
     A::modify_prot_commit_ptes(cx, vma, addr, oldpte, ptent, nr_ptes);
     if pte_needs_flush(cx, oldpte, ptent) {
@@ -333,7 +356,7 @@ pub fn page_anon_exclusive_sub_batch<A: Arch>(
     first_page: Pfn,
     expected: bool,
 ) -> u64 {
-    helper_call(cx);
+    cx.call(KFn::PageAnonExclusiveSubBatch);
     let mut idx = start_idx + 1;
     while idx < start_idx + max_len {
         if expected != page_anon_exclusive(cx, Pfn(first_page.0 + idx)) {
@@ -358,7 +381,7 @@ pub fn commit_anon_folio_batch<A: Arch>(
     ptent: A::Pte,
     nr_ptes: u64,
 ) {
-    helper_call(cx);
+    cx.call(KFn::CommitAnonFolioBatch);
     let mut sub_batch_idx = 0;
     let mut nr_ptes = nr_ptes;
     while nr_ptes > 0 {
@@ -393,14 +416,14 @@ pub fn set_write_prot_commit_flush_ptes<A: Arch>(
     ptent: A::Pte,
     nr_ptes: u64,
 ) {
-    helper_call(cx);
+    cx.call(KFn::SetWriteProtCommitFlushPtes);
     if vma.is_shared() {
         let set_write = can_change_shared_pte_writable(cx, vma, ptent);
         prot_commit_flush_ptes(cx, tlb, vma, addr, oldpte, ptent, nr_ptes, 0, set_write);
         return;
     }
-    let set_write =
-        maybe_change_pte_writable(cx, vma, ptent) && folio.is_some_and(|f| folio_test_anon(cx, f));
+    let set_write = maybe_change_pte_writable_call(cx, vma, ptent)
+        && folio.is_some_and(|f| folio_test_anon(cx, f));
     if !set_write {
         prot_commit_flush_ptes(cx, tlb, vma, addr, oldpte, ptent, nr_ptes, 0, false);
         return;
@@ -464,7 +487,7 @@ mod tests {
     #[test]
     fn page_mkwrite_file_mappings_want_writenotify_shmem_does_not() {
         let spec = file_spec(&[3], false);
-        let (cx, _) = build_file(X86, Strategy::Batched.kernel_features(), &spec, false);
+        let (cx, _) = build_file(X86, Strategy::V6_17.kernel_features(), &spec, false);
         let v = cx.mm.vmas[0];
         assert!(v.page_mkwrite && v.wants_writenotify(&cx.arch));
         assert!(v.wants_manual_pte_write_upgrade(&cx.arch));
@@ -473,7 +496,7 @@ mod tests {
         assert_eq!(w.iter().filter(|&&b| b).count(), 1);
         assert!(w[3]);
         // The same layout as shmem: no write-notify, every PTE writable.
-        let (cx, _) = build(X86, Strategy::Batched.kernel_features(), &spec, false);
+        let (cx, _) = build(X86, Strategy::V6_17.kernel_features(), &spec, false);
         let v = cx.mm.vmas[0];
         assert!(!v.page_mkwrite && !v.wants_writenotify(&cx.arch));
     }
@@ -482,13 +505,13 @@ mod tests {
     fn batched_upgrade_follows_the_merged_dirty_bit_per_pte_does_not() {
         // Page 3 dirty in folio 0; folio 1 all clean.
         let spec = file_spec(&[3], false);
-        let per_pte = ro_rw(Strategy::PerPte, &spec);
-        let batched = ro_rw(Strategy::Batched, &spec);
+        let per_pte = ro_rw(Strategy::V6_16, &spec);
+        let batched = ro_rw(Strategy::V6_17, &spec);
         let want_per_pte: Vec<bool> = (0..32).map(|i| i == 3).collect();
         let want_batched: Vec<bool> = (0..32).map(|i| i < 16).collect();
         assert_eq!(per_pte, want_per_pte);
         assert_eq!(batched, want_batched);
-        assert_eq!(ro_rw(Strategy::BatchedV619, &spec), want_batched);
+        assert_eq!(ro_rw(Strategy::V6_19, &spec), want_batched);
     }
 
     #[test]
@@ -505,7 +528,7 @@ mod tests {
             f.tweaks.push((k, PteTweak::Clean));
             f.tweaks.push((k, PteTweak::WrProtect));
         }
-        let batched = ro_rw(Strategy::Batched, &spec);
+        let batched = ro_rw(Strategy::V6_17, &spec);
         let want: Vec<bool> = (0..32).map(|i| i < 4).collect();
         assert_eq!(batched, want, "pages 0-3 soft-dirty: one batch; 4-15 not");
     }
@@ -516,7 +539,7 @@ mod tests {
         // calls. x86 flushes when _PAGE_RW changes either way (docs/kernel.md
         // §5.3), so each call flushes the hull [3, 6).
         let spec = file_spec(&[3, 5], true);
-        let (mut cx, _) = build_file(X86, Strategy::Batched.kernel_features(), &spec, false);
+        let (mut cx, _) = build_file(X86, Strategy::V6_17.kernel_features(), &spec, false);
         for prot in [Prot::Read, Prot::ReadWrite] {
             mprotect(&mut cx, 512, 32, prot).unwrap();
             let f = cx.take_flushes();

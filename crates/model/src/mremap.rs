@@ -14,7 +14,10 @@
 
 use crate::arch::{Arch, PteValue};
 use crate::cx::Cx;
-use crate::folio::{folio_pte_batch_flags, folio_test_large, page_folio, vm_normal_page, FpbFlags};
+use crate::folio::{
+    count_folio_pte_batch_flags, folio_pte_batch_flags, folio_test_large, page_folio,
+    vm_normal_page, FpbFlags,
+};
 use crate::mm::{pmd_addr_end, Vma};
 use crate::workload::{check_invariants, CallRecord};
 use crate::ModelError;
@@ -43,7 +46,9 @@ pub fn mremap_folio_pte_batch<A: Arch>(
         return 1;
     }
     let mut pte = pte;
-    folio_pte_batch_flags(cx, &folio, addr, &mut pte, max_nr, FpbFlags::RESPECT_WRITE)
+    let nr = folio_pte_batch_flags(cx, &folio, addr, &mut pte, max_nr, FpbFlags::RESPECT_WRITE);
+    count_folio_pte_batch_flags(cx, nr);
+    nr
 }
 
 /// `move_soft_dirty_pte()`: a moved present PTE is marked soft-dirty.

@@ -26,7 +26,7 @@ use crate::arch::{young_ptes_series, Arch};
 use crate::cx::Cx;
 use crate::folio::{folio_pte_batch_flags, folio_test_large, Folio, FpbFlags};
 use crate::mm::{pmd_addr_end, Vma};
-use crate::strategy::{Kernel, Strategy};
+use crate::strategy::{KFn, Kernel, Strategy};
 use crate::types::Pfn;
 
 /// Which `folio_referenced_one()` the kernel runs.
@@ -34,9 +34,9 @@ use crate::types::Pfn;
 pub enum RmapImpl {
     /// v6.16 … v6.19: one young-bit helper call per mapped PTE.
     PerPte,
-    /// 2026 (Baolin Wang, "support batched checks of the references for
-    /// large folios" + arm64 `test_and_clear_young_ptes`): one call per
-    /// `folio_pte_batch()` batch.
+    /// v7.0+ (Baolin Wang, "support batched checks of the references for
+    /// large folios"; the arm64 `test_and_clear_young_ptes` of v7.1): one
+    /// call per `folio_pte_batch()` batch.
     Batched,
 }
 
@@ -50,9 +50,8 @@ impl RmapImpl {
         }
     }
 
-    /// The rmap behaviour of a strategy: `per-pte`, `batched`,
-    /// `batched-v6.19` are v6.16 … v6.19 (per PTE); `smallfast` is the 2026
-    /// mm tree (batched).
+    /// The rmap behaviour of a strategy: v6.16 … v6.19 per PTE, v7.0 on
+    /// batched.
     pub fn of_strategy(strategy: Strategy) -> Self {
         Self::of(&strategy.kernel_features())
     }
@@ -64,7 +63,7 @@ impl RmapImpl {
                 "reclaim: per-PTE ptep_clear_flush_young (arm64 contig: whole block per PTE, C^2 CAS)"
             }
             RmapImpl::Batched => {
-                "reclaim: folio_pte_batch + clear_flush_young_ptes / test_and_clear_young_ptes (Baolin Wang 2026)"
+                "reclaim: folio_pte_batch + clear_flush_young_ptes / test_and_clear_young_ptes (Baolin Wang, v7.0/v7.1)"
             }
         }
     }
@@ -157,7 +156,7 @@ pub fn folio_referenced_one<A: Arch>(
         if imp == RmapImpl::Batched && folio_test_large(cx, folio) {
             let max_nr = pmd_addr_end(addr, vma.end, ptrs) - addr;
             let mut pteval = A::ptep_get(cx, addr);
-            cx.call(); // folio_pte_batch() is out of line
+            cx.call(KFn::FolioPteBatch); // mm/util.c, out of line
             nr = folio_pte_batch_flags(cx, folio, addr, &mut pteval, max_nr, FpbFlags::empty());
         }
         cx.record_batch(nr);
@@ -202,9 +201,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn young_series_only_in_2026() {
+    fn young_series_from_v7_0() {
         for s in Strategy::ALL {
-            let want = if s == Strategy::SmallFast {
+            let want = if s >= Strategy::V7_0 {
                 RmapImpl::Batched
             } else {
                 RmapImpl::PerPte

@@ -57,7 +57,7 @@ fn compare_generic<A: Arch>(
     case: &Case,
     kernels: &[(String, Kernel)],
 ) -> Result<(), String> {
-    let base = Strategy::PerPte.kernel_features();
+    let base = Strategy::V6_16.kernel_features();
     let (reference, vs, ve) = run_generic(arch, base, case).map_err(|e| format!("per-pte: {e}"))?;
     let shared = case.layout.vma_flags.contains(VmFlags::SHARED);
     for (name, k) in kernels {
@@ -85,7 +85,7 @@ pub fn check_case(case: &Case, kernels: &[(String, Kernel)]) -> Result<(), Strin
 pub fn batched_kernels() -> Vec<(String, Kernel)> {
     Strategy::ALL
         .iter()
-        .filter(|s| **s != Strategy::PerPte)
+        .filter(|s| **s != Strategy::V6_16)
         .map(|s| (s.name().to_string(), s.kernel_features()))
         .collect()
 }

@@ -8,6 +8,8 @@
 //! model has no kernel counterpart: it is the oracle for invariant 10.2 of
 //! docs/kernel.md (no stale permission when the syscall returns).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::arch::{Arch, PteValue};
@@ -103,15 +105,39 @@ impl MmuGather {
     }
 }
 
-const WAYS: usize = 4;
+/// Ways held in line per page. Between two invalidations the modelled
+/// workloads cache one value per page (syscall entry) or two (plus the one
+/// mprotect stores); only arm64 contpte repaints of odd layouts use more.
+const INLINE: usize = 2;
 
 /// A worst-case TLB: for each page, every hardware-valid value any CPU may
 /// have cached since the last invalidation covering it.
+///
+/// Four ways per page, then a list: ways 0-1 in line (16 bytes a page),
+/// ways 2-3 in `spill` for the pages that use them, so a 1G region costs
+/// 4 MB, not the 8 MB of four ways in line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlbModel<P> {
     base: u64,
-    slots: Vec<[P; WAYS]>,
+    slots: Vec<[P; INLINE]>,
+    /// Ways 2-3 by page; never both empty.
+    spill: BTreeMap<u64, [P; 2]>,
     overflow: Vec<(u64, P)>,
+}
+
+/// Put `pte` in the first free way unless a way holds it; false when every
+/// way holds another value.
+fn fill<P: PteValue>(ways: &mut [P], pte: P) -> bool {
+    for way in ways.iter_mut() {
+        if *way == pte {
+            return true;
+        }
+        if way.is_none() {
+            *way = pte;
+            return true;
+        }
+    }
+    false
 }
 
 impl<P: PteValue> TlbModel<P> {
@@ -119,22 +145,20 @@ impl<P: PteValue> TlbModel<P> {
     pub fn new(base: u64, len: u64) -> Self {
         TlbModel {
             base,
-            slots: vec![[P::default(); WAYS]; len as usize],
+            slots: vec![[P::default(); INLINE]; len as usize],
+            spill: BTreeMap::new(),
             overflow: Vec::new(),
         }
     }
 
     /// A CPU walked `addr` and cached `pte`.
     pub fn cache(&mut self, addr: u64, pte: P) {
-        let slot = &mut self.slots[(addr - self.base) as usize];
-        for way in slot.iter_mut() {
-            if *way == pte {
-                return;
-            }
-            if way.is_none() {
-                *way = pte;
-                return;
-            }
+        if fill(&mut self.slots[(addr - self.base) as usize], pte) {
+            return;
+        }
+        let spill = self.spill.entry(addr).or_default();
+        if fill(spill, pte) {
+            return;
         }
         if !self.overflow.contains(&(addr, pte)) {
             self.overflow.push((addr, pte));
@@ -151,7 +175,13 @@ impl<P: PteValue> TlbModel<P> {
             return;
         }
         for s in &mut self.slots[(lo - self.base) as usize..(hi - self.base) as usize] {
-            *s = [P::default(); WAYS];
+            *s = [P::default(); INLINE];
+        }
+        if !self.spill.is_empty() {
+            let gone: Vec<u64> = self.spill.range(lo..hi).map(|(&a, _)| a).collect();
+            for a in gone {
+                self.spill.remove(&a);
+            }
         }
         self.overflow.retain(|(a, _)| *a < lo || *a >= hi);
         if max_span <= 1 {
@@ -160,9 +190,8 @@ impl<P: PteValue> TlbModel<P> {
         // Entries just outside the range whose block overlaps it.
         let scan_lo = (lo & !(max_span - 1)).max(self.base);
         let scan_hi = ((hi + max_span - 1) & !(max_span - 1)).min(top);
-        for addr in (scan_lo..lo).chain(hi..scan_hi) {
-            let slot = &mut self.slots[(addr - self.base) as usize];
-            for way in slot.iter_mut() {
+        let drop_overlapping = |addr: u64, ways: &mut [P]| {
+            for way in ways.iter_mut() {
                 if way.is_none() {
                     continue;
                 }
@@ -174,14 +203,24 @@ impl<P: PteValue> TlbModel<P> {
                     }
                 }
             }
+        };
+        for addr in (scan_lo..lo).chain(hi..scan_hi) {
+            drop_overlapping(addr, &mut self.slots[(addr - self.base) as usize]);
+            if let Some(ways) = self.spill.get_mut(&addr) {
+                drop_overlapping(addr, ways);
+                if ways.iter().all(|w| w.is_none()) {
+                    self.spill.remove(&addr);
+                }
+            }
         }
     }
 
     /// Invalidate everything.
     pub fn invalidate_all(&mut self) {
         for s in &mut self.slots {
-            *s = [P::default(); WAYS];
+            *s = [P::default(); INLINE];
         }
+        self.spill.clear();
         self.overflow.clear();
     }
 
@@ -217,15 +256,26 @@ impl<P: PteValue> TlbModel<P> {
             seen.push(key);
             self.check_block(arch, pt, addr, bstart, span, key)
         };
-        for (i, slot) in self.slots.iter().enumerate() {
-            for &p in slot.iter().filter(|p| !p.is_none()) {
-                one(self.base + i as u64, p)?;
-            }
-        }
-        for &(addr, p) in &self.overflow {
+        for (addr, p) in self.entries() {
             one(addr, p)?;
         }
         Ok(())
+    }
+
+    /// Every cached `(page, value)`: by page, ways in order, then the
+    /// overflow list in the order it filled.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, P)> + '_ {
+        let mut spill = self.spill.iter().peekable();
+        let ways = self.slots.iter().enumerate().flat_map(move |(i, slot)| {
+            let addr = self.base + i as u64;
+            let extra = spill.next_if(|(&a, _)| a == addr).map(|(_, w)| *w);
+            slot.iter()
+                .copied()
+                .chain(extra.into_iter().flatten())
+                .filter(|p| !p.is_none())
+                .map(move |p| (addr, p))
+        });
+        ways.chain(self.overflow.iter().copied())
     }
 
     fn check_block<A: Arch<Pte = P>>(
@@ -261,5 +311,122 @@ impl<P: PteValue> TlbModel<P> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::arch::x86::X86Pte;
+
+    /// The TLB model as it was: four ways in line per page, then a list.
+    struct Reference {
+        base: u64,
+        slots: Vec<[X86Pte; 4]>,
+        overflow: Vec<(u64, X86Pte)>,
+    }
+
+    impl Reference {
+        fn cache(&mut self, addr: u64, pte: X86Pte) {
+            if !fill(&mut self.slots[(addr - self.base) as usize], pte)
+                && !self.overflow.contains(&(addr, pte))
+            {
+                self.overflow.push((addr, pte));
+            }
+        }
+
+        fn invalidate(&mut self, lo: u64, hi: u64, max_span: u64) {
+            let top = self.base + self.slots.len() as u64;
+            let (lo, hi) = (lo.max(self.base), hi.min(top));
+            if lo >= hi {
+                return;
+            }
+            for a in lo..hi {
+                self.slots[(a - self.base) as usize] = [X86Pte::default(); 4];
+            }
+            self.overflow.retain(|(a, _)| *a < lo || *a >= hi);
+            if max_span <= 1 {
+                return;
+            }
+            let scan_lo = (lo & !(max_span - 1)).max(self.base);
+            let scan_hi = ((hi + max_span - 1) & !(max_span - 1)).min(top);
+            for addr in (scan_lo..lo).chain(hi..scan_hi) {
+                for way in &mut self.slots[(addr - self.base) as usize] {
+                    let n = span(*way);
+                    if !way.is_none() && n > 1 {
+                        let bstart = addr & !(n - 1);
+                        if bstart < hi && bstart + n > lo {
+                            *way = X86Pte::default();
+                        }
+                    }
+                }
+            }
+        }
+
+        fn entries(&self) -> Vec<(u64, X86Pte)> {
+            let mut v = Vec::new();
+            for (i, slot) in self.slots.iter().enumerate() {
+                for &p in slot.iter().filter(|p| !p.is_none()) {
+                    v.push((self.base + i as u64, p));
+                }
+            }
+            v.extend(&self.overflow);
+            v
+        }
+    }
+
+    /// Values with bit 1 set stand for 16-page contiguous entries.
+    fn span(p: X86Pte) -> u64 {
+        if p.0 & 2 != 0 {
+            16
+        } else {
+            1
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Cache(u64, u64),
+        Invalidate(u64, u64, bool),
+        All,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (0u64..96, 1u64..8).prop_map(|(a, v)| Op::Cache(a, v)),
+            3 => (0u64..100, 0u64..40, any::<bool>()).prop_map(|(a, n, b)| Op::Invalidate(a, a + n, b)),
+            1 => Just(Op::All),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn two_ways_in_line_hold_what_four_did(ops in proptest::collection::vec(op(), 0..300)) {
+            let base = 32;
+            let mut m = TlbModel::<X86Pte>::new(base, 64);
+            let mut r = Reference { base, slots: vec![[X86Pte::default(); 4]; 64], overflow: Vec::new() };
+            for op in ops {
+                match op {
+                    Op::Cache(a, v) => {
+                        let a = base + a % 64;
+                        m.cache(a, X86Pte(v));
+                        r.cache(a, X86Pte(v));
+                    }
+                    Op::Invalidate(lo, hi, block) => {
+                        let max = if block { 16 } else { 1 };
+                        m.invalidate(lo, hi, max, span);
+                        r.invalidate(lo, hi, max);
+                    }
+                    Op::All => {
+                        m.invalidate_all();
+                        r.slots.iter_mut().for_each(|s| *s = [X86Pte::default(); 4]);
+                        r.overflow.clear();
+                    }
+                }
+                prop_assert_eq!(m.entries().collect::<Vec<_>>(), r.entries());
+            }
+        }
     }
 }

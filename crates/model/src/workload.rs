@@ -17,7 +17,7 @@ use crate::arch::x86::X86;
 use crate::arch::Arch;
 use crate::counters::Counters;
 use crate::cx::Cx;
-use crate::layout::{build, FolioPlacement, LayoutSpec};
+use crate::layout::{build_generated, FolioPlacement, LayoutSpec};
 use crate::mprotect::mprotect;
 use crate::mremap;
 use crate::rmap::{folio_referenced, Lru, RmapImpl};
@@ -308,25 +308,33 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
     let start = base + geo.offset;
     let end = start + geo.pages;
     let nfolios = (end - base).div_ceil(nr);
-    let mut folios = vec![FolioPlacement::whole(geo.order); nfolios as usize];
-    if cfg.workload.lru().is_some() {
-        // Reclaim maps exactly [start, end): the first and last folios may be
-        // partially mapped (arm64 paints CONT on whole aligned blocks only).
-        folios[0].mapped.0 = geo.offset;
-        let last = folios.len() - 1;
-        folios[last].mapped.1 = end - (base + last as u64 * nr);
-    }
+    let folio = |i: usize| {
+        let mut f = FolioPlacement::whole(geo.order);
+        if cfg.workload.lru().is_some() {
+            // Reclaim maps exactly [start, end): the first and last folios may be
+            // partially mapped (arm64 paints CONT on whole aligned blocks only).
+            if i == 0 {
+                f.mapped.0 = geo.offset;
+            }
+            if i as u64 == nfolios - 1 {
+                f.mapped.1 = end - (base + i as u64 * nr);
+            }
+        }
+        f
+    };
     let spec = LayoutSpec {
         base,
         vma_flags: VmFlags::READ | VmFlags::WRITE | VmFlags::SOFTDIRTY,
-        folios,
+        folios: Vec::new(),
         extra_window: if cfg.workload == Workload::MremapMove {
             nfolios * nr + ptrs
         } else {
             0
         },
     };
-    let (mut cx, placed) = build(arch, kernel, &spec, cfg.check_tlb);
+    // Only reclaim walks the placed folios.
+    let keep = (cfg.check_tlb, cfg.workload.lru().is_some());
+    let (mut cx, placed) = build_generated(arch, kernel, &spec, nfolios as usize, folio, keep);
     let len = geo.pages;
     let mut outcome = ModelOutcome {
         workload: cfg.workload.name().to_string(),
@@ -407,15 +415,15 @@ fn run_on<A: Arch>(arch: A, cfg: &ModelConfig, geo: Geometry) -> Result<ModelOut
         }
     }
     outcome.calls = calls;
-    if cfg.strategy == Strategy::SmallFast
+    if cfg.strategy.kernel_features().always_inline_commit
         && matches!(
             cfg.workload,
             Workload::MprotectToggle | Workload::MprotectRoRw | Workload::ProtTransition
         )
     {
         outcome.notes.push(
-            "smallfast (Pedro Falcato v3) performs the same page-table primitives as v6.17/v6.19; \
-             it differs in instructions, branches and out-of-line calls (see `calls`)"
+            "v7.1's small-folio change (89e613bc0b2d) performs the same page-table primitives as \
+             v6.17 … v7.0; it changes which functions are out of line (see `calls` and `functions`)"
                 .to_string(),
         );
     }

@@ -107,7 +107,7 @@ proptest! {
 }
 
 fn faulty(faults: Faults) -> Vec<(String, Kernel)> {
-    let mut k = KStrategy::Batched.kernel_features();
+    let mut k = KStrategy::V6_17.kernel_features();
     k.faults = faults;
     vec![("faulty".to_string(), k)]
 }

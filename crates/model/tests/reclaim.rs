@@ -15,8 +15,8 @@ use ptelab_model::{
 
 const K: u64 = 1 << 10;
 
-const PRE_2026: Strategy = Strategy::PerPte;
-const Y2026: Strategy = Strategy::SmallFast;
+const PRE_2026: Strategy = Strategy::V6_16;
+const Y2026: Strategy = Strategy::V7_1;
 
 fn arm64(contpte: bool) -> Arm64 {
     Arm64 {

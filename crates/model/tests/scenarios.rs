@@ -45,7 +45,7 @@ fn arm64_64k_folio_rw_to_ro_whole_blocks() {
     let v616 = run(
         Workload::MprotectRoRw,
         arm64(),
-        Strategy::PerPte,
+        Strategy::V6_16,
         blocks * 64 * K,
         64 * K,
         0,
@@ -62,7 +62,7 @@ fn arm64_64k_folio_rw_to_ro_whole_blocks() {
     let v617 = run(
         Workload::MprotectRoRw,
         arm64(),
-        Strategy::Batched,
+        Strategy::V6_17,
         blocks * 64 * K,
         64 * K,
         0,
@@ -87,7 +87,7 @@ fn arm64_multi_block_folio_is_one_batch() {
     let v617 = run(
         Workload::MprotectRoRw,
         arm64(),
-        Strategy::Batched,
+        Strategy::V6_17,
         256 * K,
         256 * K,
         0,
@@ -122,7 +122,7 @@ fn arm64_partial_blocks_unfold_in_both_versions() {
         bbml2: false,
         tlbi_range: true,
     };
-    for s in [Strategy::PerPte, Strategy::Batched] {
+    for s in [Strategy::V6_16, Strategy::V6_17] {
         let c = first_call(a, s, 8, 16, Prot::Read);
         assert_eq!(
             (c.contpte_unfolds, c.contpte_folds, c.tlbi_sync),
@@ -133,11 +133,11 @@ fn arm64_partial_blocks_unfold_in_both_versions() {
     // BBML2-noabort elides the repaint TLBIs from v6.17 on, not in v6.16.
     let b = Arm64 { bbml2: true, ..a };
     assert_eq!(
-        first_call(b, Strategy::Batched, 8, 16, Prot::Read).tlbi_sync,
+        first_call(b, Strategy::V6_17, 8, 16, Prot::Read).tlbi_sync,
         0
     );
     assert_eq!(
-        first_call(b, Strategy::PerPte, 8, 16, Prot::Read).tlbi_sync,
+        first_call(b, Strategy::V6_16, 8, 16, Prot::Read).tlbi_sync,
         2
     );
 }
@@ -151,7 +151,7 @@ fn arm64_partial_blocks_in_steady_state() {
     let v616 = run(
         Workload::MprotectRoRw,
         arm64(),
-        Strategy::PerPte,
+        Strategy::V6_16,
         64 * K,
         64 * K,
         8,
@@ -161,7 +161,7 @@ fn arm64_partial_blocks_in_steady_state() {
     let v617 = run(
         Workload::MprotectRoRw,
         arm64(),
-        Strategy::Batched,
+        Strategy::V6_17,
         64 * K,
         64 * K,
         8,
@@ -177,7 +177,7 @@ fn x86_order0_v617_adds_one_page_read_per_pte_off_the_upgrade_path() {
         let a = run(
             Workload::MprotectToggle,
             ArchConfig::X86,
-            Strategy::PerPte,
+            Strategy::V6_16,
             n * 4 * K,
             4 * K,
             0,
@@ -185,7 +185,7 @@ fn x86_order0_v617_adds_one_page_read_per_pte_off_the_upgrade_path() {
         let b = run(
             Workload::MprotectToggle,
             ArchConfig::X86,
-            Strategy::Batched,
+            Strategy::V6_17,
             n * 4 * K,
             4 * K,
             0,
@@ -221,7 +221,7 @@ fn x86_64k_folios_batch_per_folio() {
     let o = run(
         Workload::MprotectRoRw,
         ArchConfig::X86,
-        Strategy::Batched,
+        Strategy::V6_17,
         k * 64 * K,
         64 * K,
         0,
@@ -263,7 +263,7 @@ fn x86_flushes_match_the_tracepoint_rule() {
     let o = run(
         Workload::MprotectRoRw,
         ArchConfig::X86,
-        Strategy::Batched,
+        Strategy::V6_17,
         128 * K,
         4 * K,
         0,
@@ -280,7 +280,7 @@ fn arm64_v619_elides_the_flush_for_none_to_rw() {
     let o = run(
         Workload::MprotectToggle,
         arm64(),
-        Strategy::Batched,
+        Strategy::V6_17,
         400 * K,
         4 * K,
         0,
@@ -289,7 +289,7 @@ fn arm64_v619_elides_the_flush_for_none_to_rw() {
     let o = run(
         Workload::MprotectToggle,
         arm64(),
-        Strategy::BatchedV619,
+        Strategy::V6_19,
         400 * K,
         4 * K,
         0,
@@ -298,15 +298,209 @@ fn arm64_v619_elides_the_flush_for_none_to_rw() {
     assert_eq!(call(&o, "PROT_NONE").tlb_flush_calls, 1);
 }
 
+/// Out-of-line function entries per PTE of one call (label) of an order-0
+/// 400 KiB toggle.
+fn entries_per_pte(arch: ArchConfig, s: Strategy, label: &str) -> BTreeMap<String, u64> {
+    let o = run(Workload::MprotectToggle, arch, s, 400 * K, 4 * K, 0);
+    let c = call(&o, label);
+    assert_eq!(c.calls, c.functions.values().sum::<u64>());
+    c.functions
+        .iter()
+        .map(|(k, v)| {
+            assert_eq!(v % 100, 0, "{s} {k}: {v} is not a whole number per PTE");
+            (k.clone(), v / 100)
+        })
+        .collect()
+}
+
+fn fns(list: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    list.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
 #[test]
-fn smallfast_has_the_primitives_of_v619_and_fewer_calls() {
+fn x86_out_of_line_calls_per_pte_are_those_counted_in_debian_guests() {
+    // Entries per PTE of mprotect(PROT_NONE), order-0, 400 KiB, counted with
+    // ptelab's QEMU plugin in x86-64 guests of Debian's builds (the fit18
+    // sweeps): 6.16.12 3, 6.17.8 6, 7.0.13 7, 7.1.3 10, 7.3.4 11.
+    let pv = [
+        ("__ptep_modify_prot_start", 1),
+        ("__ptep_modify_prot_commit", 1),
+        ("native_set_pte", 1),
+    ];
+    let with = |extra: &[(&str, u64)]| {
+        let mut v: Vec<(&str, u64)> = pv.to_vec();
+        v.extend_from_slice(extra);
+        fns(&v)
+    };
+    let x = ArchConfig::X86;
+    assert_eq!(entries_per_pte(x, Strategy::V6_16, "NONE"), with(&[]));
+    let v617 = with(&[
+        ("vm_normal_page", 1),
+        ("pte_val", 1),
+        ("prot_commit_flush_ptes", 1),
+    ]);
+    assert_eq!(entries_per_pte(x, Strategy::V6_17, "NONE"), v617);
+    let v70 = with(&[
+        ("vm_normal_page", 1),
+        ("pte_val", 2),
+        ("prot_commit_flush_ptes", 1),
+    ]);
+    for s in [Strategy::V6_18, Strategy::V6_19, Strategy::V7_0] {
+        assert_eq!(entries_per_pte(x, s, "NONE"), v70, "{s}");
+    }
+    let v71 = [
+        ("vm_normal_page", 1),
+        ("pte_val", 2),
+        ("modify_prot_commit_ptes", 1),
+        ("pte_needs_flush", 1),
+        ("pte_advance_pfn", 2),
+    ];
+    assert_eq!(entries_per_pte(x, Strategy::V7_1, "NONE"), with(&v71));
+    let mut v73 = v71.to_vec();
+    v73.push(("pte_modify", 1));
+    assert_eq!(entries_per_pte(x, Strategy::V7_3, "NONE"), with(&v73));
+    // The write upgrade of mprotect(PROT_READ|PROT_WRITE) adds the check and
+    // pte_mkwrite (x86 has it out of line): 6.16 through its own
+    // can_change_pte_writable() and vm_normal_page().
+    assert_eq!(
+        entries_per_pte(x, Strategy::V6_16, "WRITE"),
+        with(&[
+            ("can_change_pte_writable", 1),
+            ("vm_normal_page", 1),
+            ("pte_val", 1),
+            ("pte_mkwrite", 1)
+        ])
+    );
+    let mut rw = v71.to_vec();
+    rw.extend([("maybe_change_pte_writable", 1), ("pte_mkwrite", 1)]);
+    assert_eq!(entries_per_pte(x, Strategy::V7_1, "WRITE"), with(&rw));
+}
+
+#[test]
+fn arm64_out_of_line_calls_per_pte_are_those_counted_in_debian_guests() {
+    // arm64 guests, same cell: 6.16.12 2, 6.17.8 4, 7.1.3 3 per PTE.
+    let a = arm64();
+    assert_eq!(
+        entries_per_pte(a, Strategy::V6_16, "NONE"),
+        fns(&[
+            ("ptep_modify_prot_start", 1),
+            ("ptep_modify_prot_commit", 1)
+        ])
+    );
+    let v617 = [
+        ("vm_normal_page", 1),
+        ("modify_prot_start_ptes", 1),
+        ("modify_prot_commit_ptes", 1),
+        ("prot_commit_flush_ptes", 1),
+    ];
+    for s in [
+        Strategy::V6_17,
+        Strategy::V6_18,
+        Strategy::V6_19,
+        Strategy::V7_0,
+    ] {
+        assert_eq!(entries_per_pte(a, s, "NONE"), fns(&v617), "{s}");
+    }
+    // 89e613bc0b2d on arm64: prot_commit_flush_ptes is inlined, nothing else
+    // comes out of line.
+    assert_eq!(entries_per_pte(a, Strategy::V7_1, "NONE"), fns(&v617[..3]));
+    assert_eq!(
+        entries_per_pte(a, Strategy::V7_3, "NONE"),
+        fns(&[
+            ("vm_normal_page", 1),
+            ("modify_prot_start_ptes", 1),
+            ("modify_prot_commit_ptes", 1),
+            ("pte_modify", 1)
+        ])
+    );
+}
+
+#[test]
+fn arm64_64k_toggle_calls_per_batch_and_per_block() {
+    // 4 MiB of 64K folios (64 batches, 64 contpte blocks), per call averaged
+    // over the two directions, as counted in the 6.16.12, 6.17.8 and 7.1.3
+    // arm64 guests.
+    let per_call = |s: Strategy| {
+        let o = run(Workload::MprotectToggle, arm64(), s, 4096 * K, 64 * K, 0);
+        let t = o.total();
+        t.functions
+            .iter()
+            .map(|(k, v)| (k.clone(), v / 2))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(
+        per_call(Strategy::V6_16),
+        fns(&[
+            ("ptep_modify_prot_start", 1024),
+            ("ptep_modify_prot_commit", 1024),
+            ("can_change_pte_writable", 512),
+            ("vm_normal_page", 512),
+            ("contpte_convert", 64),
+            ("__flush_tlb_range_nosync", 64),
+            ("__contpte_try_fold", 32),
+            ("__contpte_try_unfold", 32),
+            ("contpte_ptep_get", 32),
+        ])
+    );
+    let v617 = [
+        ("folio_pte_batch_flags", 64),
+        ("__set_ptes_anysz", 64),
+        ("contpte_get_and_clear_full_ptes", 64),
+        ("contpte_set_ptes", 64),
+        ("contpte_try_unfold_partial", 64),
+        ("vm_normal_page", 64),
+        ("modify_prot_start_ptes", 64),
+        ("modify_prot_commit_ptes", 64),
+        ("contpte_ptep_get", 32),
+        ("maybe_change_pte_writable", 32),
+    ];
+    let mut with_commit = v617.to_vec();
+    with_commit.push(("prot_commit_flush_ptes", 64));
+    assert_eq!(per_call(Strategy::V6_17), fns(&with_commit));
+    assert_eq!(per_call(Strategy::V7_1), fns(&v617));
+}
+
+#[test]
+fn x86_64k_toggle_pte_advance_pfn_follows_the_inlining() {
+    // 4 MiB of 64K folios: 6.17.8 and 7.0.13 call pte_advance_pfn once per
+    // batch (the first step of folio_pte_batch_flags); 7.1.3 calls every step
+    // (16) and the two of the inlined prot_commit_flush_ptes: 18 per batch.
+    let adv = |s: Strategy| {
+        let o = run(
+            Workload::MprotectToggle,
+            ArchConfig::X86,
+            s,
+            4096 * K,
+            64 * K,
+            0,
+        );
+        o.total()
+            .functions
+            .get("pte_advance_pfn")
+            .copied()
+            .unwrap_or(0)
+            / 2
+    };
+    assert_eq!(adv(Strategy::V6_16), 0);
+    assert_eq!(adv(Strategy::V6_17), 64);
+    assert_eq!(adv(Strategy::V7_0), 64);
+    assert_eq!(adv(Strategy::V7_1), 64 * 18);
+}
+
+#[test]
+fn v71_has_the_primitives_of_v70() {
     for arch in [ArchConfig::X86, arm64()] {
         for folio in [4 * K, 64 * K] {
             for wl in [Workload::MprotectToggle, Workload::MprotectRoRw] {
-                let a = run(wl, arch, Strategy::BatchedV619, 400 * K, folio, 0).total();
-                let b = run(wl, arch, Strategy::SmallFast, 400 * K, folio, 0).total();
-                assert!(b.calls < a.calls);
-                assert_eq!(Counters { calls: 0, ..a }, Counters { calls: 0, ..b });
+                let a = run(wl, arch, Strategy::V7_0, 400 * K, folio, 0).total();
+                let b = run(wl, arch, Strategy::V7_1, 400 * K, folio, 0).total();
+                let strip = |c: Counters| Counters {
+                    calls: 0,
+                    functions: BTreeMap::new(),
+                    ..c
+                };
+                assert_ne!(a.functions, b.functions);
+                assert_eq!(strip(a), strip(b));
             }
         }
     }
@@ -319,7 +513,7 @@ fn granules_translate_folio_sizes() {
     let o = run(
         Workload::MprotectRoRw,
         a16,
-        Strategy::PerPte,
+        Strategy::V6_16,
         2048 * K,
         2048 * K,
         0,
@@ -330,7 +524,7 @@ fn granules_translate_folio_sizes() {
     let o = run(
         Workload::MprotectRoRw,
         a64,
-        Strategy::Batched,
+        Strategy::V6_17,
         2048 * K,
         2048 * K,
         0,
@@ -360,6 +554,9 @@ fn ledger(
                     .collect();
                 for (nr, n) in &c.counters.batch_sizes {
                     m.insert(format!("batch_size_{nr}"), *n);
+                }
+                for (f, n) in &c.counters.functions {
+                    m.insert(format!("fn:{f}"), *n);
                 }
                 (c.label.clone(), m)
             })
@@ -452,7 +649,7 @@ fn mremap_move_counts() {
     let v616 = run(
         Workload::MremapMove,
         arm64(),
-        Strategy::PerPte,
+        Strategy::V6_16,
         1024 * K,
         64 * K,
         0,
@@ -466,7 +663,7 @@ fn mremap_move_counts() {
     let v617 = run(
         Workload::MremapMove,
         arm64(),
-        Strategy::Batched,
+        Strategy::V6_17,
         1024 * K,
         64 * K,
         0,
@@ -504,7 +701,7 @@ fn mremap_of_whole_pmds_moves_page_tables() {
     let o = run(
         Workload::MremapMove,
         arm64(),
-        Strategy::PerPte,
+        Strategy::V6_16,
         2048 * K,
         64 * K,
         0,

@@ -36,8 +36,8 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         &format!("published {}", published_pcts(&arm)),
     );
     if let (Some(a), Some(b)) = (
-        ev.model(Arch::Arm64, w, size, f64k, "per-pte"),
-        ev.model(Arch::Arm64, w, size, f64k, "batched"),
+        ev.model(Arch::Arm64, w, size, f64k, "v6.16"),
+        ev.model(Arch::Arm64, w, size, f64k, "v6.17"),
     ) {
         let blocks = a.pages as f64 / 16.0;
         let (xa, xb) = (
@@ -77,8 +77,8 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
     }
     r.verdict = verdict(Word::all(&words), &why);
     if let (Some(a), Some(b)) = (
-        ev.model(Arch::X86_64, w, size, FolioSpec::Base, "per-pte"),
-        ev.model(Arch::X86_64, w, size, FolioSpec::Base, "batched"),
+        ev.model(Arch::X86_64, w, size, FolioSpec::Base, "v6.16"),
+        ev.model(Arch::X86_64, w, size, FolioSpec::Base, "v6.17"),
     ) {
         let pages = a.pages as f64;
         let d = (per_call(b, "page_reads") - per_call(a, "page_reads")) / pages;

@@ -24,8 +24,8 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
     r.measured = Some(measured_line(Arch::Arm64, d, ", 1M", &m));
     r.verdict = verdict(Word::all(&words), &format!("published -36.8%; {note}"));
     if let (Some(a), Some(b)) = (
-        ev.model(Arch::Arm64, w, M, f64k, "per-pte"),
-        ev.model(Arch::Arm64, w, M, f64k, "batched"),
+        ev.model(Arch::Arm64, w, M, f64k, "v6.16"),
+        ev.model(Arch::Arm64, w, M, f64k, "v6.17"),
     ) {
         r.model = Some(format!(
             "counts per mremap, v6.16 -> v6.17 code: {:.0} -> {:.0} atomic PTE clears, {:.0} -> {:.0} synchronous TLBIs",
@@ -69,8 +69,8 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
     }
     r.verdict = verdict(word, &why);
     if let (Some(a), Some(b)) = (
-        ev.model(Arch::X86_64, w, M, f64k, "per-pte"),
-        ev.model(Arch::X86_64, w, M, f64k, "batched"),
+        ev.model(Arch::X86_64, w, M, f64k, "v6.16"),
+        ev.model(Arch::X86_64, w, M, f64k, "v6.17"),
     ) {
         r.model = Some(format!(
             "counts, x86 64K, v6.16 -> v6.17 code including the v6.17-rc2 hotfix 0b5be138ce00 (no folio lookup unless pte_batch_hint() > 1; every released 6.17 has it): per-call counters {}",

@@ -77,8 +77,8 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
     }
     r.verdict = verdict(word, &why);
     if let (Some(a), Some(b)) = (
-        ev.model(Arch::Arm64, w, 400 * K, f4k, "batched"),
-        ev.model(Arch::Arm64, w, 400 * K, f4k, "batched-v6.19"),
+        ev.model(Arch::Arm64, w, 400 * K, f4k, "v6.17"),
+        ev.model(Arch::Arm64, w, 400 * K, f4k, "v6.19"),
     ) {
         r.model = Some(format!(
             "counts, arm64 NONE->RW TLB flushes per call, v6.18 -> v6.19 code: {:.0} -> {:.0}",
@@ -134,7 +134,7 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
         Word::all(&words),
         "0 flushes for NONE->RW and 1 for RW->NONE, and the x86 guests within 3% across the arm64 change",
     );
-    if let Some(m) = ev.model(Arch::X86_64, w, 400 * K, f4k, "batched") {
+    if let Some(m) = ev.model(Arch::X86_64, w, 400 * K, f4k, "v6.17") {
         r.model = Some(format!(
             "counts, x86 flushes per call: NONE->RW {:.0}, RW->NONE {:.0}",
             on_call(m, "READ", "tlb_flush_calls"),

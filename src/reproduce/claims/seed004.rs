@@ -61,10 +61,10 @@ fn model_line(ev: &Evidence) -> Option<String> {
     let f = FolioSpec::Mthp(64 * K);
     let get = |arch, s| ev.model(arch, w, 64 * M, f, s);
     let (Some(a0), Some(a1), Some(x0), Some(x1)) = (
-        get(Arch::Arm64, "per-pte"),
-        get(Arch::Arm64, "smallfast"),
-        get(Arch::X86_64, "per-pte"),
-        get(Arch::X86_64, "smallfast"),
+        get(Arch::Arm64, "v6.16"),
+        get(Arch::Arm64, "v7.1"),
+        get(Arch::X86_64, "v6.16"),
+        get(Arch::X86_64, "v7.1"),
     ) else {
         return None;
     };

@@ -21,7 +21,7 @@ use core::hash::Hash;
 use crate::cx::Cx;
 use crate::mm::Vma;
 use crate::pgtable;
-use crate::strategy::Kernel;
+use crate::strategy::{BuildArch, KFn, Kernel};
 use crate::tlb::FlushSource;
 use crate::types::{Pfn, Pgprot, VmFlags};
 
@@ -53,6 +53,8 @@ pub trait Arch: Copy + Debug + Send + Sync + 'static {
 
     /// "x86_64" or "arm64".
     fn name(&self) -> &'static str;
+    /// The arch of the Debian build whose out-of-line functions are counted.
+    fn build_arch(&self) -> BuildArch;
     /// `PAGE_SHIFT`.
     fn page_shift(&self) -> u32;
     /// `PTRS_PER_PTE`.
@@ -217,7 +219,8 @@ pub trait Arch: Copy + Debug + Send + Sync + 'static {
     }
 
     /// `modify_prot_commit_ptes()` (v6.17): generic loop over
-    /// `ptep_modify_prot_commit()`.
+    /// `ptep_modify_prot_commit()` (a static inline that x86 GCC builds call
+    /// out of line from v7.1).
     fn modify_prot_commit_ptes(
         cx: &mut Cx<Self>,
         vma: &Vma,
@@ -226,6 +229,7 @@ pub trait Arch: Copy + Debug + Send + Sync + 'static {
         pte: Self::Pte,
         nr: u64,
     ) {
+        cx.call(KFn::ModifyProtCommitPtes);
         pgtable::modify_prot_commit_ptes(cx, vma, addr, old, pte, nr)
     }
 
@@ -305,13 +309,12 @@ pub fn atomic_write<A: Arch>(cx: &mut Cx<A>, addr: u64, pte: A::Pte) {
     }
 }
 
-/// Whether `kernel` is the 2026 mm tree, which carries Baolin Wang's young-bit
-/// series (`clear_flush_young_ptes()`, batched `folio_referenced_one()`, arm64
-/// `contpte_{test_and_clear,clear_flush}_young_ptes()` and the
-/// `test_and_clear_young_ptes()` override of seed 004). Of the modelled
-/// strategies only `smallfast` (mm-unstable 2026) is that tree; [`Kernel`]
-/// has no switch of its own for the series, so the 2026-only switch
-/// `always_inline_commit` identifies it (test: `rmap::tests::young_series_only_in_2026`).
+/// Whether `kernel` carries Baolin Wang's young-bit batching
+/// (`clear_flush_young_ptes()`, batched `folio_referenced_one()`, arm64
+/// `contpte_{test_and_clear,clear_flush}_young_ptes()`, v7.0; and the
+/// `test_and_clear_young_ptes()` override of seed 004, 9970a9a27ffc, v7.1):
+/// [`Kernel::young_ptes_batched`], from v7.0 on (test:
+/// `rmap::tests::young_series_from_v7_0`).
 pub fn young_ptes_series(kernel: &Kernel) -> bool {
-    kernel.always_inline_commit
+    kernel.young_ptes_batched
 }

@@ -8,17 +8,22 @@
 //! arch/x86/mm/tlb.c (`flush_tlb_mm_range`, `tlb_single_page_flush_ceiling`
 //! = 33), arch/x86/mm/pgtable.c (`ptep_test_and_clear_young`,
 //! `ptep_clear_flush_young`: read, `lock btr` only when young, never a flush).
-//! Valid for v6.16 … 2026. x86 overrides no page-table *operation* of the
-//! batching API: `ptep_get`, `set_ptes`, `modify_prot_*_ptes`,
-//! `test_and_clear_young_ptes`, `clear_flush_young_ptes` are generic.
-//! Not modelled: PARAVIRT (Xen PV batching), PCID/INVLPGB, protection keys
-//! other than 0, IPIs (single-threaded process).
+//! Valid for v6.16 … v7.3. The batching API (`ptep_get`, `set_ptes`,
+//! `modify_prot_*_ptes`, `test_and_clear_young_ptes`,
+//! `clear_flush_young_ptes`) is generic on x86; the paravirt operations of
+//! `CONFIG_PARAVIRT_XXL` (Debian's build) under `set_ptes` and
+//! `ptep_modify_prot_*` change no primitive and show only as counted
+//! out-of-line calls (`native_set_pte`, `__ptep_modify_prot_start`,
+//! `__ptep_modify_prot_commit`). Not modelled: Xen PV batching,
+//! PCID/INVLPGB, protection keys other than 0, IPIs (single-threaded process).
 
 use bitflags::bitflags;
 
 use super::{atomic_write, Arch, FlushCost, PteValue};
 use crate::cx::Cx;
-use crate::strategy::Kernel;
+use crate::mm::Vma;
+use crate::pgtable;
+use crate::strategy::{BuildArch, KFn, Kernel};
 use crate::types::{Pfn, Pgprot, VmFlags};
 
 bitflags! {
@@ -173,6 +178,9 @@ impl Arch for X86 {
 
     fn name(&self) -> &'static str {
         "x86_64"
+    }
+    fn build_arch(&self) -> BuildArch {
+        BuildArch::X86_64
     }
     fn page_shift(&self) -> u32 {
         12
@@ -352,6 +360,34 @@ impl Arch for X86 {
                 ops: pages,
             }
         }
+    }
+
+    /// Paravirt (`CONFIG_PARAVIRT_XXL`, as Debian builds it): `set_pte()` is
+    /// the `mmu.set_pte` op, `native_set_pte()`, out of line; the generic
+    /// `set_ptes()` calls it per entry.
+    fn set_ptes(cx: &mut Cx<Self>, addr: u64, pte: X86Pte, nr: u64) {
+        cx.calls(KFn::NativeSetPte, nr);
+        pgtable::set_ptes(cx, addr, pte, nr)
+    }
+
+    /// Paravirt `ptep_modify_prot_start()`: the `mmu.ptep_modify_prot_start`
+    /// op, `__ptep_modify_prot_start()` (out of line) = `ptep_get_and_clear()`.
+    fn ptep_modify_prot_start(cx: &mut Cx<Self>, _vma: &Vma, addr: u64) -> X86Pte {
+        cx.call(KFn::PvPtepModifyProtStart);
+        Self::ptep_get_and_clear(cx, addr)
+    }
+
+    /// Paravirt `ptep_modify_prot_commit()`: `__ptep_modify_prot_commit()`
+    /// (out of line) = `set_pte_at()`, itself the `native_set_pte()` op.
+    fn ptep_modify_prot_commit(
+        cx: &mut Cx<Self>,
+        _vma: &Vma,
+        addr: u64,
+        _old: X86Pte,
+        pte: X86Pte,
+    ) {
+        cx.call(KFn::PvPtepModifyProtCommit);
+        Self::set_ptes(cx, addr, pte, 1)
     }
 
     /// arch/x86/mm/pgtable.c `ptep_test_and_clear_young()`: a plain read of

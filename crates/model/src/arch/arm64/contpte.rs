@@ -9,6 +9,7 @@
 use crate::arch::{young_flush, Arch};
 use crate::cx::Cx;
 use crate::folio::page_folio;
+use crate::strategy::KFn;
 use crate::tlb::FlushSource;
 use crate::types::Pfn;
 
@@ -23,6 +24,7 @@ fn align_down(addr: u64, n: u64) -> u64 {
 ///
 /// Cost: C xchg + (1 TLBI over C pages unless BBML2-noabort, v6.17+) + C stores.
 pub fn contpte_convert(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
+    cx.call(KFn::ContpteConvert);
     let arch = cx.arch;
     let c = arch.cont_geometry();
     let start = align_down(addr, c);
@@ -40,6 +42,7 @@ pub fn contpte_convert(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
         }
     }
     if !(arch.bbml2 && cx.kernel.contpte_bbml2_elision) {
+        cx.call(KFn::FlushTlbRangeNosync);
         cx.arch_flush(start, start + c, FlushSource::ContpteConvert);
     }
     raw::set_ptes(cx, start, pte, c);
@@ -47,7 +50,7 @@ pub fn contpte_convert(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
 
 /// `__contpte_try_unfold()`: repaint the block non-contiguous.
 pub fn contpte_unfold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
-    cx.call();
+    cx.call(KFn::ContpteTryUnfold);
     cx.counters.contpte_unfolds += 1;
     let pte = cx.arch.pte_mknoncont(pte);
     contpte_convert(cx, addr, pte);
@@ -79,7 +82,7 @@ pub fn contpte_try_fold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
 ///
 /// Cost: 2 struct-page reads, C loads, and a convert if it folds.
 pub fn contpte_fold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
-    cx.call();
+    cx.call(KFn::ContpteTryFold);
     let arch = cx.arch;
     let c = arch.cont_geometry();
     let page = arch.pte_pfn(pte);
@@ -110,7 +113,7 @@ pub fn contpte_fold(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte) {
 /// `contpte_ptep_get()`: OR the access/dirty bits of the whole block into
 /// `orig`. v6.16 scans all C entries; v6.17+ stops once it saw both.
 pub fn contpte_ptep_get(cx: &mut Cx<Arm64>, addr: u64, orig: Arm64Pte) -> Arm64Pte {
-    cx.call();
+    cx.call(KFn::ContptePtepGet);
     cx.counters.contpte_gathers += 1;
     let arch = cx.arch;
     let c = arch.cont_geometry();
@@ -164,7 +167,7 @@ pub fn contpte_ptep_get(cx: &mut Cx<Arm64>, addr: u64, orig: Arm64Pte) -> Arm64P
 /// `contpte_set_ptes()`: set `nr ≥ 2` not-present entries, painting CONT on
 /// every chunk that is a whole block with aligned VA and PA.
 pub fn contpte_set_ptes(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte, nr: u64) {
-    cx.call();
+    cx.call(KFn::ContpteSetPtes);
     let arch = cx.arch;
     let c = arch.cont_geometry();
     let end = addr + nr;
@@ -180,6 +183,7 @@ pub fn contpte_set_ptes(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte, nr: u64) {
         } else {
             arch.pte_mknoncont(p)
         };
+        cx.call(KFn::SetPtesAnysz);
         raw::set_ptes(cx, addr, p, n);
         addr = next;
         pfn += n;
@@ -189,6 +193,7 @@ pub fn contpte_set_ptes(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte, nr: u64) {
 /// `contpte_try_unfold_partial()`: unfold the partially covered first and
 /// last blocks of `[addr, addr + nr)`.
 pub fn contpte_try_unfold_partial(cx: &mut Cx<Arm64>, addr: u64, nr: u64) {
+    cx.call(KFn::ContpteTryUnfoldPartial);
     let c = cx.arch.cont_geometry();
     if addr != align_down(addr, c) || nr < c {
         let pte = raw::ptep_get(cx, addr);
@@ -203,7 +208,7 @@ pub fn contpte_try_unfold_partial(cx: &mut Cx<Arm64>, addr: u64, nr: u64) {
 
 /// `contpte_get_and_clear_full_ptes()`.
 pub fn contpte_get_and_clear_full_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> Arm64Pte {
-    cx.call();
+    cx.call(KFn::ContpteGetAndClearFullPtes);
     contpte_try_unfold_partial(cx, addr, nr);
     raw::get_and_clear_full_ptes(cx, addr, nr)
 }
@@ -235,7 +240,7 @@ pub fn contpte_align_addr_ptep(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> (u64, 
 ///
 /// Cost: 2 loads + per entry of the expanded range 1 load + 1 CAS.
 pub fn contpte_test_and_clear_young_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> bool {
-    cx.call();
+    cx.call(KFn::ContpteTestAndClearYoungPtes);
     let (start, end) = contpte_align_addr_ptep(cx, addr, nr);
     let mut young = false;
     for a in start..end {
@@ -248,7 +253,7 @@ pub fn contpte_test_and_clear_young_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64)
 /// when any entry was young one `__flush_tlb_range(…, TLBF_NOSYNC)` over the
 /// block-expanded range (aligned again: 2 more loads).
 pub fn contpte_clear_flush_young_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) -> bool {
-    cx.call();
+    cx.call(KFn::ContpteClearFlushYoungPtes);
     let young = contpte_test_and_clear_young_ptes(cx, addr, nr);
     if young {
         let (start, end) = contpte_align_addr_ptep(cx, addr, nr);
@@ -261,7 +266,7 @@ pub fn contpte_clear_flush_young_ptes(cx: &mut Cx<Arm64>, addr: u64, nr: u64) ->
 /// all C entries of the block of `addr` (aligned down unconditionally, no
 /// extra loads); OR of the results.
 pub fn contpte_ptep_test_and_clear_young(cx: &mut Cx<Arm64>, addr: u64) -> bool {
-    cx.call();
+    cx.call(KFn::ContptePtepTestAndClearYoung);
     let c = cx.arch.cont_geometry();
     let start = align_down(addr, c);
     let mut young = false;
@@ -274,7 +279,7 @@ pub fn contpte_ptep_test_and_clear_young(cx: &mut Cx<Arm64>, addr: u64) -> bool 
 /// `contpte_ptep_clear_flush_young()` (v6.16 … v6.19): the block
 /// test-and-clear, then when young `__flush_tlb_range_nosync()` over the block.
 pub fn contpte_ptep_clear_flush_young(cx: &mut Cx<Arm64>, addr: u64) -> bool {
-    cx.call();
+    cx.call(KFn::ContptePtepClearFlushYoung);
     let young = contpte_ptep_test_and_clear_young(cx, addr);
     if young {
         let c = cx.arch.cont_geometry();

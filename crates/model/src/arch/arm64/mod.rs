@@ -20,7 +20,7 @@ pub mod raw;
 use super::{young_ptes_series, Arch, FlushCost, PteValue};
 use crate::cx::Cx;
 use crate::mm::Vma;
-use crate::strategy::Kernel;
+use crate::strategy::{BuildArch, KFn, Kernel};
 use crate::types::{Granule, Pfn, Pgprot, VmFlags};
 
 use hwdef::{
@@ -143,6 +143,9 @@ impl Arch for Arm64 {
 
     fn name(&self) -> &'static str {
         "arm64"
+    }
+    fn build_arch(&self) -> BuildArch {
+        BuildArch::Arm64
     }
     fn page_shift(&self) -> u32 {
         self.granule.page_shift()
@@ -393,13 +396,16 @@ impl Arch for Arm64 {
         }
     }
 
-    /// arch/arm64/mm/mmu.c: `modify_prot_start_ptes(…, 1)` (v6.16:
-    /// `ptep_get_and_clear()`, same primitives).
+    /// arch/arm64/mm/mmu.c: v6.17+ `modify_prot_start_ptes(…, 1)`; v6.16
+    /// `ptep_get_and_clear()` itself (same primitives; the inner
+    /// `modify_prot_start_ptes` entry counts from v6.17 only).
     fn ptep_modify_prot_start(cx: &mut Cx<Self>, vma: &Vma, addr: u64) -> Arm64Pte {
+        cx.call(KFn::PtepModifyProtStart);
         Self::modify_prot_start_ptes(cx, vma, addr, 1)
     }
 
-    /// arch/arm64/mm/mmu.c: `modify_prot_commit_ptes(…, 1)` = `set_pte_at()`.
+    /// arch/arm64/mm/mmu.c: `modify_prot_commit_ptes(…, 1)` = `set_pte_at()`
+    /// (v6.16: `set_pte_at()` itself).
     fn ptep_modify_prot_commit(
         cx: &mut Cx<Self>,
         vma: &Vma,
@@ -407,13 +413,14 @@ impl Arch for Arm64 {
         old: Arm64Pte,
         pte: Arm64Pte,
     ) {
+        cx.call(KFn::PtepModifyProtCommit);
         Self::modify_prot_commit_ptes(cx, vma, addr, old, pte, 1)
     }
 
     /// arch/arm64/mm/mmu.c (7efa1cd5f89b): `get_and_clear_ptes()`, so only
     /// partially covered contpte blocks are unfolded.
     fn modify_prot_start_ptes(cx: &mut Cx<Self>, _vma: &Vma, addr: u64, nr: u64) -> Arm64Pte {
-        cx.call();
+        cx.call(KFn::ModifyProtStartPtes);
         Self::get_and_clear_full_ptes(cx, addr, nr, false)
     }
 
@@ -426,7 +433,7 @@ impl Arch for Arm64 {
         pte: Arm64Pte,
         nr: u64,
     ) {
-        cx.call();
+        cx.call(KFn::ModifyProtCommitPtes);
         Self::set_ptes(cx, addr, pte, nr)
     }
 
