@@ -33,8 +33,9 @@ fn stdout(a: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(a.get_output().stdout.clone()).unwrap()
 }
 
-/// Seed 001's test: fitted on 6.16.12 only, the 6.17.8 order-0 toggle is
-/// predicted beside its measured figure and ratio.
+/// Seed 001's test: fitted on 6.16.12 only, the 6.17.8 order-0 toggle
+/// calls batching helpers 6.16 never runs: refused, saying so, beside the
+/// measured ratio and the functions that changed.
 #[test]
 fn fit_on_one_kernel_predicts_the_next() {
     let db = db_with_guest_runs();
@@ -60,7 +61,9 @@ fn fit_on_one_kernel_predicts_the_next() {
         // Measured in the guests (the 1.81x / 1.94x / 1.96x).
         "1.83x",
         "1.96x",
-        "prot_commit_flush_ptes",
+        "no fit cell executes call:maybe_change_pte_writable, call:prot_commit_flush_ptes",
+        "no workload on the fit kernels executes these",
+        "prot_commit_flush_ptes +14400",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
@@ -86,13 +89,18 @@ fn json_and_markdown_carry_the_same_report() {
     let preds = doc["predictions"].as_array().unwrap();
     assert_eq!(preds.len(), 5, "the 6.17.8 order-0 cells 4K..40M");
     for p in preds {
-        let (m, r) = (
-            p["cell"]["instructions"].as_f64().unwrap(),
-            p["residual"].as_f64().unwrap(),
-        );
-        let pred = p["predicted"].as_f64().unwrap();
-        assert!(((pred - m) / m - r).abs() < 1e-9, "{p}");
+        match p["predicted"].as_f64() {
+            Some(pred) => {
+                let (m, r) = (
+                    p["cell"]["instructions"].as_f64().unwrap(),
+                    p["residual"].as_f64().unwrap(),
+                );
+                assert!(((pred - m) / m - r).abs() < 1e-9, "{p}");
+            }
+            None => assert!(!p["lacking"].as_array().unwrap().is_empty(), "{p}"),
+        }
     }
+    assert_eq!(doc["ratios"].as_array().unwrap().len(), 5);
     let mut md_args = args.to_vec();
     md_args.push("--markdown");
     let md = stdout(&predict(&db, &md_args).success());

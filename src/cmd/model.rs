@@ -375,16 +375,17 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         );
     }
     let fit_cells = with_rows(fit_obs)?;
-    let model = predict::fit_costs(arch, fit_cells)?;
+    let fitted: Vec<Observed> = fit_cells.iter().map(|c| c.obs.clone()).collect();
     let targets: Vec<Observed> = stored
         .into_iter()
         .filter(|o| selected(&args.kernel, o))
         .filter(|o| args.workload.is_none_or(|w| w == o.workload))
         .filter(|o| args.sizes.is_empty() || args.sizes.contains(&o.size_bytes))
         .filter(|o| args.folio.is_none_or(|f| f == o.folio))
-        .filter(|o| !model.cells.iter().any(|c| &c.obs == o))
+        .filter(|o| !fitted.contains(o))
         .collect();
-    let targets = with_rows(targets)?;
+    let mut targets = with_rows(targets)?;
+    let model = predict::fit_costs(arch, fit_cells, &mut targets)?;
     let predictions = predict::predict_all(&model, targets)?;
     let report = predict::render::Report::new(&model, predictions)?;
     if args.out.json {
@@ -469,8 +470,8 @@ fn with_rows(obs: Vec<Observed>) -> anyhow::Result<Vec<Cell>> {
             o.folio,
             o.phase.as_deref(),
         )?;
-        if let Some(x) = row {
-            cells.push(Cell { obs: o, x });
+        if let Some(counters) = row {
+            cells.push(Cell::new(o, counters));
         }
     }
     Ok(cells)

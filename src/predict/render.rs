@@ -44,7 +44,7 @@ pub struct Report {
 /// A cost that differs between kernels.
 #[derive(Clone, Debug, Serialize)]
 pub struct Difference {
-    pub counter: &'static str,
+    pub counter: String,
     pub kernel: String,
     pub alone: f64,
     pub pooled: f64,
@@ -60,7 +60,8 @@ pub struct Ratio {
     pub base_kernel: String,
     pub kernel: String,
     pub measured_ratio: f64,
-    pub predicted_ratio: f64,
+    /// None when the cell was refused.
+    pub predicted_ratio: Option<f64>,
     /// Where the measured kernels differ: the kernel functions whose
     /// instructions per call grew or shrank most from the fit kernel to the
     /// predicted one (when both were profiled), largest change first.
@@ -68,7 +69,7 @@ pub struct Ratio {
 }
 
 /// Up to three names, and how many more.
-fn few(names: &[&str]) -> String {
+fn few(names: &[String]) -> String {
     match names.len() {
         0..=3 => names.join(", "),
         n => format!("{} and {} more", names[..3].join(", "), n - 3),
@@ -125,12 +126,15 @@ impl Report {
                     .filter(|c| &c.obs.kernel == k)
                     .cloned()
                     .collect();
-                let alone = fit_costs(model.arch, own)?.costs();
-                for (a, p) in alone.iter().zip(&costs) {
+                let alone = fit_costs(model.arch, own, &mut [])?.costs();
+                for a in &alone {
+                    let Some(p) = costs.iter().find(|p| p.counter == a.counter) else {
+                        continue;
+                    };
                     if let (Some(a_v), Some(p_v)) = (a.instructions, p.instructions) {
                         if p_v != 0.0 && ((a_v - p_v) / p_v).abs() > DIFFERS {
                             differences.push(Difference {
-                                counter: a.counter,
+                                counter: a.counter.clone(),
                                 kernel: k.clone(),
                                 alone: a_v,
                                 pooled: p_v,
@@ -142,7 +146,6 @@ impl Report {
         }
         let mut ratios = Vec::new();
         for p in &predictions {
-            let Some(pred) = p.predicted else { continue };
             for base in &fit_kernels {
                 if base == &p.cell.kernel {
                     continue;
@@ -163,7 +166,7 @@ impl Report {
                         base_kernel: base.clone(),
                         kernel: p.cell.kernel.clone(),
                         measured_ratio: p.cell.instructions / b.obs.instructions,
-                        predicted_ratio: pred / b.obs.instructions,
+                        predicted_ratio: p.predicted.map(|v| v / b.obs.instructions),
                         functions_changed: functions_changed(&b.obs, &p.cell),
                     });
                 }
@@ -207,7 +210,7 @@ impl Report {
         let mut never = Vec::new();
         for c in &self.costs {
             if !c.seen {
-                never.push(c.counter);
+                never.push(c.counter.as_str());
                 continue;
             }
             let cost = match c.instructions {
@@ -271,7 +274,11 @@ impl Report {
                 _ => {
                     let would: Vec<&str> = p.would_identify.iter().map(|w| w.name()).collect();
                     let mut note = format!("no fit cell executes {}", p.lacking.join(", "));
-                    if !would.is_empty() {
+                    if would.is_empty() {
+                        note.push_str(
+                            "; no workload on the fit kernels executes these: fit on a kernel that does",
+                        );
+                    } else {
                         note.push_str(&format!(
                             "; measuring {} on the fit kernels would give its cost",
                             would.join(" or ")
@@ -313,11 +320,10 @@ impl Report {
                 cell,
                 format!("{} -> {}", r.base_kernel, r.kernel),
                 format!("{:.2}x", r.measured_ratio),
-                format!("{:.2}x", r.predicted_ratio),
-                format!(
-                    "{:+.1}%",
-                    (r.predicted_ratio / r.measured_ratio - 1.0) * 100.0
-                ),
+                r.predicted_ratio.map_or("-".into(), |v| format!("{v:.2}x")),
+                r.predicted_ratio.map_or("-".into(), |v| {
+                    format!("{:+.1}%", (v / r.measured_ratio - 1.0) * 100.0)
+                }),
                 r.functions_changed
                     .iter()
                     .map(|(f, d)| format!("{f} {d:+.0}"))
@@ -366,7 +372,7 @@ impl Report {
         }
         if !self.ratios.is_empty() {
             s.push_str(&format!(
-                "\nratios to a fit kernel, predicted before running\n{}",
+                "\nratios to a fit kernel: measured, and predicted before running\n{}",
                 self.ratio_table().text(" | ")
             ));
         }
