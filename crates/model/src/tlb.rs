@@ -232,7 +232,7 @@ impl<P: PteValue> TlbModel<P> {
         // rebased; check each distinct one once against the whole block.
         let mut block_start = u64::MAX;
         let mut seen: Vec<P> = Vec::new();
-        let mut one = |addr: u64, cached: P| -> Result<(), String> {
+        let one = |addr: u64, cached: P| -> Result<(), String> {
             let span = arch.tlb_entry_span(cached);
             if span <= 1 {
                 let cur = pt.get(addr);
@@ -256,26 +256,32 @@ impl<P: PteValue> TlbModel<P> {
             seen.push(key);
             self.check_block(arch, pt, addr, bstart, span, key)
         };
-        for (addr, p) in self.entries() {
-            one(addr, p)?;
-        }
-        Ok(())
+        self.try_for_each(one)
     }
 
-    /// Every cached `(page, value)`: by page, ways in order, then the
-    /// overflow list in the order it filled.
-    pub fn entries(&self) -> impl Iterator<Item = (u64, P)> + '_ {
+    /// `f` on every cached `(page, value)`, by page, ways in order, then
+    /// the overflow list in the order it filled; stops at the first error.
+    pub fn try_for_each<E>(&self, mut f: impl FnMut(u64, P) -> Result<(), E>) -> Result<(), E> {
         let mut spill = self.spill.iter().peekable();
-        let ways = self.slots.iter().enumerate().flat_map(move |(i, slot)| {
+        for (i, slot) in self.slots.iter().enumerate() {
             let addr = self.base + i as u64;
-            let extra = spill.next_if(|(&a, _)| a == addr).map(|(_, w)| *w);
-            slot.iter()
-                .copied()
-                .chain(extra.into_iter().flatten())
-                .filter(|p| !p.is_none())
-                .map(move |p| (addr, p))
-        });
-        ways.chain(self.overflow.iter().copied())
+            for &p in slot {
+                if !p.is_none() {
+                    f(addr, p)?;
+                }
+            }
+            if let Some((_, ways)) = spill.next_if(|(&a, _)| a == addr) {
+                for &p in ways {
+                    if !p.is_none() {
+                        f(addr, p)?;
+                    }
+                }
+            }
+        }
+        for &(addr, p) in &self.overflow {
+            f(addr, p)?;
+        }
+        Ok(())
     }
 
     fn check_block<A: Arch<Pte = P>>(
@@ -425,7 +431,13 @@ mod tests {
                         r.overflow.clear();
                     }
                 }
-                prop_assert_eq!(m.entries().collect::<Vec<_>>(), r.entries());
+                let mut got = Vec::new();
+                m.try_for_each(|a, p| {
+                    got.push((a, p));
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+                prop_assert_eq!(got, r.entries());
             }
         }
     }
