@@ -159,20 +159,38 @@ pub fn model_outcomes(plan: &ModelPlan) -> anyhow::Result<Vec<ModelOutcome>> {
         .iter()
         .map(|&s| config(plan, s))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    // Strategies are independent: run them on separate threads.
-    let results: Vec<Result<ModelOutcome, ModelError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = configs
-            .iter()
-            .map(|cfg| scope.spawn(move || run_model(cfg)))
+    // Strategies are independent: run them on as many threads as there are
+    // CPUs, not one each. Each run holds its page table and TLB model
+    // (24 bytes a page), so seven strategies at once on two CPUs held seven
+    // of them for no gain in time.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(configs.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, Result<ModelOutcome, ModelError>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(cfg) = configs.get(i) else {
+                            return done;
+                        };
+                        done.push((i, run_model(cfg)));
+                    }
+                })
+            })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
+            .flat_map(|h| h.join().expect("model thread panicked"))
             .collect()
     });
+    results.sort_by_key(|(i, _)| *i);
     results
         .into_iter()
-        .map(|r| r.map_err(|e| model_error(e, plan)))
+        .map(|(_, r)| r.map_err(|e| model_error(e, plan)))
         .collect()
 }
 

@@ -275,6 +275,29 @@ pub fn render_table(plan: &ModelPlan, outcomes: &[ModelOutcome]) -> String {
         names,
         &avg,
     ));
+    // Out-of-line function entries (their sum is `calls`), per mm call.
+    let fns: Vec<(&str, BTreeMap<String, f64>)> = outcomes
+        .iter()
+        .map(|o| {
+            (
+                o.strategy.as_str(),
+                o.total().functions_per_call(ncalls as u64),
+            )
+        })
+        .collect();
+    let fn_names: std::collections::BTreeSet<&str> = fns
+        .iter()
+        .flat_map(|(_, m)| m.keys().map(String::as_str))
+        .collect();
+    if !fn_names.is_empty() {
+        let fn_names: Vec<&str> = fn_names.into_iter().collect();
+        s.push('\n');
+        s.push_str(&counter_table(
+            "out-of-line calls per mm call, by function (Debian's build of each release; sum = calls):",
+            &fn_names,
+            &fns,
+        ));
+    }
     if ncalls > 1 {
         for (i, label) in labels.iter().enumerate() {
             let cols: Vec<(&str, BTreeMap<String, f64>)> = outcomes

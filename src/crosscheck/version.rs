@@ -10,7 +10,7 @@
 //! - 7.0: `v7.0`, batched young-bit clearing in reclaim;
 //! - 7.1 and 7.2: `v7.1`, the small-folio change 89e613bc0b2d (no 7.2
 //!   build was counted: taken as 7.1);
-//! - 7.3 and later: `v7.3`, `pte_modify()` out of line.
+//! - 7.3 and later: `v7.3`, x86 `pte_modify()` out of line.
 
 use ptelab_model::Strategy;
 
@@ -89,7 +89,11 @@ pub fn strategy_for_kernel(release: &str, arch: Arch) -> Result<StrategyChoice, 
     } else {
         (
             Strategy::V7_3,
-            "7.3 or later, the newest release modelled: pte_modify() out of line",
+            if x86 {
+                "7.3 or later, the newest release modelled: pte_modify() out of line"
+            } else {
+                "7.3 or later, the newest release modelled: on arm64 the calls of 7.1"
+            },
         )
     };
     Ok(StrategyChoice {

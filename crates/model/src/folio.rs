@@ -298,7 +298,7 @@ bitflags! {
 }
 
 /// The out-of-line entries of one `folio_pte_batch_flags()` that returned
-/// `nr`, as mprotect and mremap call it: arm64 calls a `.constprop.0` clone;
+/// `nr`, as mprotect calls it: arm64 calls a `.constprop.0` clone;
 /// x86 inlines it and calls `pte_advance_pfn()` out of line (the first only
 /// up to v7.0, every one from v7.1). Counted by the caller, since the 2026
 /// rmap reaches the same code inside the out-of-line `folio_pte_batch()`.

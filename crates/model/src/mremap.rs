@@ -14,11 +14,9 @@
 
 use crate::arch::{Arch, PteValue};
 use crate::cx::Cx;
-use crate::folio::{
-    count_folio_pte_batch_flags, folio_pte_batch_flags, folio_test_large, page_folio,
-    vm_normal_page, FpbFlags,
-};
+use crate::folio::{folio_pte_batch_flags, folio_test_large, page_folio, vm_normal_page, FpbFlags};
 use crate::mm::{pmd_addr_end, Vma};
+use crate::strategy::{KFn, Strategy};
 use crate::workload::{check_invariants, CallRecord};
 use crate::ModelError;
 
@@ -46,9 +44,13 @@ pub fn mremap_folio_pte_batch<A: Arch>(
         return 1;
     }
     let mut pte = pte;
-    let nr = folio_pte_batch_flags(cx, &folio, addr, &mut pte, max_nr, FpbFlags::RESPECT_WRITE);
-    count_folio_pte_batch_flags(cx, nr);
-    nr
+    // 6.17.8 calls the out-of-line folio_pte_batch() (mm/util.c) here; from
+    // v6.18 (04d1c9d60c6e, FPB_RESPECT_WRITE) folio_pte_batch_flags() is
+    // inlined into move_ptes(): no entry.
+    if cx.kernel.release == Strategy::V6_17 {
+        cx.call(KFn::FolioPteBatch);
+    }
+    folio_pte_batch_flags(cx, &folio, addr, &mut pte, max_nr, FpbFlags::RESPECT_WRITE)
 }
 
 /// `move_soft_dirty_pte()`: a moved present PTE is marked soft-dirty.

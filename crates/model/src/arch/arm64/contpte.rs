@@ -9,7 +9,7 @@
 use crate::arch::{young_flush, Arch};
 use crate::cx::Cx;
 use crate::folio::page_folio;
-use crate::strategy::KFn;
+use crate::strategy::{KFn, Strategy};
 use crate::tlb::FlushSource;
 use crate::types::Pfn;
 
@@ -169,6 +169,14 @@ pub fn contpte_ptep_get(cx: &mut Cx<Arm64>, addr: u64, orig: Arm64Pte) -> Arm64P
 pub fn contpte_set_ptes(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte, nr: u64) {
     cx.call(KFn::ContpteSetPtes);
     let arch = cx.arch;
+    // The 7.3.4 build enters `__set_ptes_anysz()` once per call when the
+    // entries are not valid (PROT_NONE), once per block otherwise (counted
+    // in guests; the source of the change was not read, so the stores are
+    // modelled as before).
+    let one_set_ptes = cx.kernel.release >= Strategy::V7_3 && !arch.pte_hw_valid(pte);
+    if one_set_ptes {
+        cx.call(KFn::SetPtesAnysz);
+    }
     let c = arch.cont_geometry();
     let end = addr + nr;
     let mut pfn = arch.pte_pfn(pte).0;
@@ -183,7 +191,9 @@ pub fn contpte_set_ptes(cx: &mut Cx<Arm64>, addr: u64, pte: Arm64Pte, nr: u64) {
         } else {
             arch.pte_mknoncont(p)
         };
-        cx.call(KFn::SetPtesAnysz);
+        if !one_set_ptes {
+            cx.call(KFn::SetPtesAnysz);
+        }
         raw::set_ptes(cx, addr, p, n);
         addr = next;
         pfn += n;

@@ -344,6 +344,13 @@ impl Arch for Arm64 {
         }
     }
 
+    /// `flush_tlb_range()` → `__flush_tlb_range()`, whose
+    /// `__flush_tlb_range_nosync()` the builds up to v7.0 call out of line.
+    fn flush_tlb_range(cx: &mut Cx<Self>, start: u64, end: u64) {
+        cx.call(KFn::FlushTlbRangeNosync);
+        cx.arch_flush(start, end, crate::tlb::FlushSource::FlushTlbRange);
+    }
+
     fn ptep_get(cx: &mut Cx<Self>, addr: u64) -> Arm64Pte {
         let pte = raw::ptep_get(cx, addr);
         if !cx.arch.contpte || !cx.arch.pte_valid_cont(pte) {
