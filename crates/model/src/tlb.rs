@@ -120,6 +120,10 @@ const INLINE: usize = 2;
 pub struct TlbModel<P> {
     base: u64,
     slots: Vec<[P; INLINE]>,
+    /// One bit per 64 slots, set when one of them caches a value: a full
+    /// flush clears those only (mremap flushes all once per PMD moved, which
+    /// cleared the whole window each time: 512 x 8 MB at 1G).
+    live: Vec<u64>,
     /// Ways 2-3 by page; never both empty.
     spill: BTreeMap<u64, [P; 2]>,
     overflow: Vec<(u64, P)>,
@@ -146,6 +150,7 @@ impl<P: PteValue> TlbModel<P> {
         TlbModel {
             base,
             slots: vec![[P::default(); INLINE]; len as usize],
+            live: vec![0; (len as usize).div_ceil(64 * 64)],
             spill: BTreeMap::new(),
             overflow: Vec::new(),
         }
@@ -153,7 +158,9 @@ impl<P: PteValue> TlbModel<P> {
 
     /// A CPU walked `addr` and cached `pte`.
     pub fn cache(&mut self, addr: u64, pte: P) {
-        if fill(&mut self.slots[(addr - self.base) as usize], pte) {
+        let i = (addr - self.base) as usize;
+        self.live[i / 4096] |= 1 << (i / 64 % 64);
+        if fill(&mut self.slots[i], pte) {
             return;
         }
         let spill = self.spill.entry(addr).or_default();
@@ -217,8 +224,13 @@ impl<P: PteValue> TlbModel<P> {
 
     /// Invalidate everything.
     pub fn invalidate_all(&mut self) {
-        for s in &mut self.slots {
-            *s = [P::default(); INLINE];
+        for (w, word) in self.live.iter_mut().enumerate() {
+            while *word != 0 {
+                let chunk = w * 64 + word.trailing_zeros() as usize;
+                let end = (chunk * 64 + 64).min(self.slots.len());
+                self.slots[chunk * 64..end].fill([P::default(); INLINE]);
+                *word &= *word - 1;
+            }
         }
         self.spill.clear();
         self.overflow.clear();
@@ -392,6 +404,9 @@ mod tests {
         }
     }
 
+    /// Pages of the window: several 64-slot chunks and 16-page blocks.
+    const LEN: u64 = 4200;
+
     #[derive(Clone, Debug)]
     enum Op {
         Cache(u64, u64),
@@ -401,8 +416,8 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            8 => (0u64..96, 1u64..8).prop_map(|(a, v)| Op::Cache(a, v)),
-            3 => (0u64..100, 0u64..40, any::<bool>()).prop_map(|(a, n, b)| Op::Invalidate(a, a + n, b)),
+            8 => (0u64..LEN, 1u64..8).prop_map(|(a, v)| Op::Cache(a, v)),
+            3 => (0u64..LEN + 40, 0u64..40, any::<bool>()).prop_map(|(a, n, b)| Op::Invalidate(a, a + n, b)),
             1 => Just(Op::All),
         ]
     }
@@ -411,12 +426,12 @@ mod tests {
         #[test]
         fn two_ways_in_line_hold_what_four_did(ops in proptest::collection::vec(op(), 0..300)) {
             let base = 32;
-            let mut m = TlbModel::<X86Pte>::new(base, 64);
-            let mut r = Reference { base, slots: vec![[X86Pte::default(); 4]; 64], overflow: Vec::new() };
+            let mut m = TlbModel::<X86Pte>::new(base, LEN);
+            let mut r = Reference { base, slots: vec![[X86Pte::default(); 4]; LEN as usize], overflow: Vec::new() };
             for op in ops {
                 match op {
                     Op::Cache(a, v) => {
-                        let a = base + a % 64;
+                        let a = base + a;
                         m.cache(a, X86Pte(v));
                         r.cache(a, X86Pte(v));
                     }
