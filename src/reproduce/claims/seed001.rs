@@ -275,3 +275,44 @@ fn small_folio_model_line(ev: &Evidence, w: WorkloadKind, f4k: FolioSpec) -> Opt
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ptelab_model::{run_model, ArchConfig, Granule, ModelConfig, Strategy, Workload};
+
+    #[test]
+    fn the_small_folio_line_gives_counted_calls_per_arch() {
+        let w = WorkloadKind::MprotectToggle;
+        let mut ev = Evidence::default();
+        for arch in Arch::ALL {
+            let cfg_arch = match arch {
+                Arch::X86_64 => ArchConfig::X86,
+                Arch::Arm64 => ArchConfig::arm64(Granule::K4),
+            };
+            let outcomes = [Strategy::V7_0, Strategy::V7_1]
+                .map(|s| {
+                    let cfg =
+                        ModelConfig::new(Workload::MprotectToggle, cfg_arch, s, 4000 * K, 4 * K);
+                    run_model(&cfg).unwrap()
+                })
+                .to_vec();
+            ev.model
+                .push(((arch, w, 4000 * K, FolioSpec::Base), outcomes));
+        }
+        let line = small_folio_model_line(&ev, w, FolioSpec::Base).unwrap();
+        assert!(!line.contains("assumption"), "{line}");
+        // The entries counted per PTE in 7.0.13 and 7.1.3 guests.
+        assert!(
+            line.contains("x86_64: 7 -> 10 out-of-line calls per PTE"),
+            "{line}"
+        );
+        assert!(
+            line.contains("arm64: 4 -> 3 out-of-line calls per PTE"),
+            "{line}"
+        );
+        assert!(line.contains("prot_commit_flush_ptes -1"), "{line}");
+        assert!(line.contains("pte_advance_pfn +2"), "{line}");
+        assert!(line.contains("page-table primitives unchanged"), "{line}");
+    }
+}
