@@ -174,6 +174,31 @@ fn x86_folio_lookups_per_pte_go_from_0_to_1() {
         err.contains("vm_normal_page"),
         "nearest names listed: {err}"
     );
+
+    // The model held to both guests (issue 18's mechanism rows): every
+    // out-of-line function it counts, and the INVLPGs, match per call.
+    let cc = ptelab()
+        .args(["crosscheck", "--stored", "--db", db.path()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&cc.stdout);
+    assert!(
+        cc.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    for k in &kernels {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("{k} x86_64:")))
+            .unwrap_or_else(|| panic!("{text}"));
+        let counts: Vec<&str> = line
+            .split_whitespace()
+            .filter(|w| w.parse::<u32>().is_ok())
+            .collect();
+        assert_eq!(counts.len(), 2, "{line}");
+        assert_eq!(counts[0], counts[1], "{line}");
+    }
 }
 
 /// Seed 003's mechanism: arm64 6.19 no longer flushes the TLB when an

@@ -333,6 +333,25 @@ pub struct CrosscheckArgs {
     /// Skip the batching scenarios (mixed AnonExclusive folio, mid-folio range).
     #[arg(long)]
     pub no_scenarios: bool,
+    /// Hold the model to stored, profiled TCG guest runs instead of this
+    /// kernel: per cell, every out-of-line kernel function the model counts
+    /// against the entries ptelab's QEMU plugin counted, and the TLB
+    /// invalidations (docs/model.md). Gather them with `ptelab vm --profile
+    /// … -- sweep …`; --sizes and --folios do not apply.
+    #[arg(long)]
+    pub stored: bool,
+    /// With --stored: the guests' arch (default: every arch stored).
+    #[arg(long, value_enum, ignore_case = true, requires = "stored")]
+    pub arch: Option<Arch>,
+    /// With --stored: the kernels, as `ptelab vm --kernel` named them
+    /// (default: every kernel stored).
+    #[arg(
+        long,
+        value_name = "KERNELS",
+        value_delimiter = ',',
+        requires = "stored"
+    )]
+    pub kernel: Vec<String>,
     #[command(flatten)]
     pub out: StoreOpts,
 }

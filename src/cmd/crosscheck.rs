@@ -2,7 +2,8 @@
 //! every workload on this kernel and on the model (this arch, the strategy of
 //! this kernel's version), every observable compared per call. Exit 0 when
 //! all observable rows match, 1 when any does not (each mismatch is printed
-//! as a finding). See `crate::crosscheck`.
+//! as a finding). See `crate::crosscheck`. With `--stored`, the model is
+//! held to stored, profiled TCG guest runs instead (`predict::mechanism`).
 
 use std::process::ExitCode;
 
@@ -19,10 +20,14 @@ use crate::error::usage;
 use crate::kernel::host;
 use crate::kernel::thp::KnobGuard;
 use crate::measure::runner;
+use crate::predict::mechanism;
 use crate::store::RunStatus;
 use crate::workload::Arch;
 
 pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
+    if args.stored {
+        return stored(args);
+    }
     let (sizes, folios) = (args.sizes.clone(), args.folios.clone());
     let mut workloads = if args.workloads.is_empty() {
         compared_workloads()
@@ -126,6 +131,52 @@ pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     }
     eprintln!("ptelab: crosscheck: {}", summary.line());
     Ok(if all_match {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `crosscheck --stored`: the model against the stored profiled guest runs.
+fn stored(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
+    let store = crate::store::Store::open_existing(&args.out.db)?;
+    let arches = match args.arch {
+        Some(a) => vec![a],
+        None => vec![Arch::X86_64, Arch::Arm64],
+    };
+    let mut cells = Vec::new();
+    for arch in arches {
+        let obs = super::stored_guest_cells(&store, arch)?
+            .into_iter()
+            .filter(|o| args.kernel.is_empty() || args.kernel.contains(&o.kernel))
+            .filter(|o| args.workloads.is_empty() || args.workloads.contains(&o.workload))
+            .collect();
+        cells.extend(super::with_model_rows(obs)?);
+    }
+    let (rows, skipped) = mechanism::rows(&cells);
+    if rows.is_empty() {
+        return Err(usage(format!(
+            "no profiled TCG guest cells to check in {}{}: measure some with `ptelab vm --profile \
+             --kernel debian:6.17.8 -- sweep mprotect-toggle --sizes 400K,4M --folios 4K,64K`",
+            store.location(),
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} cells left out: {})", skipped.len(), skipped[0].why)
+            }
+        )));
+    }
+    if args.out.json {
+        let doc = json!({
+            "schema": "ptelab/crosscheck-stored/v1",
+            "rows": rows.iter().map(|r| json!({"row": r, "matches": r.matches()})).collect::<Vec<_>>(),
+            "skipped": skipped,
+        });
+        super::print_json(&doc)?;
+    } else {
+        super::print_text(&mechanism::render_text(&rows, &skipped))?;
+    }
+    Ok(if rows.iter().all(mechanism::Row::matches) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -18,6 +18,7 @@ pub mod show;
 pub mod sweep;
 pub mod vm;
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -26,14 +27,17 @@ use serde_json::json;
 
 use crate::cli::flags::{MeasureOpts, StoreOpts};
 use crate::cli::plan;
+use crate::crosscheck::version::strategy_for_kernel;
 use crate::error::bail_usage;
 use crate::measure::session;
+use crate::predict::{model_row, Cell, Observed};
+use crate::record::Metric;
 use crate::report::cells;
 use crate::report::html::render_html;
 use crate::report::markdown::render_markdown;
 use crate::report::view::ReportModel;
-use crate::store::{Location, Store};
-use crate::workload::{FolioSpec, WorkloadKind};
+use crate::store::{Location, RunStatus, Store};
+use crate::workload::{Arch, FolioSpec, WorkloadKind};
 
 /// Print a JSON document on stdout (pretty, newline-terminated).
 pub fn print_json(doc: &impl serde::Serialize) -> anyhow::Result<()> {
@@ -201,6 +205,86 @@ impl ReportFormat {
             ReportFormat::Markdown => render_markdown(model),
         }
     }
+}
+
+/// The stored TCG guest cells of `arch`, the newest of each (kernel,
+/// workload, size, folio, phase), with their kernel's model strategy.
+pub fn stored_guest_cells(store: &Store, arch: Arch) -> anyhow::Result<Vec<Observed>> {
+    let mut newest: BTreeMap<(String, WorkloadKind, u64, FolioSpec, Option<String>), Observed> =
+        BTreeMap::new();
+    let mut runs = store.runs()?;
+    runs.sort_by_key(|r| r.id);
+    for summary in runs {
+        let Some(guest) = &summary.guest else {
+            continue;
+        };
+        if guest.metric != Metric::Instructions
+            || summary.status != RunStatus::Complete
+            || Arch::parse(&summary.arch) != Some(arch)
+        {
+            continue;
+        }
+        let kernel = guest
+            .kernel_source
+            .split_whitespace()
+            .next()
+            .unwrap_or(&summary.kernel_release)
+            .to_string();
+        let strategy = strategy_for_kernel(&summary.kernel_release, arch)
+            .map_err(|e| anyhow::anyhow!("run {}: {e}", summary.id))?
+            .strategy;
+        let run = store.load(summary.id)?;
+        for c in run.kernel_cells().filter(|c| c.regions == 1 && !c.neighbor) {
+            let Some(instructions) = Some(c.ns_per_call.median).filter(|v| *v > 0.0) else {
+                continue;
+            };
+            let obs = Observed {
+                kernel: kernel.clone(),
+                arch,
+                strategy,
+                workload: c.workload,
+                size_bytes: c.size_bytes,
+                folio: c.folio,
+                phase: c.phase.clone(),
+                instructions,
+                tlb_invalidations: c.profile.as_ref().map(|p| p.tlb_invalidations()),
+                functions: c
+                    .profile
+                    .as_ref()
+                    .map(|p| p.functions.clone())
+                    .unwrap_or_default(),
+            };
+            let key = (
+                kernel.clone(),
+                c.workload,
+                c.size_bytes,
+                c.folio,
+                c.phase.clone(),
+            );
+            newest.insert(key, obs);
+        }
+    }
+    Ok(newest.into_values().collect())
+}
+
+/// The model's row for each observed cell; cells the model does not count
+/// (reclaim, mremap-move's whole iteration, several regions) are left out.
+pub fn with_model_rows(obs: Vec<Observed>) -> anyhow::Result<Vec<Cell>> {
+    let mut cells = Vec::new();
+    for o in obs {
+        let row = model_row(
+            o.arch,
+            o.strategy,
+            o.workload,
+            o.size_bytes,
+            o.folio,
+            o.phase.as_deref(),
+        )?;
+        if let Some(counters) = row {
+            cells.push(Cell::new(o, counters));
+        }
+    }
+    Ok(cells)
 }
 
 #[cfg(test)]

@@ -32,15 +32,13 @@ use ptelab_model::{ArchConfig, FlushSource, ModelOutcome, RmapImpl, Strategy};
 use serde_json::{json, Value};
 
 use crate::cli::flags::ModelArgs;
-use crate::crosscheck::version::strategy_for_kernel;
 use crate::error::bail_usage;
 use crate::model::{arch_config, model_cells, parse_strategies, validate, ModelPlan};
-use crate::predict::{self, model_row, Cell, Observed};
-use crate::record::Metric;
-use crate::store::{RunStatus, Store};
+use crate::predict::{self, Observed};
+use crate::store::Store;
 use crate::text::table::Table;
 use crate::workload::size::format_size;
-use crate::workload::{Arch, FolioSpec, WorkloadKind};
+use crate::workload::FolioSpec;
 
 /// Schema tag of the JSON document.
 pub const SCHEMA: &str = "ptelab/model/v1";
@@ -343,7 +341,7 @@ pub fn render_table(plan: &ModelPlan, outcomes: &[ModelOutcome]) -> String {
 fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let arch = args.arch;
     let store = Store::open_existing(&args.out.db)?;
-    let stored = guest_cells(&store, arch)?;
+    let stored = super::stored_guest_cells(&store, arch)?;
     let kernels: Vec<String> = {
         let mut k: Vec<String> = stored.iter().map(|o| o.kernel.clone()).collect();
         k.sort();
@@ -397,7 +395,7 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
             gather(&fit, workloads[0])
         );
     }
-    let fit_cells = with_rows(fit_obs)?;
+    let fit_cells = super::with_model_rows(fit_obs)?;
     let fitted: Vec<Observed> = fit_cells.iter().map(|c| c.obs.clone()).collect();
     let targets: Vec<Observed> = stored
         .into_iter()
@@ -407,7 +405,7 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         .filter(|o| args.folio.is_none_or(|f| f == o.folio))
         .filter(|o| !fitted.contains(o))
         .collect();
-    let mut targets = with_rows(targets)?;
+    let mut targets = super::with_model_rows(targets)?;
     let model = predict::fit_costs(arch, fit_cells, &mut targets)?;
     let predictions = predict::predict_all(&model, targets)?;
     let report = predict::render::Report::new(&model, predictions)?;
@@ -419,83 +417,4 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         out.write_all(report.text().as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The stored TCG guest cells of `arch`, the newest of each (kernel,
-/// workload, size, folio, phase), with their kernel's model strategy.
-fn guest_cells(store: &Store, arch: Arch) -> anyhow::Result<Vec<Observed>> {
-    let mut newest: BTreeMap<(String, WorkloadKind, u64, FolioSpec, Option<String>), Observed> =
-        BTreeMap::new();
-    let mut runs = store.runs()?;
-    runs.sort_by_key(|r| r.id);
-    for summary in runs {
-        let Some(guest) = &summary.guest else {
-            continue;
-        };
-        if guest.metric != Metric::Instructions
-            || summary.status != RunStatus::Complete
-            || Arch::parse(&summary.arch) != Some(arch)
-        {
-            continue;
-        }
-        let kernel = guest
-            .kernel_source
-            .split_whitespace()
-            .next()
-            .unwrap_or(&summary.kernel_release)
-            .to_string();
-        let strategy = strategy_for_kernel(&summary.kernel_release, arch)
-            .map_err(|e| anyhow::anyhow!("run {}: {e}", summary.id))?
-            .strategy;
-        let run = store.load(summary.id)?;
-        for c in run.kernel_cells().filter(|c| c.regions == 1 && !c.neighbor) {
-            let Some(instructions) = Some(c.ns_per_call.median).filter(|v| *v > 0.0) else {
-                continue;
-            };
-            let obs = Observed {
-                kernel: kernel.clone(),
-                arch,
-                strategy,
-                workload: c.workload,
-                size_bytes: c.size_bytes,
-                folio: c.folio,
-                phase: c.phase.clone(),
-                instructions,
-                functions: c
-                    .profile
-                    .as_ref()
-                    .map(|p| p.functions.clone())
-                    .unwrap_or_default(),
-            };
-            let key = (
-                kernel.clone(),
-                c.workload,
-                c.size_bytes,
-                c.folio,
-                c.phase.clone(),
-            );
-            newest.insert(key, obs);
-        }
-    }
-    Ok(newest.into_values().collect())
-}
-
-/// The model's row for each observed cell; cells the model does not count
-/// (reclaim, mremap-move's whole iteration, several regions) are left out.
-fn with_rows(obs: Vec<Observed>) -> anyhow::Result<Vec<Cell>> {
-    let mut cells = Vec::new();
-    for o in obs {
-        let row = model_row(
-            o.arch,
-            o.strategy,
-            o.workload,
-            o.size_bytes,
-            o.folio,
-            o.phase.as_deref(),
-        )?;
-        if let Some(counters) = row {
-            cells.push(Cell::new(o, counters));
-        }
-    }
-    Ok(cells)
 }

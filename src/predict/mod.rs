@@ -16,6 +16,7 @@
 //! Pure apart from running the model: the command reads the store and hands
 //! the observed cells in.
 
+pub mod mechanism;
 pub mod render;
 
 use std::collections::btree_map::Entry;
@@ -103,6 +104,9 @@ pub struct Observed {
     /// The plugin's per-function counts, when the guest was profiled.
     #[serde(skip)]
     pub functions: Vec<FunctionCount>,
+    /// The plugin's TLB invalidations per call, when profiled.
+    #[serde(skip)]
+    pub tlb_invalidations: Option<f64>,
 }
 
 impl Observed {
@@ -529,6 +533,7 @@ mod tests {
             phase: None,
             instructions: 0.0,
             functions: Vec::new(),
+            tlb_invalidations: None,
         }
     }
 

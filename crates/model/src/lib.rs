@@ -49,7 +49,7 @@ pub use arch::Arch;
 pub use counters::Counters;
 pub use cx::Cx;
 pub use rmap::{Lru, RmapImpl};
-pub use strategy::{Faults, Kernel, MprotectImpl, Strategy};
+pub use strategy::{Faults, KFn, Kernel, MprotectImpl, Strategy};
 pub use tlb::{FlushOp, FlushSource, MmuGather};
 pub use types::{Granule, Pfn, Pgprot, Prot, VmFlags};
 pub use workload::{run_model, ArchConfig, CallRecord, ModelConfig, ModelOutcome, Workload};
