@@ -352,58 +352,42 @@ impl Report {
 
     /// The text report.
     pub fn text(&self) -> String {
-        let mut s = format!(
-            "{}\n\nfitted costs\n{}",
-            self.headline(),
-            self.cost_table().text(" | ")
-        );
-        let diffs = self.difference_lines();
-        if !diffs.is_empty() {
-            s.push_str("\ncosts that differ between kernels (more than 10%):\n");
-            for d in diffs {
-                s.push_str(&format!("  {d}\n"));
-            }
-        }
-        if !self.predictions.is_empty() {
-            s.push_str(&format!(
-                "\npredicted and measured\n{}",
-                self.prediction_table().text(" | ")
-            ));
-        }
-        if !self.ratios.is_empty() {
-            s.push_str(&format!(
-                "\nratios to a fit kernel: measured, and predicted before running\n{}",
-                self.ratio_table().text(" | ")
-            ));
-        }
-        s
+        self.render(|t| format!("\n{t}\n"), "  ", |t| t.text(" | "))
     }
 
     /// The Markdown report.
     pub fn markdown(&self) -> String {
-        let mut s = format!(
-            "{}\n\n#### Fitted costs\n\n{}",
-            self.headline(),
-            self.cost_table().markdown()
-        );
+        self.render(|t| format!("\n#### {t}\n\n"), "- ", Table::markdown)
+    }
+
+    /// The report with one style of headings, list items and tables.
+    fn render(
+        &self,
+        heading: impl Fn(&str) -> String,
+        item: &str,
+        table: impl Fn(&Table) -> String,
+    ) -> String {
+        let mut s = format!("{}\n", self.headline());
+        s.push_str(&heading("Fitted costs"));
+        s.push_str(&table(&self.cost_table()));
         let diffs = self.difference_lines();
         if !diffs.is_empty() {
-            s.push_str("\nCosts that differ between kernels (more than 10%):\n\n");
+            s.push_str(&heading(
+                "Costs that differ between kernels (more than 10%)",
+            ));
             for d in diffs {
-                s.push_str(&format!("- {d}\n"));
+                s.push_str(&format!("{item}{d}\n"));
             }
         }
         if !self.predictions.is_empty() {
-            s.push_str(&format!(
-                "\n#### Predicted and measured\n\n{}",
-                self.prediction_table().markdown()
-            ));
+            s.push_str(&heading("Predicted and measured"));
+            s.push_str(&table(&self.prediction_table()));
         }
         if !self.ratios.is_empty() {
-            s.push_str(&format!(
-                "\n#### Ratios to a fit kernel\n\n{}",
-                self.ratio_table().markdown()
+            s.push_str(&heading(
+                "Ratios to a fit kernel: measured, and predicted before running",
             ));
+            s.push_str(&table(&self.ratio_table()));
         }
         s
     }

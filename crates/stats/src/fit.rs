@@ -280,17 +280,24 @@ mod tests {
         assert!(f.residuals.iter().all(|r| r.abs() < 1e-9));
     }
 
-    #[test]
-    fn collinear_columns_are_not_identified_but_their_sum_predicts() {
-        // Column 2 always equals column 1 (two per-PTE primitives).
+    /// A fixed part of 500 and two columns that always move together, at
+    /// 30 and 10 per unit: only their sum, 40, is in the data.
+    fn twin_columns() -> (Vec<Vec<f64>>, Vec<f64>) {
         let rows: Vec<Vec<f64>> = [1.0, 10.0, 100.0, 1000.0]
             .iter()
             .map(|&p| vec![1.0, p, p])
             .collect();
-        let y: Vec<f64> = rows
+        let y = rows
             .iter()
             .map(|r| 500.0 + 30.0 * r[1] + 10.0 * r[2])
             .collect();
+        (rows, y)
+    }
+
+    #[test]
+    fn collinear_columns_are_not_identified_but_their_sum_predicts() {
+        // Column 2 always equals column 1 (two per-PTE primitives).
+        let (rows, y) = twin_columns();
         let f = fit(&rows, &y).unwrap();
         assert_eq!(f.identified, vec![true, false, false]);
         assert_eq!(f.space.rank(), 2);
@@ -319,14 +326,7 @@ mod tests {
     #[test]
     fn a_prior_splits_what_the_data_cannot_and_moves_nothing_else() {
         // Columns 1 and 2 always equal: only their sum (40) is known.
-        let rows: Vec<Vec<f64>> = [1.0, 10.0, 100.0, 1000.0]
-            .iter()
-            .map(|&p| vec![1.0, p, p])
-            .collect();
-        let y: Vec<f64> = rows
-            .iter()
-            .map(|r| 500.0 + 30.0 * r[1] + 10.0 * r[2])
-            .collect();
+        let (rows, y) = twin_columns();
         let f = fit_near(&rows, &y, &[Some(9999.0), Some(30.0), None]).unwrap();
         // The identified fixed part ignores its prior.
         assert!((f.coef[0] - 500.0).abs() < 1e-6, "{:?}", f.coef);
