@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -17,10 +17,17 @@ pub mod testcluster;
 
 /// A scratch working directory for the binary under test, so that commands
 /// run without `--db` write their default `./ptelab.db` there, not into the
-/// source tree.
+/// source tree. It lives in Cargo's per-target scratch space, emptied when
+/// the test binary first asks for it: a static is never dropped, so a
+/// `TempDir` here would leave one directory in /tmp per test run.
 pub fn scratch_dir() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ptelab-tests-cwd");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
 }
 
 /// The ptelab binary under test, started in [`scratch_dir`].
