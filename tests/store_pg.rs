@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::common::testserver::{free_port, TestServer, PASSWORD};
-use crate::common::{kernel_cell, ptelab, TempDb};
+use crate::common::{assert_success, kernel_cell, ptelab, TempDb};
 
 /// A run document of `cells` measured cells on `kernel`, tagged `tag`.
 fn run_doc(kernel: &str, day: u32, tag: &str, medians: &[f64]) -> Value {
@@ -92,11 +92,7 @@ fn every_reading_command_gives_on_postgres_what_it_gives_on_sqlite() {
         .args(["runs", "--json", "--db", &pg])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     // A report renders from the server too.
     let html = file.dir().join("r.html");
     ptelab()

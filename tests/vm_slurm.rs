@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::common::testcluster::TestSlurm;
 use crate::common::testserver::TestServer;
-use crate::common::{ptelab, ptelab_std, TempDb};
+use crate::common::{assert_success, ptelab, ptelab_std, TempDb};
 
 /// ptelab pointed at `slurm`, with its batches under `cache`.
 fn with_cluster(slurm: &TestSlurm, cache: &std::path::Path) -> assert_cmd::Command {
@@ -220,11 +220,7 @@ fn cells_by_kernel(db: &str, kernels: &[&str]) -> Vec<Vec<f64>> {
                 .args(["show", k, "--json", "--db", db])
                 .output()
                 .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_success(&out);
             let run: Value = serde_json::from_slice(&out.stdout).unwrap();
             run["cells"]
                 .as_array()
@@ -236,22 +232,28 @@ fn cells_by_kernel(db: &str, kernels: &[&str]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// The kernels the end-to-end tests boot.
+const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
+
+/// What an end-to-end test needs: the kernels cached, a PostgreSQL server
+/// (kept alive by the first field) with database `db`, a single-node Slurm
+/// and a local database to compare with; None, having said why, when one is
+/// missing.
+fn end_to_end(test: &str, db: &str) -> Option<(TestServer, TestSlurm, String, TempDb)> {
+    for k in KERNELS {
+        crate::common::cached_x86_image(k.trim_start_matches("debian:"))?;
+    }
+    let server = TestServer::start_or_skip(test)?;
+    let slurm = TestSlurm::start_or_skip(test)?;
+    let pg = server.create_database(db);
+    Some((server, slurm, pg, TempDb::new()))
+}
+
 #[test]
 fn guests_through_slurm_measure_what_local_guests_measure() {
-    const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
-    for k in KERNELS {
-        if crate::common::cached_x86_image(k.trim_start_matches("debian:")).is_none() {
-            return;
-        }
-    }
-    let Some(server) = TestServer::start_or_skip("guests_through_slurm") else {
+    let Some((_server, slurm, pg, local)) = end_to_end("guests_through_slurm", "guests") else {
         return;
     };
-    let Some(slurm) = TestSlurm::start_or_skip("guests_through_slurm") else {
-        return;
-    };
-    let pg = server.create_database("guests");
-    let local = TempDb::new();
     let command = [
         "--",
         "sweep",
@@ -272,11 +274,7 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
         .timeout(Duration::from_secs(1200))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     // The shared cache is the one the kernels are in.
     let list: Value = serde_json::from_slice(
         &ptelab()
@@ -375,20 +373,10 @@ fn numbers(v: &Value, out: &mut Vec<f64>) {
 
 #[test]
 fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
-    const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
-    for k in KERNELS {
-        if crate::common::cached_x86_image(k.trim_start_matches("debian:")).is_none() {
-            return;
-        }
-    }
-    let Some(server) = TestServer::start_or_skip("reproduce_through_slurm") else {
+    let Some((_server, slurm, pg, local)) = end_to_end("reproduce_through_slurm", "reproduce")
+    else {
         return;
     };
-    let Some(slurm) = TestSlurm::start_or_skip("reproduce_through_slurm") else {
-        return;
-    };
-    let pg = server.create_database("reproduce");
-    let local = TempDb::new();
     let kernels = KERNELS.join(",");
     let common = [
         "reproduce",
@@ -413,11 +401,7 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
             .arg(&report)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         serde_json::from_slice(&out.stdout).unwrap()
     };
     let here = run(&["--jobs", "2"], local.path());

@@ -235,9 +235,11 @@ pub fn stored_guest_cells(store: &Store, arch: Arch) -> anyhow::Result<Vec<Obser
             .strategy;
         let run = store.load(summary.id)?;
         for c in run.kernel_cells().filter(|c| c.regions == 1 && !c.neighbor) {
-            let Some(instructions) = Some(c.ns_per_call.median).filter(|v| *v > 0.0) else {
+            // Under TCG the figure is guest instructions per call.
+            let instructions = c.ns_per_call.median;
+            if instructions <= 0.0 || !instructions.is_finite() {
                 continue;
-            };
+            }
             let obs = Observed {
                 kernel: kernel.clone(),
                 arch,

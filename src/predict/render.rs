@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{fit_costs, Cell, Cost, CostModel, Observed, Prediction};
 use crate::text::format::fixed;
@@ -89,9 +89,9 @@ fn functions_changed(base: &Observed, new: &Observed) -> Vec<(String, f64)> {
     if a.is_empty() || b.is_empty() {
         return Vec::new();
     }
-    let mut d: Vec<(String, f64)> = a
-        .keys()
-        .chain(b.keys())
+    let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let mut d: Vec<(String, f64)> = names
+        .into_iter()
         .map(|k| {
             (
                 k.clone(),
@@ -100,7 +100,6 @@ fn functions_changed(base: &Observed, new: &Observed) -> Vec<(String, f64)> {
         })
         .collect();
     d.sort_by(|x, y| y.1.abs().total_cmp(&x.1.abs()).then(x.0.cmp(&y.0)));
-    d.dedup_by(|x, y| x.0 == y.0);
     d.truncate(3);
     d
 }

@@ -96,24 +96,15 @@ pub fn measure(
         let guest = format!("{} guest {}", p.arch.name(), p.job.kernel.spec);
         let id = match (state, found(i)) {
             (TaskState::Done, Some(id)) => id,
-            (TaskState::Done, None) => {
-                ev.notes.push((
-                    seeds,
-                    format!(
-                        "{guest}: its Slurm task stored no run; log {}",
-                        batch.logs(i).1.display()
-                    ),
-                ));
-                continue;
-            }
             (state, _) => {
-                ev.notes.push((
-                    seeds,
-                    format!(
-                        "{guest}: its Slurm task ended {state:?}; log {}",
-                        batch.logs(i).1.display()
-                    ),
-                ));
+                let what = if *state == TaskState::Done {
+                    "stored no run".to_string()
+                } else {
+                    format!("ended {state:?}")
+                };
+                let log = batch.logs(i).1.display().to_string();
+                ev.notes
+                    .push((seeds, format!("{guest}: its Slurm task {what}; log {log}")));
                 continue;
             }
         };
