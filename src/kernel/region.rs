@@ -162,17 +162,24 @@ pub fn madvise(addr: *mut u8, len: usize, advice: i32, name: &str) -> anyhow::Re
 }
 
 impl Region {
-    /// Map (not populate) a region of `size` bytes aligned to the folio size of
-    /// `spec`, with unmapped gaps on both sides. With `neighbor`, an anonymous
-    /// read-write mapping is placed right below it with identical flags so that
-    /// the two merge into one VMA.
+    /// Map (not populate) a region of `size` bytes starting on a PMD boundary
+    /// (and on its folio size, where that is larger), with unmapped gaps on
+    /// both sides. With `neighbor`, an anonymous read-write mapping is placed
+    /// right below it with identical flags so that the two merge into one VMA.
+    ///
+    /// The start is fixed rather than wherever mmap puts it so that a cell
+    /// executes the same path every run: a region of a given size always
+    /// spans the same number of page tables, and arm64 kernels with LPA2
+    /// (52-bit VA, as Debian builds them, on a CPU with FEAT_LPA2) issue one
+    /// TLBI per page up to the first 64K boundary before their range TLBIs.
+    /// The model places its regions on the same boundary.
     pub fn map(size: u64, spec: FolioSpec, neighbor: bool) -> anyhow::Result<Region> {
         let page = super::procfs::page_size() as usize;
         if page != PAGE_SIZE {
             bail!("base page size is {page} bytes; ptelab's layout control assumes 4096");
         }
         let len = region_len(size)?;
-        let align = (spec.alignment() as usize).max(PAGE_SIZE);
+        let align = (spec.alignment() as usize).max(PMD_SIZE as usize);
         let below = if neighbor {
             NEIGHBOR_PAGES * PAGE_SIZE
         } else {
@@ -360,7 +367,7 @@ mod tests {
     #[test]
     fn region_is_aligned_and_its_own_vma() {
         let mut r = Region::map(400 << 10, FolioSpec::Mthp(64 << 10), false).unwrap();
-        assert_eq!(r.addr() as usize % (64 << 10), 0);
+        assert_eq!(r.addr() as usize % PMD_SIZE as usize, 0);
         r.populate().unwrap();
         // Its own VMA. (Whether the gaps stay empty cannot be asserted here:
         // other test threads map memory concurrently.)
@@ -383,6 +390,14 @@ mod tests {
             vmas_overlapping(start, r.len() + NEIGHBOR_PAGES * PAGE_SIZE).unwrap(),
             2
         );
+    }
+
+    #[test]
+    fn order0_regions_start_on_a_pmd_boundary_too() {
+        for size in [4 << 10, 40 << 10, 400 << 10] {
+            let r = Region::map(size, FolioSpec::Base, false).unwrap();
+            assert_eq!(r.addr() as usize % PMD_SIZE as usize, 0, "{size}");
+        }
     }
 
     #[test]
