@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::workload::{FolioSpec, WorkloadKind};
 
+pub mod counter;
+pub use counter::Counter;
+
 /// Folio layout observed from /proc/self/pagemap + /proc/kpageflags.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Layout {

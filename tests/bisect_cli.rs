@@ -494,3 +494,192 @@ fn a_kernel_that_does_not_boot_and_sigint_leave_the_tree_as_found() {
     assert_eq!(status.code(), Some(130), "{err}");
     assert_eq!(t.state(), before, "{err}");
 }
+
+/// `--metric` is checked before anything is fetched or booted: its name,
+/// a TLB kind of the other arch, a counter or instructions under KVM.
+#[test]
+fn a_bad_metric_is_refused_before_anything_boots() {
+    for (metric, accel, needle) in [
+        (
+            "entries:vm_normal_page",
+            "auto",
+            "accepted are instructions, time, tlbi",
+        ),
+        ("tlbi:pages", "auto", "accepted kinds are page, range"),
+        ("calls:", "auto", "names no kernel function"),
+        ("tlbi:page", "auto", "x86_64 guests never execute"),
+        ("calls:vm_normal_page", "kvm", "drop --accel kvm"),
+        ("instructions", "kvm", "drop --accel kvm"),
+        ("time", "tcg", "drop --accel tcg"),
+    ] {
+        let mut c = ptelab();
+        c.args([
+            "bisect",
+            "--good",
+            "debian:6.16.12",
+            "--bad",
+            "debian:6.17.8",
+            "--arch",
+            "x86_64",
+            "--no-store",
+            "--metric",
+            metric,
+            "--accel",
+            accel,
+            "--",
+        ])
+        .args(BENCH);
+        refused(c, needle);
+    }
+}
+
+fn counter_bisect(metric: &str, db: &TempDb) -> std::process::Output {
+    ptelab()
+        .args([
+            "bisect",
+            "--good",
+            "debian:6.16.12",
+            "--bad",
+            "debian:6.17.8",
+            "--arch",
+            "x86_64",
+            "--metric",
+            metric,
+            "--db",
+            db.path(),
+            "--json",
+            "--",
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "400K",
+            "--folio",
+            "4K",
+        ])
+        .timeout(Duration::from_secs(1200))
+        .output()
+        .unwrap()
+}
+
+/// Seed 001's folio lookup, bisected by its mechanism: from 6.17,
+/// change_pte_range calls vm_normal_page for every PTE of an order-0
+/// region on the PROT_NONE call too, where 6.16 did on the
+/// PROT_READ|PROT_WRITE call only (to see whether the page may be made
+/// writable), so per call of mprotect-toggle, which alternates the two,
+/// 0.5 lookups per PTE become 1. Debian offers no version between 6.16.12
+/// and 6.17.8, so the bisect measures both ends (profiled, under TCG) and
+/// names 6.17.8.
+/// Then a misspelt function is refused without a boot (both kernels'
+/// symbols are cached now), with the nearest names.
+#[test]
+fn a_counter_bisect_finds_where_the_folio_lookup_begins() {
+    let _one = GUESTS.lock().unwrap_or_else(|e| e.into_inner());
+    if crate::common::cached_x86_image("6.16.12").is_none()
+        || crate::common::cached_x86_image("6.17.8").is_none()
+    {
+        return;
+    }
+    let db = TempDb::new();
+    let out = counter_bisect("calls:vm_normal_page", &db);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &doc["bisect"];
+    // The state file lets a second run resume; removed when the test ends
+    // so that the next run measures again.
+    let state = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+        .unwrap()
+        .join("ptelab/bisect/state")
+        .join(format!("{}.json", b["id"].as_str().unwrap()));
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _state = Remove(state);
+    assert_eq!(b["first_bad"][0]["id"], "6.17.8", "{b}");
+    assert_eq!(b["first_bad"].as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(b["last_good"], "6.16.12", "{b}");
+    let c = &b["classifier"];
+    assert_eq!(c["counter"], "calls:vm_normal_page", "{c}");
+    assert_eq!(c["metric"], "instructions", "{c}");
+    // 100 order-0 PTEs per call: a lookup on every other call, then on each.
+    let per_pte = |v: &Value| v.as_f64().unwrap() / 100.0;
+    assert_eq!((per_pte(&c["good"]), per_pte(&c["bad"])), (0.5, 1.0), "{c}");
+    let steps = b["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{b}");
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["measurement"]["counter"] == "calls:vm_normal_page"),
+        "{b}"
+    );
+    // Both guests were profiled and stored with the bisect's tag.
+    let tag = format!("bisect:{}", b["id"].as_str().unwrap());
+    let show = ptelab()
+        .args(["show", "debian:6.17.8", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let run: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert!(
+        run["run"]["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == tag.as_str()),
+        "{run}"
+    );
+    assert!(
+        run["cells"][0]["cell"]["profile"]["functions"].is_array(),
+        "{run}"
+    );
+
+    // Run again: from the state, no boot, the same text in its unit.
+    let again = ptelab()
+        .args([
+            "bisect",
+            "--good",
+            "debian:6.16.12",
+            "--bad",
+            "debian:6.17.8",
+            "--arch",
+            "x86_64",
+            "--metric",
+            "calls:vm_normal_page",
+            "--no-store",
+            "--",
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "400K",
+            "--folio",
+            "4K",
+        ])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(
+        err.contains("resuming") && !err.contains("booting"),
+        "{err}"
+    );
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        text.contains("vm_normal_page calls/call") && text.contains("first bad version: 6.17.8"),
+        "{text}"
+    );
+
+    let out = counter_bisect("calls:vm_normal_pag", &db);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no kernel function 'vm_normal_pag'")
+            && err.contains("nearest names: vm_normal_page"),
+        "{err}"
+    );
+    assert!(!err.contains("booting"), "{err}");
+}

@@ -6,6 +6,8 @@
 //! (`classify`), then search, measuring each step through the fleet (one
 //! bench cell per guest run, stored with a `bisect:ID` tag) and keeping the
 //! figures in a state file so an interrupted bisect resumes (`state`).
+//! The figure is the cell's, or one of its mechanism counters
+//! (`--metric`), which every step's guest then counts under TCG.
 
 pub mod build;
 pub mod classify;
@@ -20,12 +22,13 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::fleet::{Fleet, Job, Measured, Settings};
+use crate::guest::boot::profile::Symbols;
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
-use crate::record::Metric;
+use crate::record::{Counter, Metric};
 use crate::store::Store;
 use crate::workload::Arch;
-use classify::{Classifier, Verdict};
+use classify::{Classifier, Quantity, Verdict};
 use state::{Measurement, State};
 
 /// What every bisect needs, from the command line.
@@ -46,6 +49,9 @@ pub struct Setup<'a> {
     /// The separation the endpoints need, a fraction.
     pub noise: f64,
     pub threshold: Option<f64>,
+    /// The mechanism counter followed instead of the bench figure (the
+    /// fleet's settings then profile every guest under TCG).
+    pub counter: Option<Counter>,
     /// The `ptelab bisect …` command line, for the report.
     pub invocation: String,
 }
@@ -102,8 +108,8 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn metric(&self) -> Metric {
-        self.classifier.metric
+    pub fn quantity(&self) -> &Quantity {
+        &self.classifier.quantity
     }
 
     /// The step measured on `id`.
@@ -114,10 +120,13 @@ impl Report {
     }
 }
 
-/// A short hash naming a bisect (its tag and state file).
-pub fn bisect_id(parts: &[&str]) -> String {
+/// A short hash naming a bisect (its tag and state file), from `parts` and
+/// the counter followed (a bisect of the bench figure keeps the name it
+/// had before counters).
+pub fn bisect_id(parts: &[&str], counter: Option<&Counter>) -> String {
     let mut h = Sha256::new();
-    for p in parts {
+    let counter = counter.map(Counter::name);
+    for p in parts.iter().copied().chain(counter.as_deref()) {
         h.update(p.as_bytes());
         h.update([0]);
     }
@@ -231,6 +240,13 @@ impl<'a> Prober<'a> {
                     .unwrap_or_default()
             )));
         };
+        let figure = match &self.setup.counter {
+            None => cell.ns_per_call.median,
+            Some(c) => match counted(c, cell, &out) {
+                Ok(v) => v,
+                Err(why) => return Ok(Err(format!("{why}; console log {log}"))),
+            },
+        };
         let mut run_ids = Vec::new();
         if let Some(store) = self.setup.store {
             let mut tags = vec![self.tag.clone()];
@@ -238,13 +254,47 @@ impl<'a> Prober<'a> {
             run_ids.push(measured.store(store, "bench", kernel, &tags)?);
         }
         Ok(Ok(Measurement {
-            figures: vec![cell.ns_per_call.median],
-            metric: out.accel.metric(),
+            figures: vec![figure],
+            quantity: Quantity {
+                metric: out.accel.metric(),
+                counter: self.setup.counter.clone(),
+            },
             release: out.kernel_release.clone(),
             size_bytes: cell.size_bytes,
             run_ids,
         }))
     }
+}
+
+/// `counter` of a profiled cell, or why the guest gave none.
+fn counted(
+    counter: &Counter,
+    cell: &crate::record::CellResult,
+    out: &crate::guest::boot::run::GuestOutput,
+) -> Result<f64, String> {
+    let Some(profile) = &cell.profile else {
+        return Err(format!(
+            "the guest counted nothing for {} ({} guest: the counters need TCG and ptelab's QEMU plugin)",
+            counter.name(),
+            out.accel.name()
+        ));
+    };
+    if counter.function().is_some() {
+        // Without the kernel's symbols a function has no name to count by.
+        let why = match &out.symbol_table {
+            Some(Ok(t)) if !t.is_empty() => None,
+            Some(Ok(_)) => Some("its /proc/kallsyms has no text symbols".to_string()),
+            Some(Err(why)) => Some(why.clone()),
+            None => Some("none were asked for".to_string()),
+        };
+        if let Some(why) = why {
+            return Err(format!(
+                "the guest kernel's symbols are not available ({why}), so {} cannot be counted",
+                counter.name()
+            ));
+        }
+    }
+    Ok(counter.of(profile))
 }
 
 /// Guest runs of one kernel until it has `replicates` figures (default: 1
@@ -260,7 +310,7 @@ fn replicate(
         let want = match (&m, replicates) {
             (_, Some(n)) => n,
             (None, None) => 1,
-            (Some(m), None) if m.metric == Metric::Instructions => 1,
+            (Some(m), None) if m.quantity.metric == Metric::Instructions => 1,
             (Some(_), None) => 3,
         };
         if done >= want {
@@ -287,9 +337,12 @@ pub fn endpoints(
     bad: (&str, &Kernel, Option<String>),
     hint: &str,
 ) -> anyhow::Result<(Classifier, Vec<Step>)> {
+    let ends = [(good.0, good.1), (bad.0, bad.1)];
+    check_function(prober.setup, ends)?;
     let mut steps = Vec::new();
     for (role, (id, kernel, subject)) in [(Role::Good, good), (Role::Bad, bad)] {
         let (m, resumed) = prober.measure(id, kernel)?;
+        check_function(prober.setup, ends)?;
         let m = match m {
             Ok(m) => m,
             Err(why) => crate::error::bail_usage!(
@@ -320,34 +373,65 @@ pub fn endpoints(
         steps[0].measurement.as_ref().unwrap(),
         steps[1].measurement.as_ref().unwrap(),
     );
-    if g.metric != b.metric {
+    if g.quantity != b.quantity {
         anyhow::bail!(
             "the endpoints were measured in different metrics ({} and {})",
-            g.metric.name(),
-            b.metric.name()
+            g.quantity.name(),
+            b.quantity.name()
         );
     }
     let c = Classifier::new(
         &g.figures,
         &b.figures,
-        g.metric,
+        g.quantity.clone(),
         prober.setup.noise,
         prober.setup.threshold,
     )?;
+    let q = &c.quantity;
     eprintln!(
         "ptelab: threshold {} (good {}, bad {})",
-        classify::figure(c.threshold, c.metric),
-        classify::figure(c.good, c.metric),
-        classify::figure(c.bad, c.metric)
+        q.with_unit(c.threshold),
+        q.number(c.good),
+        q.number(c.bad)
     );
     Ok((c, steps))
+}
+
+/// A function counter's name must be a text symbol of at least one
+/// endpoint's kernel: one that appears or goes between them is what a
+/// bisect may be after. That is known once both kernels' symbols are in the
+/// cache: before any boot when profiled guests of both ran here before,
+/// else after the endpoints' runs. Until then it passes.
+fn check_function(setup: &Setup, ends: [(&str, &Kernel); 2]) -> anyhow::Result<()> {
+    let Some(name) = setup.counter.as_ref().and_then(Counter::function) else {
+        return Ok(());
+    };
+    let tables: Vec<Option<Symbols>> = ends
+        .iter()
+        .map(|(_, k)| crate::fleet::cached_symbols(setup.cache, k))
+        .collect();
+    if tables
+        .iter()
+        .any(|t| t.as_ref().is_none_or(|t| t.contains(name)))
+    {
+        return Ok(());
+    }
+    let near =
+        crate::text::nearest::nearest(tables.iter().flatten().flat_map(Symbols::names), name, 5);
+    crate::error::bail_usage!(
+        "no kernel function '{name}' in {} or {} (the text symbols of their guests' /proc/kallsyms); \
+         the nearest names: {}",
+        build::short(ends[0].0),
+        build::short(ends[1].0),
+        near.join(", ")
+    )
 }
 
 /// A step's figures as progress prints them.
 pub fn figures(m: &Measurement) -> String {
     m.figures
         .iter()
-        .map(|&f| classify::figure(f, m.metric))
+        .map(|&f| m.quantity.with_unit(f))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -363,11 +447,11 @@ pub fn probe_step(
     let (m, resumed) = prober.measure(id, kernel)?;
     let (measurement, verdict) = match m {
         Ok(m) => {
-            let v = if m.metric != classifier.metric {
+            let v = if m.quantity != classifier.quantity {
                 Verdict::Skip(format!(
                     "measured in {}, not {}",
-                    m.metric.name(),
-                    classifier.metric.name()
+                    m.quantity.name(),
+                    classifier.quantity.name()
                 ))
             } else {
                 classifier.classify(&m.figures)
@@ -413,7 +497,7 @@ mod tests {
             }
             Ok(Ok(Measurement {
                 figures: vec![100.0 + n as f64],
-                metric,
+                quantity: Quantity::figure(metric),
                 release: "r".into(),
                 size_bytes: 4096,
                 run_ids: vec![n as i64],

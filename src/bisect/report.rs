@@ -2,14 +2,13 @@
 //! Markdown report in the shape of a linux-mm regression mail (seed 001's):
 //! test description, "bisected to", the figures before and after, every
 //! step, how to reproduce it with ptelab. Figures are in the run's metric:
-//! instructions per call under TCG, never called time.
+//! instructions per call under TCG, never called time, or the mechanism
+//! counter followed, in its own unit.
 
-use crate::record::Metric;
-use crate::text::format;
 use crate::text::table::Table;
 
 use super::build::short;
-use super::classify::{figure, Verdict};
+use super::classify::Verdict;
 use super::{Found, Report, Role, Step};
 
 fn label(r: &Report, id: &str) -> String {
@@ -24,7 +23,7 @@ fn cell(s: &Step) -> String {
     s.measurement.as_ref().map_or("-".into(), |m| {
         m.figures
             .iter()
-            .map(|&f| format::ns(f))
+            .map(|&f| m.quantity.number(f))
             .collect::<Vec<_>>()
             .join(" ")
     })
@@ -44,7 +43,7 @@ pub fn steps_table(r: &Report) -> Table {
     if r.kind == "git" {
         t = t.left("subject").max_width(48);
     }
-    t = t.right(r.metric().per_call_column()).left("verdict");
+    t = t.right(r.quantity().column()).left("verdict");
     let mut n = 0;
     for s in &r.steps {
         let step = match s.role {
@@ -95,25 +94,19 @@ fn found(r: &Report) -> String {
     }
 }
 
-fn metric_words(m: Metric) -> &'static str {
-    match m {
-        Metric::Instructions => "guest instructions per call (TCG: counted, not timed)",
-        Metric::Time => "nanoseconds per call (KVM guest)",
-    }
-}
-
 /// The terminal report.
 pub fn text(r: &Report) -> String {
     let c = &r.classifier;
+    let q = r.quantity();
     let mut out = format!(
         "bisect {}: `{}` in {} guests, {}\nthreshold {} between good {} and bad {}\n\n",
         r.id,
         r.command.join(" "),
         r.arch,
-        metric_words(r.metric()),
-        figure(c.threshold, c.metric),
-        format::ns(c.good),
-        format::ns(c.bad)
+        q.how(),
+        q.with_unit(c.threshold),
+        q.number(c.good),
+        q.number(c.bad)
     );
     out.push_str(&steps_table(r).text("  "));
     out.push_str(&skips(r));
@@ -130,12 +123,10 @@ pub fn text(r: &Report) -> String {
 fn before_after(r: &Report, id: &str) -> Option<String> {
     let s = r.step(id)?;
     let m = s.measurement.as_ref()?;
-    let mut t = Table::new()
-        .right("size_kib")
-        .right(r.metric().per_call_column());
+    let mut t = Table::new().right("size_kib").right(r.quantity().column());
     t.row([
         (m.size_bytes / 1024).to_string(),
-        format::ns(super::classify::median(&m.figures)),
+        m.quantity.number(super::classify::median(&m.figures)),
     ]);
     let title = match (&s.subject, r.kind) {
         (Some(sub), "git") => format!("{} (\"{sub}\"), Linux {}", short(id), m.release),
@@ -146,7 +137,7 @@ fn before_after(r: &Report, id: &str) -> Option<String> {
 
 /// The Markdown report (`--markdown FILE`).
 pub fn markdown(r: &Report) -> String {
-    let m = r.metric();
+    let q = r.quantity();
     let mut out = String::new();
     let range = match &r.repo {
         Some(repo) => format!(
@@ -164,21 +155,20 @@ pub fn markdown(r: &Report) -> String {
         one bench cell per guest run: {}.\n\nWe bisected between {range}.\n\n",
         r.command.join(" "),
         r.arch,
-        metric_words(m)
+        q.how()
     ));
     out.push_str(&format!("## Bisected to\n\n{}\n\n", found(r)));
-    out.push_str(&format!("## Results ({})\n\n", m.per_call_words()));
+    out.push_str(&format!("## Results ({})\n\n", q.words()));
     for id in std::iter::once(&r.last_good).chain(r.first_bad.iter().map(|f| &f.id).take(1)) {
         if let Some(t) = before_after(r, id) {
             out.push_str(&format!("{t}\n"));
         }
     }
     out.push_str(&format!(
-        "## Steps\n\nThreshold {} {} (good {}, bad {}); endpoints first, then in the order measured.\n\n",
-        format::ns(r.classifier.threshold),
-        m.per_call_unit(),
-        format::ns(r.classifier.good),
-        format::ns(r.classifier.bad)
+        "## Steps\n\nThreshold {} (good {}, bad {}); endpoints first, then in the order measured.\n\n",
+        q.with_unit(r.classifier.threshold),
+        q.number(r.classifier.good),
+        q.number(r.classifier.bad)
     ));
     out.push_str(&steps_table(r).markdown());
     let sk = skips(r);
@@ -206,9 +196,10 @@ pub fn markdown(r: &Report) -> String {
 
 #[cfg(test)]
 pub mod tests {
-    use super::super::classify::Classifier;
+    use super::super::classify::{Classifier, Quantity};
     use super::super::state::Measurement;
     use super::*;
+    use crate::record::{Counter, Metric};
     use crate::workload::Arch;
 
     fn step(role: Role, id: &str, subject: Option<&str>, f: Option<f64>, v: Verdict) -> Step {
@@ -218,7 +209,7 @@ pub mod tests {
             subject: subject.map(String::from),
             measurement: f.map(|f| Measurement {
                 figures: vec![f],
-                metric: Metric::Instructions,
+                quantity: Quantity::figure(Metric::Instructions),
                 release: format!("{}+test", &id[..id.len().min(7)]),
                 size_bytes: 4 << 20,
                 run_ids: vec![1],
@@ -253,7 +244,7 @@ pub mod tests {
             arch: Arch::X86_64,
             command: "bench mprotect-toggle --size 4M --folio 4K".split(' ').map(String::from).collect(),
             invocation: "ptelab bisect --good debian:6.16.12 --bad debian:6.17.13 -- bench mprotect-toggle --size 4M --folio 4K".into(),
-            classifier: Classifier { good: 370_670.0, bad: 880_412.0, threshold: 625_541.0, metric: Metric::Instructions },
+            classifier: Classifier { good: 370_670.0, bad: 880_412.0, threshold: 625_541.0, quantity: Quantity::figure(Metric::Instructions) },
             steps: vec![
                 step(Role::Good, &good, subj("v6.16"), Some(370_670.0), Verdict::Good),
                 step(Role::Bad, &bad, subj("v6.17-rc1"), Some(880_412.0), Verdict::Bad),
@@ -277,5 +268,54 @@ pub mod tests {
             insta::assert_snapshot!(format!("text_{kind}"), t);
             insta::assert_snapshot!(format!("markdown_{kind}"), markdown(&r));
         }
+    }
+
+    /// A Debian bisect of `calls:vm_normal_page` (seed 001's folio lookup
+    /// per PTE, 100 PTEs a call): 6.17.1 left in between.
+    fn counter_fixture() -> Report {
+        let q = Quantity {
+            metric: Metric::Instructions,
+            counter: Some(Counter::parse("calls:vm_normal_page").unwrap()),
+        };
+        let mut r = fixture("versions");
+        r.command = "bench mprotect-toggle --size 400K --folio 4K"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        r.invocation = "ptelab bisect --good debian:6.16.12 --bad debian:6.17.13 --metric \
+             calls:vm_normal_page -- bench mprotect-toggle --size 400K --folio 4K"
+            .into();
+        r.classifier = Classifier::new(&[0.0], &[100.0], q.clone(), 0.02, None).unwrap();
+        for (s, f) in r.steps.iter_mut().zip([0.0, 100.0, 0.0, 100.0]) {
+            if let Some(m) = &mut s.measurement {
+                m.figures = vec![f];
+                m.quantity = q.clone();
+                m.size_bytes = 400 << 10;
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn a_counter_reads_in_its_own_unit() {
+        let r = counter_fixture();
+        let t = text(&r);
+        assert!(
+            t.contains("vm_normal_page calls/call") && !t.contains("instr_per_call"),
+            "{t}"
+        );
+        insta::assert_snapshot!("text_versions_counter", t);
+        let md = markdown(&r);
+        assert!(
+            md.contains("## Results (entries into vm_normal_page per call)"),
+            "{md}"
+        );
+        insta::assert_snapshot!("markdown_versions_counter", md);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["classifier"]["counter"], "calls:vm_normal_page");
+        assert_eq!(
+            json["steps"][1]["measurement"]["counter"],
+            "calls:vm_normal_page"
+        );
     }
 }

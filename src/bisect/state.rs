@@ -9,14 +9,17 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::record::Metric;
+use super::classify::Quantity;
 
 /// One kernel's figures (a Debian version or a commit).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
-    /// The cell's median per call, one per replicate.
+    /// The cell's median per call, or its counter, one per replicate.
     pub figures: Vec<f64>,
-    pub metric: Metric,
+    /// What the figures are (state files from before counters hold only
+    /// the metric).
+    #[serde(flatten)]
+    pub quantity: Quantity,
     /// The guest's `uname -r`.
     pub release: String,
     /// The cell's size in bytes.
@@ -69,6 +72,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{Counter, Metric};
 
     #[test]
     fn a_state_survives_a_reload() {
@@ -77,7 +81,7 @@ mod tests {
         assert!(s.measured.is_empty());
         let m = Measurement {
             figures: vec![370_670.0],
-            metric: Metric::Instructions,
+            quantity: Quantity::figure(Metric::Instructions),
             release: "6.16.12+deb13-cloud-amd64".into(),
             size_bytes: 4 << 20,
             run_ids: vec![3],
@@ -86,5 +90,40 @@ mod tests {
         let again = State::load(d.path(), "k", "good..bad");
         assert_eq!(again.measured["6.16.12"], m);
         assert!(State::load(d.path(), "other", "x").measured.is_empty());
+    }
+
+    #[test]
+    fn a_counter_is_kept_and_a_state_from_before_counters_still_reads() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = State::load(d.path(), "k", "good..bad");
+        let m = Measurement {
+            figures: vec![100.0],
+            quantity: Quantity {
+                metric: Metric::Instructions,
+                counter: Some(Counter::parse("calls:vm_normal_page").unwrap()),
+            },
+            release: "6.17.8+deb13-cloud-amd64".into(),
+            size_bytes: 400 << 10,
+            run_ids: vec![],
+        };
+        s.record("6.17.8", m.clone()).unwrap();
+        let text = std::fs::read_to_string(s.path()).unwrap();
+        assert!(
+            text.contains("\"counter\": \"calls:vm_normal_page\""),
+            "{text}"
+        );
+        assert_eq!(State::load(d.path(), "k", "x").measured["6.17.8"], m);
+
+        // Written before --metric: no counter field.
+        let old = r#"{"about": "debian:6.16.12..debian:6.17.13 -- bench mprotect-toggle",
+            "measured": {"6.16.12": {"figures": [190742.0], "metric": "instructions",
+            "release": "6.16.12+deb13-cloud-amd64", "size_bytes": 4194304, "run_ids": [7]}}}"#;
+        std::fs::write(d.path().join("old.json"), old).unwrap();
+        let m = &State::load(d.path(), "old", "x").measured["6.16.12"];
+        assert_eq!(m.quantity, Quantity::figure(Metric::Instructions));
+        assert_eq!(
+            (m.figures.as_slice(), m.run_ids.as_slice()),
+            (&[190742.0][..], &[7][..])
+        );
     }
 }

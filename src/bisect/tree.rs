@@ -67,16 +67,19 @@ fn kernel(setup: &Setup, plan: &Plan, commit: &str) -> anyhow::Result<Result<Ker
 pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
     let repo = &plan.repo;
     let n = repo.candidates(&plan.good, &plan.bad)?;
-    let id = bisect_id(&[
-        "git",
-        &repo.dir.display().to_string(),
-        &plan.good,
-        &plan.bad,
-        &plan.builder.key()?,
-        &setup.args.join(" "),
-        &format!("{:?}", setup.settings.accel),
-        &setup.replicates.map_or(String::new(), |r| r.to_string()),
-    ]);
+    let id = bisect_id(
+        &[
+            "git",
+            &repo.dir.display().to_string(),
+            &plan.good,
+            &plan.bad,
+            &plan.builder.key()?,
+            &setup.args.join(" "),
+            &format!("{:?}", setup.settings.accel),
+            &setup.replicates.map_or(String::new(), |r| r.to_string()),
+        ],
+        setup.counter.as_ref(),
+    );
     eprintln!(
         "ptelab: bisecting {} commits from {} to {} in {} (about {} steps after the endpoints)",
         n,

@@ -125,16 +125,19 @@ pub fn run(
         eprintln!("ptelab: kernel {}:{v} …", good.source().name());
         src.at(good, v).resolve(setup.cache, &opts)
     };
-    let id = bisect_id(&[
-        "versions",
-        &g.to_string(),
-        &b.to_string(),
-        &flavour,
-        arch.name(),
-        &setup.args.join(" "),
-        &format!("{:?}", setup.settings.accel),
-        &setup.replicates.map_or(String::new(), |r| r.to_string()),
-    ]);
+    let id = bisect_id(
+        &[
+            "versions",
+            &g.to_string(),
+            &b.to_string(),
+            &flavour,
+            arch.name(),
+            &setup.args.join(" "),
+            &format!("{:?}", setup.settings.accel),
+            &setup.replicates.map_or(String::new(), |r| r.to_string()),
+        ],
+        setup.counter.as_ref(),
+    );
     let (kg, kb) = (kernel(g)?, kernel(b)?);
     let mut prober = Prober::new(
         setup,

@@ -7,6 +7,7 @@ use clap::Args;
 use super::flags::StoreOpts;
 use super::values;
 use super::vm::{guest_arch, GuestOpts};
+use crate::record::{Counter, Metric};
 use crate::workload::Arch;
 
 #[derive(Debug, Args)]
@@ -50,7 +51,17 @@ pub struct BisectArgs {
     /// repeat exactly; 3 under KVM, whose times do not).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub replicates: Option<u32>,
-    /// The figure (per call, in the run's metric) between good and bad;
+    /// What each step is judged by, per call: the bench cell's figure,
+    /// `instructions` (TCG guests) or `time` (KVM guests), by default the
+    /// one the accelerator gives; or a mechanism counter, which every
+    /// step's guest counts with ptelab's QEMU plugin under TCG: `tlbi` (TLB
+    /// invalidations), `tlbi:KIND` (page, range, asid, all, other, dsb on
+    /// arm64; invlpg, invpcid, cr3-write on x86_64), `calls:FUNCTION`
+    /// (entries into a kernel function, e.g. calls:vm_normal_page),
+    /// `insns:FUNCTION` (instructions executed in it).
+    #[arg(long, value_name = "METRIC", value_parser = metric)]
+    pub metric: Option<MetricFlag>,
+    /// The figure (per call, in the metric's unit) between good and bad;
     /// default: the midpoint of the endpoints.
     #[arg(long, value_name = "FIGURE")]
     pub threshold: Option<f64>,
@@ -75,6 +86,21 @@ impl BisectArgs {
     /// `--arch`, typed.
     pub fn guest_arch(&self) -> anyhow::Result<Option<Arch>> {
         guest_arch(&self.arch)
+    }
+}
+
+/// `--metric`: the bench figure in a metric, or a mechanism counter.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MetricFlag {
+    Figure(Metric),
+    Counter(Counter),
+}
+
+fn metric(text: &str) -> Result<MetricFlag, String> {
+    match text {
+        "instructions" => Ok(MetricFlag::Figure(Metric::Instructions)),
+        "time" => Ok(MetricFlag::Figure(Metric::Time)),
+        _ => Counter::parse(text).map(MetricFlag::Counter),
     }
 }
 

@@ -12,12 +12,14 @@ use serde_json::json;
 use super::{print_json, print_text};
 use crate::bisect::build::{Builder, Config};
 use crate::bisect::{report, tree, versions, Setup};
-use crate::cli::bisect::BisectArgs;
+use crate::cli::bisect::{BisectArgs, MetricFlag};
 use crate::cli::guest::GuestCommand;
 use crate::error::bail_usage;
 use crate::fleet;
+use crate::guest::boot::qemu::{kvm_probe, AccelRequest};
 use crate::guest::source::cache::Cache;
 use crate::guest::KernelSpec;
+use crate::record::{Counter, Metric};
 use crate::workload::Arch;
 
 enum Target {
@@ -49,12 +51,12 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     let cache = Cache::from_env()?;
     // Endpoints and tree are checked before the database is opened, so bad
     // input leaves nothing behind.
-    let target = match &args.repo {
+    let (target, arch) = match &args.repo {
         None => {
             let good = KernelSpec::parse(&args.good)?;
             let bad = KernelSpec::parse(&args.bad)?;
-            versions::check(&good, &bad, arch_flag)?;
-            Target::Versions(good, bad)
+            let arch = versions::check(&good, &bad, arch_flag)?.arch;
+            (Target::Versions(good, bad), arch)
         }
         Some(repo) => {
             let arch = match arch_flag.or_else(Arch::host) {
@@ -73,14 +75,15 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
                 command: args.build_cmd.clone(),
                 root: cache.root.join("bisect"),
             };
-            Target::Tree(Box::new(tree::Plan::check(
-                repo, &args.good, &args.bad, builder,
-            )?))
+            let plan = tree::Plan::check(repo, &args.good, &args.bad, builder)?;
+            (Target::Tree(Box::new(plan)), arch)
         }
     };
     if args.guest.jobs.is_some_and(|j| j > 1) {
         bail_usage!("bisect boots one guest at a time (each step depends on the last): --jobs cannot be more than 1");
     }
+    let mut settings = super::fleet_settings(&args.guest, args.memory, 1, Vec::new(), Vec::new());
+    let counter = metric_settings(args.metric.as_ref(), arch, &mut settings)?;
     let store = if args.out.no_store {
         None
     } else {
@@ -88,7 +91,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     };
     let setup = Setup {
         cache: &cache,
-        settings: super::fleet_settings(&args.guest, args.memory, 1, Vec::new(), Vec::new()),
+        settings,
         store: store.as_ref(),
         args: command.args.clone(),
         words: args.command.clone(),
@@ -97,6 +100,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         replicates: args.replicates,
         noise: args.noise,
         threshold: args.threshold,
+        counter,
         invocation: invocation(),
     };
     let report = match &target {
@@ -120,6 +124,61 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The accelerator and profiling `--metric` needs, checked against
+/// `--accel` and the guests' arch; the counter followed, if one is.
+fn metric_settings(
+    metric: Option<&MetricFlag>,
+    arch: Arch,
+    settings: &mut fleet::Settings,
+) -> anyhow::Result<Option<Counter>> {
+    let accel = settings.accel;
+    match metric {
+        None => Ok(None),
+        Some(MetricFlag::Figure(Metric::Instructions)) => {
+            if accel == AccelRequest::Kvm {
+                bail_usage!(
+                    "--metric instructions counts guest instructions under TCG, and --accel kvm \
+                     guests measure time: drop --accel kvm, or pass --metric time"
+                );
+            }
+            settings.accel = AccelRequest::Tcg;
+            Ok(None)
+        }
+        Some(MetricFlag::Figure(Metric::Time)) => {
+            if accel == AccelRequest::Tcg {
+                bail_usage!(
+                    "--metric time is wall-clock time in KVM guests, and --accel tcg guests count \
+                     instructions: drop --accel tcg, or pass --metric instructions"
+                );
+            }
+            if let Err(why) = kvm_probe(arch) {
+                bail_usage!(
+                    "--metric time is wall-clock time in KVM guests, and KVM cannot run a {arch} \
+                     guest here ({why}): pass --metric instructions (TCG guests) instead"
+                );
+            }
+            settings.accel = AccelRequest::Kvm;
+            Ok(None)
+        }
+        Some(MetricFlag::Counter(c)) => {
+            if let Err(why) = c.check_arch(arch) {
+                bail_usage!("--metric {why}");
+            }
+            if accel == AccelRequest::Kvm {
+                bail_usage!(
+                    "--metric {c} is counted by ptelab's QEMU plugin, which only TCG guests load \
+                     (KVM guests run the kernel's instructions unseen): drop --accel kvm, or pass \
+                     --accel tcg; a counter metric runs every guest under TCG"
+                );
+            }
+            eprintln!("ptelab: --metric {c}: every guest runs under TCG with ptelab's QEMU plugin");
+            settings.accel = AccelRequest::Tcg;
+            settings.profile = fleet::ProfileRequest::Required;
+            Ok(Some(c.clone()))
+        }
+    }
 }
 
 /// This command line, quoted where a word needs it, for the report's

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::error::bail_usage;
 use crate::guest::boot::binary::guest_binary;
+use crate::guest::boot::profile::Symbols;
 use crate::guest::boot::qemu::{choose_accel, AccelRequest};
 use crate::guest::boot::run::{run_guest, GuestJob, GuestOutput};
 use crate::guest::source::cache::Cache;
@@ -179,7 +180,7 @@ impl Fleet {
             settings,
             per_arch,
             plugin,
-            symbols: cache.root.join("symbols"),
+            symbols: symbols_dir(cache),
             logs,
             disks: cache.root.join("disks"),
             interrupted: crate::kernel::signals::interrupted(),
@@ -262,7 +263,7 @@ impl Fleet {
 
     /// Where a kernel's symbols are cached (deflated compact text).
     fn symbols_path(&self, kernel: &Kernel) -> PathBuf {
-        self.symbols.join(format!("{}.syms", kernel.sha256))
+        symbols_file(&self.symbols, kernel)
     }
 
     /// A profiled answer's symbol table: the one the guest sent (then
@@ -296,7 +297,7 @@ impl Fleet {
         };
         out.symbol_table = Some(
             crate::guest::boot::profile::inflate(&bytes)
-                .map(|t| crate::guest::boot::profile::Symbols::parse(&t))
+                .map(|t| Symbols::parse(&t))
                 .map_err(|e| format!("{e:#}")),
         );
         out
@@ -354,6 +355,23 @@ impl Fleet {
             SEQ.fetch_add(1, Ordering::SeqCst)
         ))
     }
+}
+
+fn symbols_dir(cache: &Cache) -> PathBuf {
+    cache.root.join("symbols")
+}
+
+fn symbols_file(dir: &Path, kernel: &Kernel) -> PathBuf {
+    dir.join(format!("{}.syms", kernel.sha256))
+}
+
+/// A kernel's symbols as a profiled guest of it left them in the cache,
+/// or None when none has run (or the cached copy does not read).
+pub fn cached_symbols(cache: &Cache, kernel: &Kernel) -> Option<Symbols> {
+    let bytes = std::fs::read(symbols_file(&symbols_dir(cache), kernel)).ok()?;
+    crate::guest::boot::profile::inflate(&bytes)
+        .ok()
+        .map(|t| Symbols::parse(&t))
 }
 
 /// What a measuring command prints with `--json` (bench: one cell with

@@ -180,6 +180,14 @@ impl Tlb {
     pub fn invalidates(self) -> bool {
         self != Tlb::Dsb
     }
+
+    /// The architecture whose instruction this is.
+    pub fn target(self) -> Target {
+        match self {
+            Tlb::Invlpg | Tlb::Invpcid | Tlb::Cr3Write => Target::X86_64,
+            _ => Target::Aarch64,
+        }
+    }
 }
 
 /// An instruction the plugin acts on.
@@ -372,6 +380,7 @@ mod tests {
         ];
         for (w, kind) in cases {
             assert_eq!(arm(w), Some(Insn::Tlb(kind)), "{w:#x}");
+            assert_eq!(kind.target(), Target::Aarch64, "{kind:?}");
         }
         // Not TLB maintenance: isb, dmb ish, ssbb, dc civac, ic iallu.
         for w in [
@@ -413,6 +422,9 @@ mod tests {
         assert_eq!(x(&[0x44, 0x0F, 0x22, 0xD8]), None); // mov %rax,%cr11
         assert_eq!(x(&[0x0F, 0x20, 0xD8]), None); // mov %cr3,%rax: a read
         assert_eq!(x(&[0x90]), None);
+        for k in [Tlb::Invlpg, Tlb::Invpcid, Tlb::Cr3Write] {
+            assert_eq!(k.target(), Target::X86_64, "{k:?}");
+        }
     }
 
     #[test]

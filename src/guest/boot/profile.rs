@@ -74,6 +74,16 @@ impl Symbols {
         self.addrs.is_empty()
     }
 
+    /// Every name, by address.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
+    /// Whether `name` is one of the functions blocks are attributed to.
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
     /// The compact form (`ADDR NAME` per line) the guest sends and the
     /// cache keeps.
     pub fn compact(&self) -> String {
@@ -296,6 +306,10 @@ ffffffffc0000000 t mod_fn\t[somemod]
             None,
             "too far past any symbol"
         );
+        assert!(s.contains("change_pte_range") && !s.contains("some_data"));
+        // The first name at an address is the one blocks are attributed to.
+        assert!(!s.contains("vm_normal_page_alias"));
+        assert_eq!(s.names().count(), s.len());
         // The compact form parses to the same table.
         assert_eq!(Symbols::parse(&s.compact()), s);
         let round = inflate(&deflate(s.compact().as_bytes())).unwrap();
