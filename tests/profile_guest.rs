@@ -201,6 +201,21 @@ fn x86_folio_lookups_per_pte_go_from_0_to_1() {
     }
 }
 
+/// `ptelab vm --kernel debian:6.16.12 --arch arm64 --profile`, to which a
+/// test adds its options and command.
+fn arm64_6_16_profiled() -> assert_cmd::Command {
+    let mut c = ptelab();
+    c.args([
+        "vm",
+        "--kernel",
+        "debian:6.16.12",
+        "--arch",
+        "arm64",
+        "--profile",
+    ]);
+    c
+}
+
 /// arm64 TLBIs of an order-0 flush, held to the model: Debian's arm64
 /// kernels run with LPA2 under `-cpu max`, where a flush issues one TLBI per
 /// page up to the first 64K boundary before its range TLBIs, so a region at
@@ -212,15 +227,7 @@ fn arm64_order0_flush_rows_match_the_model() {
     let Some(_) = cached_image("6.16.12", "arm64") else {
         return;
     };
-    let out = ptelab()
-        .args([
-            "vm",
-            "--kernel",
-            "debian:6.16.12",
-            "--arch",
-            "arm64",
-            "--profile",
-        ])
+    let out = arm64_6_16_profiled()
         .args(["--db", db.path(), "--", "sweep", "mprotect-toggle"])
         .args(["--sizes", "40K,400K", "--folios", "4K", "--time", "100ms"])
         .args(["--blocks", "1"])
@@ -266,15 +273,7 @@ fn arm64_crosscheck_counts_every_flush_row() {
     let Some(_) = cached_image("6.16.12", "arm64") else {
         return;
     };
-    let out = ptelab()
-        .args([
-            "vm",
-            "--kernel",
-            "debian:6.16.12",
-            "--arch",
-            "arm64",
-            "--profile",
-        ])
+    let out = arm64_6_16_profiled()
         .args(["--json", "--", "crosscheck", "mprotect-toggle"])
         .args(["--sizes", "40K", "--folios", "4K"])
         .timeout(Duration::from_secs(900))

@@ -234,28 +234,7 @@ pub fn stored_guest_cells(store: &Store, arch: Arch) -> anyhow::Result<Vec<Obser
             .map_err(|e| anyhow::anyhow!("run {}: {e}", summary.id))?
             .strategy;
         let run = store.load(summary.id)?;
-        for c in run.kernel_cells().filter(|c| c.regions == 1 && !c.neighbor) {
-            // Under TCG the figure is guest instructions per call.
-            let instructions = c.ns_per_call.median;
-            if instructions <= 0.0 || !instructions.is_finite() {
-                continue;
-            }
-            let obs = Observed {
-                kernel: kernel.clone(),
-                arch,
-                strategy,
-                workload: c.workload,
-                size_bytes: c.size_bytes,
-                folio: c.folio,
-                phase: c.phase.clone(),
-                instructions,
-                tlb_invalidations: c.profile.as_ref().map(|p| p.tlb_invalidations()),
-                functions: c
-                    .profile
-                    .as_ref()
-                    .map(|p| p.functions.clone())
-                    .unwrap_or_default(),
-            };
+        for (c, obs) in Observed::from_guest_cells(&kernel, arch, strategy, run.kernel_cells()) {
             let key = (
                 kernel.clone(),
                 c.workload,

@@ -110,6 +110,43 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// The comparable cells of a TCG guest run of `kernel` (one region, no
+    /// neighbour, a positive figure): guest instructions per call, with the
+    /// plugin's counts where the guest was profiled.
+    pub fn from_guest_cells<'a>(
+        kernel: &'a str,
+        arch: Arch,
+        strategy: Strategy,
+        cells: impl IntoIterator<Item = &'a crate::record::CellResult> + 'a,
+    ) -> impl Iterator<Item = (&'a crate::record::CellResult, Observed)> + 'a {
+        cells
+            .into_iter()
+            .filter(|c| c.regions == 1 && !c.neighbor)
+            .filter_map(move |c| {
+                // Under TCG the figure is guest instructions per call.
+                let instructions = c.ns_per_call.median;
+                (instructions > 0.0 && instructions.is_finite()).then(|| {
+                    let obs = Observed {
+                        kernel: kernel.to_string(),
+                        arch,
+                        strategy,
+                        workload: c.workload,
+                        size_bytes: c.size_bytes,
+                        folio: c.folio,
+                        phase: c.phase.clone(),
+                        instructions,
+                        tlb_invalidations: c.profile.as_ref().map(|p| p.tlb_invalidations()),
+                        functions: c
+                            .profile
+                            .as_ref()
+                            .map(|p| p.functions.clone())
+                            .unwrap_or_default(),
+                    };
+                    (c, obs)
+                })
+            })
+    }
+
     /// `64K 400K`, `4K 4M rw-to-none`.
     pub fn label(&self) -> String {
         let mut s = format!("{} {}", self.folio, format_size(self.size_bytes));

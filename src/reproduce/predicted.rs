@@ -104,27 +104,7 @@ impl ArchFit {
                     continue;
                 }
             };
-            for c in run.cells.iter().filter(|c| c.regions == 1 && !c.neighbor) {
-                let instructions = c.ns_per_call.median;
-                if instructions <= 0.0 || !instructions.is_finite() {
-                    continue;
-                }
-                let obs = Observed {
-                    kernel: run.kernel.clone(),
-                    arch,
-                    strategy,
-                    workload: c.workload,
-                    size_bytes: c.size_bytes,
-                    folio: c.folio,
-                    phase: c.phase.clone(),
-                    instructions,
-                    functions: c
-                        .profile
-                        .as_ref()
-                        .map(|p| p.functions.clone())
-                        .unwrap_or_default(),
-                    tlb_invalidations: c.profile.as_ref().map(|p| p.tlb_invalidations()),
-                };
+            for (c, obs) in Observed::from_guest_cells(&run.kernel, arch, strategy, &run.cells) {
                 // Only counted cells are fitted on: the plugin's
                 // per-function figures are what split a joint cost.
                 match (c.workload == FIT_WORKLOAD, c.profile.is_some()) {
