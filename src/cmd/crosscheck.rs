@@ -20,7 +20,7 @@ use crate::error::usage;
 use crate::kernel::host;
 use crate::kernel::thp::KnobGuard;
 use crate::measure::runner;
-use crate::predict::mechanism;
+use crate::predict::{self, mechanism};
 use crate::store::RunStatus;
 use crate::workload::Arch;
 
@@ -159,7 +159,7 @@ fn stored(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
             .filter(|o| args.kernel.is_empty() || args.kernel.contains(&o.kernel))
             .filter(|o| args.workloads.is_empty() || args.workloads.contains(&o.workload))
             .collect();
-        cells.extend(super::with_model_rows(obs)?);
+        cells.extend(predict::with_model_rows(obs)?);
     }
     let (rows, skipped) = mechanism::rows(&cells);
     if rows.is_empty() {

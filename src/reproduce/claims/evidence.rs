@@ -7,6 +7,7 @@ use super::{judge, Word};
 use crate::guest::source::Version;
 use crate::record::Metric;
 use crate::reproduce::guests::GuestEvidence;
+pub(super) use crate::reproduce::predicted::At;
 use crate::reproduce::{ClaimRow, Evidence};
 use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
@@ -18,6 +19,7 @@ pub(super) fn row(seed: &str, claim: &str) -> ClaimRow {
         published: None,
         measured: None,
         model: None,
+        predicted: None,
         verdict: String::new(),
     }
 }
@@ -193,4 +195,36 @@ pub(super) fn published_pcts(parts: &[(&str, FolioSpec, f64)]) -> String {
 
 pub(super) fn pct(before: f64, after: f64) -> f64 {
     (after / before - 1.0) * 100.0
+}
+
+/// The cost model's line for `cells` of `w` on `arch`, on the kernels that
+/// bracket change `key` (the cells the measured line compares); `None` when
+/// they were not measured, which the measured line says.
+pub(super) fn predicted_line(
+    ev: &Evidence,
+    arch: Arch,
+    key: &str,
+    w: WorkloadKind,
+    cells: &[At],
+) -> Option<String> {
+    let bracket = ev.guests.bracket(arch, w, key).ok()?;
+    ev.predicted.between(&ev.guests, arch, bracket, w, cells)
+}
+
+/// The lines of several arches as one.
+pub(super) fn joined(lines: impl IntoIterator<Item = Option<String>>) -> Option<String> {
+    let v: Vec<String> = lines.into_iter().flatten().collect();
+    (!v.is_empty()).then(|| v.join(". "))
+}
+
+/// The cells of [`per_folio_claim`]'s parts.
+pub(super) fn folio_cells<'a>(
+    size: u64,
+    parts: &[(&str, FolioSpec, f64)],
+    phase: Option<&'a str>,
+) -> Vec<At<'a>> {
+    parts
+        .iter()
+        .map(|(name, folio, _)| At::new(*name, size, *folio, phase))
+        .collect()
 }
