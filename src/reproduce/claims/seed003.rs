@@ -53,7 +53,7 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
             ));
         }
     }
-    r.measured = Some(measured_line(Arch::Arm64, used, "", &measured));
+    r.measured = Some(measured_line(Arch::Arm64, used.clone(), "", &measured));
     let mut word = Word::all(&words);
     let mut why =
         "published -10.9%; rw-to-none is shown for contrast (no published figure)".to_string();
