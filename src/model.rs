@@ -64,6 +64,7 @@ pub fn arch_config(
             contpte: !no_contpte,
             bbml2,
             tlbi_range: true,
+            lpa2: false,
         })),
     }
 }

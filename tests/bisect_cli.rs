@@ -683,3 +683,121 @@ fn a_counter_bisect_finds_where_the_folio_lookup_begins() {
     );
     assert!(!err.contains("booting"), "{err}");
 }
+
+/// `--phase` is checked against the bench's phases before anything is
+/// fetched or booted: prot-transition measures two, one cell each.
+#[test]
+fn a_missing_or_unknown_phase_is_refused_before_anything_boots() {
+    let run = |phase: Option<&str>, bench: &[&str], needle: &str| {
+        let mut c = ptelab();
+        c.args([
+            "bisect",
+            "--good",
+            "debian:6.18.15",
+            "--bad",
+            "debian:6.19.6",
+            "--arch",
+            "arm64",
+            "--metric",
+            "tlbi",
+            "--no-store",
+        ]);
+        if let Some(p) = phase {
+            c.args(["--phase", p]);
+        }
+        c.arg("--").args(bench);
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "wanted '{needle}' in: {err}");
+        assert!(
+            !err.contains("booting") && !err.contains("kernel debian"),
+            "{err}"
+        );
+    };
+    let prot = ["bench", "prot-transition", "--size", "4K", "--folio", "4K"];
+    run(
+        None,
+        &prot,
+        "pass --phase NAME, one of none-to-rw, rw-to-none",
+    );
+    run(
+        Some("none-to-ro"),
+        &prot,
+        "accepted names: none-to-rw, rw-to-none",
+    );
+    run(Some("none-to-rw"), &BENCH, "one unnamed phase");
+}
+
+/// Seed 003 on arm64: from 6.19 a PROT_NONE -> PROT_READ|PROT_WRITE call
+/// on an order-0 4K region issues no TLB invalidation (the old PTE was not
+/// accessible, so no stale entry can be cached), where 6.18.15 issued one.
+/// Debian offers no arm64 cloud kernel between 6.18.15 and 6.19.6, so
+/// the bisect measures both ends (profiled, under TCG) and names 6.19.6.
+#[test]
+fn a_phase_bisect_finds_where_arm64_stops_flushing_on_none_to_rw() {
+    let _one = GUESTS.lock().unwrap_or_else(|e| e.into_inner());
+    if crate::common::cached_image("6.18.15", "arm64").is_none()
+        || crate::common::cached_image("6.19.6", "arm64").is_none()
+    {
+        return;
+    }
+    let db = TempDb::new();
+    let out = ptelab()
+        .args([
+            "bisect",
+            "--good",
+            "debian:6.18.15",
+            "--bad",
+            "debian:6.19.6",
+            "--arch",
+            "arm64",
+            "--metric",
+            "tlbi",
+            "--phase",
+            "none-to-rw",
+            "--db",
+            db.path(),
+            "--json",
+            "--",
+            "bench",
+            "prot-transition",
+            "--size",
+            "4K",
+            "--folio",
+            "4K",
+        ])
+        .timeout(Duration::from_secs(1200))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &doc["bisect"];
+    // Removed when the test ends so that the next run measures again.
+    let state = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+        .unwrap()
+        .join("ptelab/bisect/state")
+        .join(format!("{}.json", b["id"].as_str().unwrap()));
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _state = Remove(state);
+    assert_eq!(b["phase"], "none-to-rw", "{b}");
+    assert_eq!(b["first_bad"][0]["id"], "6.19.6", "{b}");
+    assert_eq!(b["first_bad"].as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(b["last_good"], "6.18.15", "{b}");
+    let c = &b["classifier"];
+    assert_eq!(c["counter"], "tlbi", "{c}");
+    assert_eq!(
+        (c["good"].as_f64(), c["bad"].as_f64()),
+        (Some(1.0), Some(0.0)),
+        "{c}"
+    );
+    assert_eq!(b["steps"].as_array().unwrap().len(), 2, "{b}");
+}

@@ -51,8 +51,18 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "reproduce",
         &[
-            "report", "analysis", "fleet", "guest", "store", "measure", "record", "workload",
-            "text", "error",
+            "report",
+            "analysis",
+            "fleet",
+            "guest",
+            "store",
+            "crosscheck",
+            "measure",
+            "predict",
+            "record",
+            "workload",
+            "text",
+            "error",
         ],
     ),
     (

@@ -64,7 +64,7 @@ fn model_json_schema() {
     let names: Vec<&str> = s.iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["v6.16", "v6.17", "v6.18", "v6.19", "v7.0", "v7.1", "v7.3"]
+        ["v6.16", "v6.17", "v6.18", "v6.19", "v7.0", "v7.1", "v7.2", "v7.3"]
     );
     assert_eq!(s[0]["kernel"], "v6.12 … v6.16");
     // Per mprotect call (2 calls per iteration): 512 PTEs each.
@@ -93,7 +93,7 @@ fn model_lists_strategies() {
     );
     let out = model(&["--list-strategies", "--json"]).success();
     let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    assert_eq!(v["strategies"].as_array().unwrap().len(), 7);
+    assert_eq!(v["strategies"].as_array().unwrap().len(), 8);
 }
 
 fn bad(args: &[&str], accepted: &str) {

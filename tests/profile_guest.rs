@@ -256,6 +256,57 @@ fn arm64_order0_flush_rows_match_the_model() {
     }
 }
 
+/// `vm --profile -- crosscheck` on arm64, which has no tlb:tlb_flush
+/// tracepoint: each flush row becomes the TLBIs the plugin counted in that
+/// call's window against the model's, and none is left "not observable".
+/// The mid-folio scenario starts 4 pages into a 64K block, so LPA2's
+/// single-page TLBIs up to the boundary are in it.
+#[test]
+fn arm64_crosscheck_counts_every_flush_row() {
+    let Some(_) = cached_image("6.16.12", "arm64") else {
+        return;
+    };
+    let out = ptelab()
+        .args([
+            "vm",
+            "--kernel",
+            "debian:6.16.12",
+            "--arch",
+            "arm64",
+            "--profile",
+        ])
+        .args(["--json", "--", "crosscheck", "mprotect-toggle"])
+        .args(["--sizes", "40K", "--folios", "4K"])
+        .timeout(Duration::from_secs(900))
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["guests"][0]["output"]["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let flush: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["observable"].as_str().unwrap().starts_with("tlb"))
+        .collect();
+    assert!(flush.len() >= 6, "{rows:?}");
+    for r in &flush {
+        assert_eq!(r["observable"], "tlb invalidations", "{r}");
+        assert_eq!(r["match"], true, "{r}");
+        assert!(
+            r.get("unobservable").is_none() && r.get("window").is_none(),
+            "{r}"
+        );
+    }
+    assert!(
+        flush
+            .iter()
+            .any(|r| r["kernel"].as_str().unwrap().contains("tlbi-page 12")),
+        "mid-folio: 12 single-page TLBIs up to the 64K boundary: {flush:?}"
+    );
+}
+
 /// Seed 003's mechanism: arm64 6.19 no longer flushes the TLB when an
 /// mprotect makes a PROT_NONE page accessible (pte_needs_flush).
 #[test]

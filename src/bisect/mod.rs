@@ -52,6 +52,8 @@ pub struct Setup<'a> {
     /// The mechanism counter followed instead of the bench figure (the
     /// fleet's settings then profile every guest under TCG).
     pub counter: Option<Counter>,
+    /// `--phase`: the one cell followed of a bench that measures several.
+    pub phase: Option<String>,
     /// The `ptelab bisect …` command line, for the report.
     pub invocation: String,
 }
@@ -98,6 +100,9 @@ pub struct Report {
     pub bad: String,
     pub arch: Arch,
     pub command: Vec<String>,
+    /// The phase followed (`--phase`), of a bench measuring several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
     pub invocation: String,
     pub classifier: Classifier,
     pub steps: Vec<Step>,
@@ -120,13 +125,19 @@ impl Report {
     }
 }
 
-/// A short hash naming a bisect (its tag and state file), from `parts` and
-/// the counter followed (a bisect of the bench figure keeps the name it
-/// had before counters).
-pub fn bisect_id(parts: &[&str], counter: Option<&Counter>) -> String {
+/// A short hash naming a bisect (its tag and state file), from `parts`,
+/// the counter followed and the phase (a bisect of the bench figure of a
+/// one-phase bench keeps the name it had before counters and phases).
+pub fn bisect_id(parts: &[&str], counter: Option<&Counter>, phase: Option<&str>) -> String {
     let mut h = Sha256::new();
     let counter = counter.map(Counter::name);
-    for p in parts.iter().copied().chain(counter.as_deref()) {
+    let phase = phase.map(|p| format!("phase:{p}"));
+    for p in parts
+        .iter()
+        .copied()
+        .chain(counter.as_deref())
+        .chain(phase.as_deref())
+    {
         h.update(p.as_bytes());
         h.update([0]);
     }
@@ -230,16 +241,18 @@ impl<'a> Prober<'a> {
                 )))
             }
         };
-        let [cell] = measured.cells.as_slice() else {
-            return Ok(Err(format!(
-                "the guest measured {} cells, not one{}; console log {log}",
-                measured.cells.len(),
-                measured
-                    .failed
-                    .first()
-                    .map(|f| format!(" ({f})"))
-                    .unwrap_or_default()
-            )));
+        let cell = match pick_cell(&measured.cells, self.setup.phase.as_deref()) {
+            Ok(c) => c,
+            Err(why) => {
+                return Ok(Err(format!(
+                    "{why}{}; console log {log}",
+                    measured
+                        .failed
+                        .first()
+                        .map(|f| format!(" ({f})"))
+                        .unwrap_or_default()
+                )))
+            }
         };
         let figure = match &self.setup.counter {
             None => cell.ns_per_call.median,
@@ -264,6 +277,73 @@ impl<'a> Prober<'a> {
             size_bytes: cell.size_bytes,
             run_ids,
         }))
+    }
+}
+
+/// The cell a step is judged by: the one of `phase`, or the only one.
+fn pick_cell<'c>(
+    cells: &'c [crate::record::CellResult],
+    phase: Option<&str>,
+) -> Result<&'c crate::record::CellResult, String> {
+    let names = || {
+        cells
+            .iter()
+            .map(|c| c.phase.as_deref().unwrap_or("(unnamed)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (phase, cells) {
+        (_, []) => Err("the guest measured no cell".into()),
+        (None, [one]) => Ok(one),
+        (None, _) => Err(format!(
+            "the guest measured {} cells, of the phases {}: bisect follows one, named with --phase",
+            cells.len(),
+            names()
+        )),
+        // A reclaim phase is its method with the LRU after a space
+        // (`swpout-whole mglru`): the method alone names it too.
+        (Some(p), _) => cells
+            .iter()
+            .find(|c| {
+                c.phase
+                    .as_deref()
+                    .is_some_and(|n| n == p || n.split(' ').next() == Some(p))
+            })
+            .ok_or_else(|| {
+                format!(
+                    "the guest measured no phase '{p}': its phases are {}",
+                    names()
+                )
+            }),
+    }
+}
+
+/// Check `--phase` against the phases a bench of `workload` measures, when
+/// they are known before a boot (reclaim's are named by the guest kernel:
+/// checked on the endpoints' answers).
+pub fn check_phase(
+    workload: crate::workload::WorkloadKind,
+    phase: Option<&str>,
+) -> anyhow::Result<()> {
+    let Some(phases) = workload.phases() else {
+        return Ok(());
+    };
+    match phase {
+        Some(p) if phases.is_empty() => crate::error::bail_usage!(
+            "--phase {p}: bench {workload} measures one unnamed phase, so there is no phase to \
+             choose: drop --phase"
+        ),
+        Some(p) if !phases.contains(&p) => crate::error::bail_usage!(
+            "--phase {p}: bench {workload} measures no phase of that name; accepted names: {}",
+            phases.join(", ")
+        ),
+        None if !phases.is_empty() => crate::error::bail_usage!(
+            "bench {workload} measures {} phases, one cell each, and bisect follows one: pass \
+             --phase NAME, one of {}",
+            phases.len(),
+            phases.join(", ")
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -506,6 +586,80 @@ mod tests {
         })
         .unwrap();
         (r, n)
+    }
+
+    #[test]
+    fn a_phase_picks_its_cell_and_several_cells_need_one() {
+        use crate::record::CellResult;
+        use crate::workload::FolioSpec;
+        let cell = |phase: Option<&str>, f: f64| CellResult {
+            phase: phase.map(String::from),
+            ..crate::record::fixtures::fixture(4, f, FolioSpec::Base)
+        };
+        let two = [cell(Some("none-to-rw"), 1.0), cell(Some("rw-to-none"), 2.0)];
+        let f = |c: &CellResult| c.ns_per_call.median;
+        assert_eq!(pick_cell(&two, Some("rw-to-none")).map(f), Ok(2.0));
+        let e = pick_cell(&two, None).unwrap_err();
+        assert!(
+            e.contains("2 cells, of the phases none-to-rw, rw-to-none") && e.contains("--phase"),
+            "{e}"
+        );
+        let e = pick_cell(&two, Some("up")).unwrap_err();
+        assert!(
+            e.contains("no phase 'up': its phases are none-to-rw, rw-to-none"),
+            "{e}"
+        );
+        let one = [cell(None, 3.0)];
+        assert_eq!(pick_cell(&one, None).map(f), Ok(3.0));
+        // Reclaim's label: its method, then the LRU.
+        let reclaim = [cell(Some("swpout-whole mglru"), 4.0)];
+        assert_eq!(pick_cell(&reclaim, Some("swpout-whole")).map(f), Ok(4.0));
+        assert!(pick_cell(&[], None).is_err());
+    }
+
+    #[test]
+    fn a_phase_is_checked_before_a_boot_where_the_workload_names_its_phases() {
+        use crate::workload::WorkloadKind as W;
+        let refused = |w: W, p: Option<&str>| {
+            let e = check_phase(w, p).unwrap_err();
+            assert!(crate::error::is_usage(&e), "{e}");
+            e.to_string()
+        };
+        assert!(check_phase(W::ProtTransition, Some("none-to-rw")).is_ok());
+        assert!(check_phase(W::MremapMove, Some("iteration")).is_ok());
+        assert!(check_phase(W::MprotectToggle, None).is_ok());
+        // Reclaim's phase is named in the guest: checked on its answer.
+        assert!(check_phase(W::Reclaim, Some("anything")).is_ok());
+        let e = refused(W::ProtTransition, None);
+        assert!(
+            e.contains("2 phases") && e.contains("none-to-rw, rw-to-none"),
+            "{e}"
+        );
+        let e = refused(W::ProtTransition, Some("none-to-ro"));
+        assert!(e.contains("accepted names: none-to-rw, rw-to-none"), "{e}");
+        let e = refused(W::MprotectToggle, Some("none-to-rw"));
+        assert!(
+            e.contains("one unnamed phase") && e.contains("drop --phase"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_phase_names_another_bisect_and_none_keeps_the_old_name() {
+        let parts = ["versions", "6.18.15", "6.19.6"];
+        let plain = bisect_id(&parts, None, None);
+        assert_ne!(plain, bisect_id(&parts, None, Some("none-to-rw")));
+        assert_ne!(
+            bisect_id(&parts, None, Some("none-to-rw")),
+            bisect_id(&parts, None, Some("rw-to-none"))
+        );
+        // The hash of the parts alone, as before --phase.
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0]);
+        }
+        assert_eq!(plain, format!("{:x}", h.finalize())[..12]);
     }
 
     #[test]

@@ -29,6 +29,15 @@ fn cell(s: &Step) -> String {
     })
 }
 
+/// The measurement: the bench command, and the phase followed of one that
+/// measures several.
+fn measured(r: &Report) -> String {
+    match &r.phase {
+        Some(p) => format!("`{}`, phase {p},", r.command.join(" ")),
+        None => format!("`{}`", r.command.join(" ")),
+    }
+}
+
 fn what(r: &Report) -> &'static str {
     if r.kind == "git" {
         "commit"
@@ -99,9 +108,9 @@ pub fn text(r: &Report) -> String {
     let c = &r.classifier;
     let q = r.quantity();
     let mut out = format!(
-        "bisect {}: `{}` in {} guests, {}\nthreshold {} between good {} and bad {}\n\n",
+        "bisect {}: {} in {} guests, {}\nthreshold {} between good {} and bad {}\n\n",
         r.id,
-        r.command.join(" "),
+        measured(r),
         r.arch,
         q.how(),
         q.with_unit(c.threshold),
@@ -151,9 +160,12 @@ pub fn markdown(r: &Report) -> String {
         None => format!("Debian's kernels {} and {}", r.good, r.bad),
     };
     out.push_str(&format!(
-        "## Test description\n\n`ptelab {}` measured in QEMU {} guests, \
+        "## Test description\n\n`ptelab {}`{} measured in QEMU {} guests, \
         one bench cell per guest run: {}.\n\nWe bisected between {range}.\n\n",
         r.command.join(" "),
+        r.phase
+            .as_ref()
+            .map_or(String::new(), |p| format!(" (its {p} phase)")),
         r.arch,
         q.how()
     ));
@@ -243,6 +255,7 @@ pub mod tests {
             bad: if git { "v6.17-rc1" } else { "debian:6.17.13" }.into(),
             arch: Arch::X86_64,
             command: "bench mprotect-toggle --size 4M --folio 4K".split(' ').map(String::from).collect(),
+            phase: None,
             invocation: "ptelab bisect --good debian:6.16.12 --bad debian:6.17.13 -- bench mprotect-toggle --size 4M --folio 4K".into(),
             classifier: Classifier { good: 370_670.0, bad: 880_412.0, threshold: 625_541.0, quantity: Quantity::figure(Metric::Instructions) },
             steps: vec![
@@ -294,6 +307,35 @@ pub mod tests {
             }
         }
         r
+    }
+
+    /// Seed 003's arm64 change: the TLBIs of a NONE->RW call, one phase
+    /// of prot-transition's two.
+    #[test]
+    fn the_phase_followed_is_named() {
+        let mut r = fixture("versions");
+        r.command = "bench prot-transition --size 4K --folio 4K"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        r.phase = Some("none-to-rw".into());
+        let t = text(&r);
+        assert!(
+            t.contains(
+                "`bench prot-transition --size 4K --folio 4K`, phase none-to-rw, in x86_64 guests"
+            ),
+            "{t}"
+        );
+        let md = markdown(&r);
+        assert!(
+            md.contains("--folio 4K` (its none-to-rw phase) measured"),
+            "{md}"
+        );
+        assert_eq!(serde_json::to_value(&r).unwrap()["phase"], "none-to-rw");
+        assert!(serde_json::to_value(fixture("versions"))
+            .unwrap()
+            .get("phase")
+            .is_none());
     }
 
     #[test]

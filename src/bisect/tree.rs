@@ -79,6 +79,7 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
             &setup.replicates.map_or(String::new(), |r| r.to_string()),
         ],
         setup.counter.as_ref(),
+        setup.phase.as_deref(),
     );
     eprintln!(
         "ptelab: bisecting {} commits from {} to {} in {} (about {} steps after the endpoints)",
@@ -157,6 +158,7 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
         bad: plan.bad_name.clone(),
         arch: plan.builder.arch,
         command: setup.words.clone(),
+        phase: setup.phase.clone(),
         invocation: setup.invocation.clone(),
         classifier,
         steps,

@@ -137,6 +137,7 @@ pub fn run(
             &setup.replicates.map_or(String::new(), |r| r.to_string()),
         ],
         setup.counter.as_ref(),
+        setup.phase.as_deref(),
     );
     let (kg, kb) = (kernel(g)?, kernel(b)?);
     let mut prober = Prober::new(
@@ -166,6 +167,7 @@ pub fn run(
         bad: bad.to_string(),
         arch,
         command: setup.words.clone(),
+        phase: setup.phase.clone(),
         invocation: setup.invocation.clone(),
         classifier,
         steps,

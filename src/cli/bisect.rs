@@ -61,6 +61,11 @@ pub struct BisectArgs {
     /// `insns:FUNCTION` (instructions executed in it).
     #[arg(long, value_name = "METRIC", value_parser = metric)]
     pub metric: Option<MetricFlag>,
+    /// The phase followed, of a bench that measures several (one cell
+    /// each): prot-transition's none-to-rw or rw-to-none, mremap-move's
+    /// mremap or iteration; reclaim's is its method (e.g. swpout-whole).
+    #[arg(long, value_name = "NAME")]
+    pub phase: Option<String>,
     /// The figure (per call, in the metric's unit) between good and bad;
     /// default: the midpoint of the endpoints.
     #[arg(long, value_name = "FIGURE")]

@@ -333,6 +333,11 @@ pub struct CrosscheckArgs {
     /// Skip the batching scenarios (mixed AnonExclusive folio, mid-folio range).
     #[arg(long)]
     pub no_scenarios: bool,
+    /// Mark each flush-compared call for ptelab's QEMU plugin where the
+    /// kernel has no tlb:tlb_flush tracepoint: what a guest of `ptelab vm`
+    /// is run with (set by the host, not typed).
+    #[arg(long, hide = true)]
+    pub windows: bool,
     /// Hold the model to stored, profiled TCG guest runs instead of this
     /// kernel: per cell, every out-of-line kernel function the model counts
     /// against the entries ptelab's QEMU plugin counted, and the TLB

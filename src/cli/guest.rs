@@ -35,6 +35,8 @@ pub struct GuestCommand {
     /// Bytes of files the command writes at once, when it needs a disk
     /// (the reclaim workload: its file, or its swapfile).
     pub disk: Option<u64>,
+    /// The workload of a bench or sweep.
+    pub workload: Option<crate::workload::WorkloadKind>,
 }
 
 impl GuestCommand {
@@ -65,6 +67,7 @@ impl GuestCommand {
                 measures: false,
                 need: None,
                 disk: None,
+                workload: None,
             });
         }
         let Some(&(_, measures)) = COMMANDS.iter().find(|(c, _)| *c == name) else {
@@ -105,6 +108,11 @@ impl GuestCommand {
             }
             _ => None,
         };
+        let workload = match &cli.command {
+            Command::Bench(b) => Some(b.workload),
+            Command::Sweep(s) => Some(s.workload),
+            _ => None,
+        };
         let mut args = words.to_vec();
         if measures {
             args.extend(["--no-store".to_string(), "--json".to_string()]);
@@ -120,6 +128,7 @@ impl GuestCommand {
             measures,
             need,
             disk: cli.command.guest_disk_bytes(),
+            workload,
         })
     }
 }

@@ -36,6 +36,9 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
             command.name
         );
     }
+    if let Some(w) = command.workload {
+        crate::bisect::check_phase(w, args.phase.as_deref())?;
+    }
     if let Some(need) = command.need {
         fleet::check_fits(need, args.memory)?;
     }
@@ -101,6 +104,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         noise: args.noise,
         threshold: args.threshold,
         counter,
+        phase: args.phase.clone(),
         invocation: invocation(),
     };
     let report = match &target {

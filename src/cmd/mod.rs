@@ -30,7 +30,7 @@ use crate::cli::plan;
 use crate::crosscheck::version::strategy_for_kernel;
 use crate::error::bail_usage;
 use crate::measure::session;
-use crate::predict::{model_row, Cell, Observed};
+use crate::predict::Observed;
 use crate::record::Metric;
 use crate::report::cells;
 use crate::report::html::render_html;
@@ -267,26 +267,6 @@ pub fn stored_guest_cells(store: &Store, arch: Arch) -> anyhow::Result<Vec<Obser
         }
     }
     Ok(newest.into_values().collect())
-}
-
-/// The model's row for each observed cell; cells the model does not count
-/// (reclaim, mremap-move's whole iteration, several regions) are left out.
-pub fn with_model_rows(obs: Vec<Observed>) -> anyhow::Result<Vec<Cell>> {
-    let mut cells = Vec::new();
-    for o in obs {
-        let row = model_row(
-            o.arch,
-            o.strategy,
-            o.workload,
-            o.size_bytes,
-            o.folio,
-            o.phase.as_deref(),
-        )?;
-        if let Some(counters) = row {
-            cells.push(Cell::new(o, counters));
-        }
-    }
-    Ok(cells)
 }
 
 #[cfg(test)]

@@ -395,7 +395,7 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
             gather(&fit, workloads[0])
         );
     }
-    let fit_cells = super::with_model_rows(fit_obs)?;
+    let fit_cells = predict::with_model_rows(fit_obs)?;
     let fitted: Vec<Observed> = fit_cells.iter().map(|c| c.obs.clone()).collect();
     let targets: Vec<Observed> = stored
         .into_iter()
@@ -405,7 +405,7 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         .filter(|o| args.folio.is_none_or(|f| f == o.folio))
         .filter(|o| !fitted.contains(o))
         .collect();
-    let mut targets = super::with_model_rows(targets)?;
+    let mut targets = predict::with_model_rows(targets)?;
     let model = predict::fit_costs(arch, fit_cells, &mut targets)?;
     let predictions = predict::predict_all(&model, targets)?;
     let report = predict::render::Report::new(&model, predictions)?;

@@ -206,6 +206,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 .and_then(|s| s.guest_biases())
                 .unwrap_or_default(),
         };
+        ev.predicted = crate::reproduce::predicted::Predicted::of(&ev.guests);
     }
 
     let chosen_ids: Vec<&str> = chosen.iter().map(|s| s.id).collect();
@@ -230,6 +231,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             "cells": crate::report::json::cells(&ev.cells, outcome.host.metric()),
             "unavailable": ev.unavailable.iter().map(|(w, why)| json!({"workload": w, "why": why})).collect::<Vec<_>>(),
             "guests": ev.guests.runs,
+            "cost_model": ev.predicted,
             "guest_notes": ev.guests.notes.iter().map(|(s, why)| json!({"seeds": s, "why": why})).collect::<Vec<_>>(),
             "guest_arches_missing": ev.guests.missing.iter().map(|(a, why)| json!({"arch": a.name(), "why": why})).collect::<Vec<_>>(),
         }))?;
@@ -287,18 +289,12 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 writeln!(text, "  not measured ({w}): {why}")?;
             }
             for r in rows.iter().filter(|r| r.seed == seed.id) {
-                writeln!(text, "  claim: {}", r.claim)?;
-                for (label, v) in [
-                    ("published", &r.published),
-                    ("measured", &r.measured),
-                    ("model", &r.model),
-                ] {
-                    if let Some(v) = v {
-                        writeln!(text, "    {label:>9}: {v}")?;
-                    }
-                }
-                writeln!(text, "    {:>9}: {}", "verdict", r.verdict)?;
+                text.push_str(&crate::reproduce::claim_text(r));
             }
+        }
+        let cost_model = crate::reproduce::cost_model_text(&ev.predicted);
+        if !cost_model.is_empty() {
+            writeln!(text, "\n{}", cost_model.trim_end())?;
         }
         for (arch, why) in &ev.guests.missing {
             writeln!(text, "\nno {} guests: {why}", arch.name())?;

@@ -123,8 +123,13 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         if command.name == "crosscheck" {
             // A failing guest's log was named above; a document is all
             // a crosscheck prints on stdout.
-            let doc: Value = serde_json::from_slice(&out.stdout)
+            let mut doc: Value = serde_json::from_slice(&out.stdout)
                 .with_context(|| format!("the {} guest's crosscheck answer is not JSON", k.spec))?;
+            let all_match = count_windows(&mut doc, out.counts.as_ref())
+                .with_context(|| format!("the {} guest's crosscheck rows", k.spec))?;
+            if !all_match && code == ExitCode::SUCCESS {
+                code = ExitCode::from(1);
+            }
             let (rendered, summary) = crate::crosscheck::summary::render_document(&doc)?;
             crosschecks.push(summary);
             if args.out.json {
@@ -209,4 +214,22 @@ fn output_doc(k: &Kernel, out: &crate::guest::boot::run::GuestOutput, output: Va
         "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
         "output": output,
     })
+}
+
+/// Fill a guest crosscheck's windowed flush rows with what the plugin
+/// counted (arm64: TLB invalidations per call); whether every observable
+/// row matches now.
+fn count_windows(
+    doc: &mut Value,
+    counts: Option<&ptelab_counts::record::Output>,
+) -> anyhow::Result<bool> {
+    let Some(rows) = doc.get_mut("rows") else {
+        return Ok(true);
+    };
+    let mut typed: Vec<crate::crosscheck::Row> = serde_json::from_value(rows.take())?;
+    crate::crosscheck::resolve_windows(&mut typed, counts);
+    let all_match = typed.iter().all(|r| r.matches || r.unobservable);
+    *rows = serde_json::to_value(&typed)?;
+    doc["all_match"] = Value::Bool(all_match);
+    Ok(all_match)
 }

@@ -18,10 +18,12 @@
 //! - `folio splits`: deltas of the mTHP `stats/split*` counters across the
 //!   calls vs the model, which never splits a folio in mprotect or mremap.
 //!
-//! arm64 kernels have no `tlb:tlb_flush` tracepoint: there the flush rows
-//! show the model's flushes beside "not observable" and count neither as a
-//! match nor as a mismatch ([`Row::unobservable`]); the other rows compare
-//! with the arm64 model.
+//! arm64 kernels have no `tlb:tlb_flush` tracepoint: there, in a TCG guest
+//! with ptelab's QEMU plugin, each flush-compared call is a plugin window and
+//! the host compares the TLBI instructions counted in it with the model's
+//! ([`resolve_windows`]); elsewhere the flush rows show the model's flushes
+//! beside "not observable" and count neither as a match nor as a mismatch
+//! ([`Row::unobservable`]). The other rows compare with the arm64 model.
 //!
 //! The comparison logic here is pure; [`probe`] touches the machine,
 //! [`model`] drives the model, [`run`] puts them together.
@@ -64,6 +66,21 @@ pub struct Row {
     /// Extra words (kernel events not compared, layout obtained, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A flush row of a kernel without the tracepoint, in a guest: the
+    /// plugin window its call was marked in, for the host to count
+    /// ([`resolve_windows`]). A resolved document has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<TlbiWindow>,
+}
+
+/// The sample window of one call and the TLB invalidations the model
+/// issues in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlbiWindow {
+    /// The plugin's window number (the guest's commit count).
+    pub seq: u64,
+    /// The model's TLBI instructions for the call (`FlushOp::ops`).
+    pub model_tlbis: u64,
 }
 
 /// Where a row belongs (workload, size, folio, scenario).
@@ -89,6 +106,7 @@ impl RowKey {
             matches: same,
             unobservable: false,
             note: None,
+            window: None,
         }
     }
 
@@ -248,29 +266,49 @@ pub fn add_note(row: &mut Row, note: String) {
 /// What an unobservable row shows on the kernel side.
 pub const NOT_OBSERVABLE: &str = "not observable";
 
-/// Compare flushes of one call; `breakdown` is `None` where the kernel
-/// has no `tlb:tlb_flush` tracepoint (arm64): the row then shows every
-/// flush of the model (arm64 `contpte_convert` TLBIs included) and is
-/// unobservable.
-pub fn flush_row(
-    key: &RowKey,
-    breakdown: Option<&BTreeMap<String, u64>>,
-    model: &[FlushOp],
-) -> Row {
-    let Some(breakdown) = breakdown else {
-        let mut all = FlushSet::new();
-        for f in model {
-            *all.entry(f.trace_pages()).or_default() += 1;
+/// What the kernel side of one call's flush row saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelFlushes {
+    /// `tlb:tlb_flush` records by `reason/pages` (x86).
+    Traced(BTreeMap<String, u64>),
+    /// No tracepoint (arm64); the call was marked as plugin window `seq`.
+    Window(u64),
+    /// No tracepoint and no window: nothing sees the flushes.
+    Unobservable,
+}
+
+/// The words of a flush row nothing observes.
+const NO_TRACEPOINT: &str = "no tlb:tlb_flush tracepoint on this arch; \
+    `ptelab vm --profile` counts its TLB invalidations in a TCG guest";
+
+/// Compare flushes of one call. Where the kernel has no `tlb:tlb_flush`
+/// tracepoint (arm64) the row shows every flush of the model (arm64
+/// `contpte_convert` TLBIs included) and, until a plugin window is counted
+/// into it ([`resolve_windows`]), is unobservable.
+pub fn flush_row(key: &RowKey, kernel: &KernelFlushes, model: &[FlushOp]) -> Row {
+    let breakdown = match kernel {
+        KernelFlushes::Traced(b) => b,
+        KernelFlushes::Window(_) | KernelFlushes::Unobservable => {
+            let mut all = FlushSet::new();
+            for f in model {
+                *all.entry(f.trace_pages()).or_default() += 1;
+            }
+            let mut row = key.row(
+                "tlb flushes",
+                NOT_OBSERVABLE.to_string(),
+                render_flushes(&all),
+                false,
+            );
+            row.unobservable = true;
+            row.note = Some(NO_TRACEPOINT.into());
+            if let KernelFlushes::Window(seq) = *kernel {
+                row.window = Some(TlbiWindow {
+                    seq,
+                    model_tlbis: model.iter().map(|f| f.ops).sum(),
+                });
+            }
+            return row;
         }
-        let mut row = key.row(
-            "tlb flushes",
-            NOT_OBSERVABLE.to_string(),
-            render_flushes(&all),
-            false,
-        );
-        row.unobservable = true;
-        row.note = Some("no tlb:tlb_flush tracepoint on this arch".into());
-        return row;
     };
     let (k, other) = kernel_flush_set(breakdown);
     let m = model_flush_set(model);
@@ -285,6 +323,50 @@ pub fn flush_row(
         row.note = Some(format!("not compared: {}", o.join(", ")));
     }
     row
+}
+
+/// Count every windowed flush row from the plugin's output of the guest
+/// (`None`: the guest ran without `--profile`): the row becomes `tlb
+/// invalidations`, the TLBI instructions counted in the call's window (DSBs
+/// left out) against the model's, a match only when equal.
+pub fn resolve_windows(rows: &mut [Row], counts: Option<&ptelab_counts::record::Output>) {
+    use ptelab_counts::Tlb;
+    for row in rows.iter_mut() {
+        let Some(w) = row.window.take() else { continue };
+        let Some(counts) = counts else { continue };
+        let Some(found) = counts
+            .windows
+            .iter()
+            .find(|c| c.seq == w.seq && c.phase == 0)
+        else {
+            row.note = Some(format!(
+                "the plugin wrote no window {} for this call, so nothing was counted",
+                w.seq
+            ));
+            continue;
+        };
+        let kinds: Vec<String> = Tlb::ALL
+            .iter()
+            .filter(|t| t.invalidates() && found.tlb[t.index()] > 0)
+            .map(|t| format!("{} {}", t.name(), found.tlb[t.index()]))
+            .collect();
+        let n: u64 = Tlb::ALL
+            .iter()
+            .filter(|t| t.invalidates())
+            .map(|t| found.tlb[t.index()])
+            .sum();
+        row.observable = "tlb invalidations".into();
+        row.kernel = if kinds.is_empty() {
+            "none".into()
+        } else {
+            format!("{n} ({})", kinds.join(", "))
+        };
+        row.model = format!("{} ({})", w.model_tlbis, row.model);
+        row.matches = n == w.model_tlbis;
+        row.unobservable = false;
+        row.note =
+            Some("TLBI instructions counted by ptelab's QEMU plugin in the call's window".into());
+    }
 }
 
 /// Text table of rows: kernel vs model and a verdict per row.
@@ -420,21 +502,29 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let r = flush_row(&key(), Some(&b), &[op(16, false, FlushSource::MmuGather)]);
+        let r = flush_row(
+            &key(),
+            &KernelFlushes::Traced(b.clone()),
+            &[op(16, false, FlushSource::MmuGather)],
+        );
         assert!(r.matches);
         assert_eq!(
             r.note.as_deref(),
             Some("not compared: remote_ipi_send/16 x1")
         );
-        let r = flush_row(&key(), Some(&b), &[op(17, false, FlushSource::MmuGather)]);
+        let r = flush_row(
+            &key(),
+            &KernelFlushes::Traced(b),
+            &[op(17, false, FlushSource::MmuGather)],
+        );
         assert!(!r.matches);
-        let r = flush_row(&key(), Some(&BTreeMap::new()), &[]);
+        let r = flush_row(&key(), &KernelFlushes::Traced(BTreeMap::new()), &[]);
         assert!(r.matches);
         assert_eq!(r.kernel, "none");
         // arm64: nothing to compare with; every model flush is shown.
         let r = flush_row(
             &key(),
-            None,
+            &KernelFlushes::Unobservable,
             &[
                 op(16, false, FlushSource::MmuGather),
                 op(16, false, FlushSource::ContpteConvert),
@@ -445,6 +535,58 @@ mod tests {
             (r.kernel.as_str(), r.model.as_str()),
             (NOT_OBSERVABLE, "16 pages x2")
         );
+    }
+
+    #[test]
+    fn windowed_flush_rows_take_the_plugins_tlbis() {
+        use ptelab_counts::record::{Output, Window};
+        use ptelab_counts::Tlb;
+        let model = [
+            op(16, false, FlushSource::ContpteConvert),
+            FlushOp {
+                ops: 13,
+                ..op(56, false, FlushSource::MmuGather)
+            },
+        ];
+        let row = |seq| flush_row(&key(), &KernelFlushes::Window(seq), &model);
+        let window = |seq, page, range| {
+            let mut tlb = [0; Tlb::ALL.len()];
+            tlb[Tlb::TlbiPage.index()] = page;
+            tlb[Tlb::TlbiRange.index()] = range;
+            tlb[Tlb::Dsb.index()] = 4;
+            Window {
+                seq,
+                phase: 0,
+                kernel_insns: 1,
+                user_insns: 1,
+                tlb,
+                blocks: vec![],
+            }
+        };
+        let counts = Output {
+            target: "aarch64".into(),
+            windows: vec![window(0, 12, 2), window(1, 0, 2)],
+        };
+        let mut rows = vec![row(0), row(1), row(7)];
+        assert!(rows.iter().all(|r| r.unobservable && r.window.is_some()));
+        resolve_windows(&mut rows, Some(&counts));
+        let [hit, miss, lost] = &rows[..] else {
+            unreachable!()
+        };
+        assert!(hit.matches && !hit.unobservable && hit.window.is_none());
+        assert_eq!(hit.observable, "tlb invalidations");
+        assert_eq!(hit.kernel, "14 (tlbi-page 12, tlbi-range 2)");
+        assert_eq!(hit.model, "14 (16 pages x1, 56 pages x1)");
+        assert!(
+            !miss.matches && !miss.unobservable,
+            "2 counted, 14 modelled"
+        );
+        assert!(lost.unobservable && lost.note.as_deref().unwrap().contains("no window 7"));
+        // Without the plugin the rows stay unobservable, their window dropped.
+        let mut plain = vec![row(0)];
+        resolve_windows(&mut plain, None);
+        assert!(plain[0].unobservable && plain[0].window.is_none());
+        assert_eq!(plain[0].kernel, NOT_OBSERVABLE);
     }
 
     #[test]

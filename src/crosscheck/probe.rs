@@ -111,6 +111,31 @@ pub fn clear_soft_dirty() -> anyhow::Result<()> {
 /// Whether this kernel tracks soft-dirty (`CONFIG_MEM_SOFT_DIRTY`): a page
 /// just written in a new mapping reads soft-dirty in pagemap (its VMA has
 /// `VM_SOFTDIRTY` and the write set the PTE bit) exactly when it does.
+/// The process may map above 2^48: the kernel runs with 52-bit user VA,
+/// which with 4K pages on arm64 means `lpa2_is_enabled()` (range TLBIs in
+/// 64K units). Asked with an mmap hint above 48 bits, which the kernel
+/// honours only where the VA space is that large.
+pub fn va_above_48_bits() -> bool {
+    let hint = (1usize << 50) as *mut libc::c_void;
+    // SAFETY: a fresh anonymous PROT_NONE mapping without MAP_FIXED, unmapped
+    // right away; nothing else refers to it.
+    unsafe {
+        let p = libc::mmap(
+            hint,
+            PAGE_SIZE,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        libc::munmap(p, PAGE_SIZE);
+        p as usize >= 1 << 48
+    }
+}
+
 pub fn soft_dirty_supported() -> anyhow::Result<bool> {
     // SAFETY: a fresh private anonymous page, unmapped below.
     let p = unsafe {

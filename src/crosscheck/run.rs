@@ -3,17 +3,20 @@
 //! read on both sides right after it.
 
 use anyhow::Context;
+use ptelab_model::layout::PteTweak;
 use ptelab_model::{run_model, ArchConfig, FlushOp, ModelConfig, Prot, Strategy};
 
 use super::file::{self, SharedFile};
 use super::model::{shared_file_spec, standard_spec, with_exclusive, Sim};
 use super::probe::{self, FlushProbe, Hold, PM_MMAP_EXCLUSIVE, PM_PRESENT, PM_SOFT_DIRTY};
 use super::{
-    add_note, flush_row, model_flush_set, page_row, render_flushes, render_pages, Row, RowKey,
+    add_note, flush_row, model_flush_set, page_row, render_flushes, render_pages, KernelFlushes,
+    Row, RowKey,
 };
 use crate::kernel::layout;
 use crate::kernel::region::{self, Region, PAGE_SIZE};
 use crate::kernel::thp::KnobGuard;
+use crate::measure::marker;
 use crate::record::ModelCellRecord;
 use crate::workload::folio::PMD_SIZE;
 use crate::workload::size::format_size;
@@ -35,6 +38,9 @@ pub struct Plan {
     /// The kernel tracks soft-dirty (`CONFIG_MEM_SOFT_DIRTY`): compare
     /// pagemap bit 55 and run the `clear_refs` steps.
     pub soft_dirty: bool,
+    /// Mark each flush-counted call as a window for ptelab's QEMU plugin
+    /// where the kernel has no `tlb:tlb_flush` tracepoint (`ptelab vm`).
+    pub windows: bool,
 }
 
 /// Rows, skipped cells (with why) and the model cells behind the grid.
@@ -49,6 +55,8 @@ pub struct Outcome {
 struct Ctx<'a> {
     /// `None` where the kernel has no `tlb:tlb_flush` tracepoint (arm64).
     probe: Option<&'a mut FlushProbe>,
+    /// Without the probe, mark each counted call as a plugin window.
+    windows: bool,
     rows: &'a mut Vec<Row>,
     soft_dirty: bool,
     arch: ArchConfig,
@@ -64,16 +72,24 @@ fn prot_of(p: i32) -> Prot {
 }
 
 impl Ctx<'_> {
-    /// One mm call on the kernel with its `tlb:tlb_flush` records, or
-    /// `None` for the records where the kernel emits none.
+    /// One mm call on the kernel with its `tlb:tlb_flush` records; without
+    /// the tracepoint, in a plugin window of its own when asked for.
     fn kernel_call(
         &mut self,
         f: impl FnOnce() -> anyhow::Result<()>,
-    ) -> anyhow::Result<Option<std::collections::BTreeMap<String, u64>>> {
-        match self.probe.as_deref_mut() {
-            Some(p) => p.call(f).map(Some),
-            None => f().map(|()| None),
+    ) -> anyhow::Result<KernelFlushes> {
+        if let Some(p) = self.probe.as_deref_mut() {
+            return p.call(f).map(KernelFlushes::Traced);
         }
+        if !self.windows {
+            return f().map(|()| KernelFlushes::Unobservable);
+        }
+        marker::reset();
+        marker::begin(0);
+        let r = f();
+        marker::end(0);
+        let seq = marker::commit();
+        r.map(|()| KernelFlushes::Window(seq))
     }
 
     /// A new simulation of the standard layout.
@@ -113,7 +129,7 @@ impl Ctx<'_> {
         let a = unsafe { r.addr().add(off as usize * PAGE_SIZE) };
         let b = self.kernel_call(|| probe::mprotect(a, len as usize * PAGE_SIZE, prot))?;
         let m = sim.mprotect(off, len, prot_of(prot))?;
-        let mut row = flush_row(key, b.as_ref(), &m);
+        let mut row = flush_row(key, &b, &m);
         if let Some(reference) = reference {
             if super::model_flush_set(reference) != super::model_flush_set(&m) {
                 row.note = Some(format!(
@@ -223,14 +239,15 @@ pub fn run_plan(
     let mut out = Outcome::default();
     let mut ctx = Ctx {
         probe,
+        windows: plan.windows,
         rows: &mut out.rows,
         soft_dirty: plan.soft_dirty,
         arch: plan.arch,
         strategy: plan.strategy,
     };
-    let (contpte, bbml2) = match plan.arch {
-        ArchConfig::X86 => (false, false),
-        ArchConfig::Arm64(a) => (a.contpte, a.bbml2),
+    let (contpte, bbml2, lpa2) = match plan.arch {
+        ArchConfig::X86 => (false, false, false),
+        ArchConfig::Arm64(a) => (a.contpte, a.bbml2, a.lpa2),
     };
     for &w in &plan.workloads {
         let Some(mw) = compared(w) else {
@@ -265,7 +282,8 @@ pub fn run_plan(
                     arch: plan.arch.name().into(),
                     strategy: plan.strategy.name().into(),
                     params: serde_json::json!({"granule": "4K", "offset_pages": 0,
-                        "contpte": contpte, "bbml2": bbml2, "kernel": reference.kernel,
+                        "contpte": contpte, "bbml2": bbml2, "lpa2": lpa2,
+                        "kernel": reference.kernel,
                         "crosscheck": true}),
                     counters: reference.per_call(),
                 });
@@ -464,7 +482,7 @@ fn mremap_cell(
         let b = ctx.kernel_call(|| region::mremap_fixed(from, len, to))?;
         let mut source = Some(Hold::new(from, len).context("the vacated source")?);
         let m = sim.mremap_up()?;
-        let mut row = flush_row(&k, b.as_ref(), &m);
+        let mut row = flush_row(&k, &b, &m);
         if !clear {
             if let Some(c) = reference.first() {
                 if super::model_flush_set(&c.flushes) != super::model_flush_set(&m) {
@@ -538,7 +556,16 @@ fn mixed_exclusive(ctx: &mut Ctx<'_>, guard: &mut KnobGuard) -> anyhow::Result<(
         row.note = Some("the write fault copied instead of reusing the folio's pages".into());
     }
     ctx.rows.push(row);
-    let spec = with_exclusive(standard_spec(&ctx.arch, 16, 16, false), 0, exclusive);
+    // Fork write-protected the folio; the writes reused the exclusive pages
+    // in place (on arm64 unfolding the contig block).
+    let mut spec = with_exclusive(
+        standard_spec(&ctx.arch, 16, 16, false),
+        0,
+        exclusive.clone(),
+    );
+    for (i, _) in exclusive.iter().enumerate().filter(|(_, &e)| e) {
+        spec.folios[0].tweaks.push((i as u64, PteTweak::WriteFault));
+    }
     let start = spec.base;
     let mut sim = Sim::new(&ctx.arch, ctx.strategy, &spec, start, 16);
     let splits = probe::split_stats();

@@ -8,8 +8,8 @@
 //! - 6.18: `v6.18`, the same paths, a larger `vm_normal_page()`;
 //! - 6.19: `v6.19`, the arm64 `pte_needs_flush()` (c320dbb7c80d);
 //! - 7.0: `v7.0`, batched young-bit clearing in reclaim;
-//! - 7.1 and 7.2: `v7.1`, the small-folio change 89e613bc0b2d (no 7.2
-//!   build was counted: taken as 7.1);
+//! - 7.1: `v7.1`, the small-folio change 89e613bc0b2d;
+//! - 7.2: `v7.2`, 7.1's paths as Debian's GCC 16 build calls them;
 //! - 7.3 and later: `v7.3`, x86 `pte_modify()` out of line.
 
 use ptelab_model::Strategy;
@@ -76,14 +76,24 @@ pub fn strategy_for_kernel(release: &str, arch: Arch) -> Result<StrategyChoice, 
             Strategy::V7_0,
             "7.0: batched young-bit clearing in folio_referenced_one(); mprotect as 6.19",
         )
-    } else if v < (7, 3) {
+    } else if v < (7, 2) {
         (
             Strategy::V7_1,
             if x86 {
-                "7.1 or 7.2: the small-folio change 89e613bc0b2d; on x86_64 (GCC) it moves \
+                "7.1: the small-folio change 89e613bc0b2d; on x86_64 (GCC) it moves \
                  pte_needs_flush, modify_prot_commit_ptes and pte_advance_pfn out of line"
             } else {
-                "7.1 or 7.2: the small-folio change 89e613bc0b2d inlines prot_commit_flush_ptes"
+                "7.1: the small-folio change 89e613bc0b2d inlines prot_commit_flush_ptes"
+            },
+        )
+    } else if v < (7, 3) {
+        (
+            Strategy::V7_2,
+            if x86 {
+                "7.2: the paths of 7.1; Debian's GCC 16 build calls one pte_advance_pfn() per \
+                 folio_pte_batch() instead of one per PTE"
+            } else {
+                "7.2: the paths and calls of 7.1"
             },
         )
     } else {
@@ -130,7 +140,7 @@ mod tests {
             assert_eq!(s("6.20.1", arch), Strategy::V6_19);
             assert_eq!(s("7.0.13", arch), Strategy::V7_0);
             assert_eq!(s("7.1.3+deb13-cloud-amd64", arch), Strategy::V7_1);
-            assert_eq!(s("7.2.1", arch), Strategy::V7_1);
+            assert_eq!(s("7.2.13+deb14-cloud-amd64", arch), Strategy::V7_2);
             assert_eq!(s("7.3.4+deb13-cloud-arm64", arch), Strategy::V7_3);
             assert_eq!(s("8.0.0", arch), Strategy::V7_3);
         }

@@ -313,8 +313,13 @@ impl Fleet {
         // Every measuring guest reports its windows, counted or not, so that
         // a profiled guest runs exactly what a plain one does (same argv):
         // its instruction figures are the plain guest's.
-        let measuring = matches!(args.first().map(String::as_str), Some("bench" | "sweep"));
-        if job.program.is_none() && measuring {
+        // A crosscheck marks its flush-compared calls the same way, for
+        // kernels without the tlb:tlb_flush tracepoint.
+        let marking = matches!(
+            args.first().map(String::as_str),
+            Some("bench" | "sweep" | "crosscheck")
+        );
+        if job.program.is_none() && marking {
             args.insert(1, "--windows".into());
         }
         GuestJob {

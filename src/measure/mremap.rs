@@ -229,7 +229,7 @@ fn check_room(r: &Region) -> anyhow::Result<()> {
 
 impl KernelOp for MremapMove {
     fn phases(&self) -> Vec<Option<&'static str>> {
-        vec![Some("mremap"), Some("iteration")]
+        crate::workload::MREMAP_PHASES.map(Some).to_vec()
     }
 
     fn calls_per_iteration(&self) -> u64 {

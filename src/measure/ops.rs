@@ -171,7 +171,7 @@ struct ProtTransition {
 
 impl KernelOp for ProtTransition {
     fn phases(&self) -> Vec<Option<&'static str>> {
-        vec![Some("none-to-rw"), Some("rw-to-none")]
+        crate::workload::PROT_TRANSITION_PHASES.map(Some).to_vec()
     }
     fn calls_per_iteration(&self) -> u64 {
         self.regions.len() as u64

@@ -210,6 +210,26 @@ pub fn model_row(
     Ok(Some(per_call))
 }
 
+/// The model's row for each observed cell; cells the model does not count
+/// (reclaim, mremap-move's whole iteration, several regions) are left out.
+pub fn with_model_rows(obs: Vec<Observed>) -> anyhow::Result<Vec<Cell>> {
+    let mut cells = Vec::new();
+    for o in obs {
+        let row = model_row(
+            o.arch,
+            o.strategy,
+            o.workload,
+            o.size_bytes,
+            o.folio,
+            o.phase.as_deref(),
+        )?;
+        if let Some(counters) = row {
+            cells.push(Cell::new(o, counters));
+        }
+    }
+    Ok(cells)
+}
+
 /// What went into a fit and what it gave.
 #[derive(Clone, Debug)]
 pub struct CostModel {

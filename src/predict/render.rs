@@ -32,6 +32,8 @@ pub struct Report {
     /// The fit's largest |relative residual| on its own cells.
     pub fit_max_residual: f64,
     pub costs: Vec<Cost>,
+    /// Each fit cell, measured and as the fit gives it (in sample).
+    pub fitted: Vec<Fitted>,
     /// Costs that one fit kernel alone puts more than 10% away from the
     /// pooled fit.
     pub differences: Vec<Difference>,
@@ -39,6 +41,18 @@ pub struct Report {
     /// Predicted against measured ratios to a fit kernel, where both
     /// kernels measured the cell.
     pub ratios: Vec<Ratio>,
+}
+
+/// One fit cell: its measured figure, and the fit's.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fitted {
+    pub kernel: String,
+    pub workload: WorkloadKind,
+    pub cell: String,
+    pub measured: f64,
+    pub fitted: f64,
+    /// (fitted − measured) / measured.
+    pub residual: f64,
 }
 
 /// A cost that differs between kernels.
@@ -68,8 +82,14 @@ pub struct Ratio {
     pub functions_changed: Vec<(String, f64)>,
 }
 
+/// A relative residual as `+1.8%`, never `-0.0%`.
+pub fn pct(r: f64) -> String {
+    let v = (r * 1000.0).round() / 10.0;
+    format!("{:+.1}%", if v == 0.0 { 0.0 } else { v })
+}
+
 /// Up to three names, and how many more.
-fn few(names: &[String]) -> String {
+pub fn few(names: &[String]) -> String {
     match names.len() {
         0..=3 => names.join(", "),
         n => format!("{} and {} more", names[..3].join(", "), n - 3),
@@ -104,6 +124,32 @@ fn functions_changed(base: &Observed, new: &Observed) -> Vec<(String, f64)> {
     d
 }
 
+/// What a prediction's figure rests on, or why it has none: empty for a
+/// figure the fit determines.
+pub fn note(p: &Prediction) -> String {
+    if p.predicted.is_some() {
+        return if p.unseparated.is_empty() {
+            String::new()
+        } else {
+            format!("extrapolated: splits {}", few(&p.unseparated))
+        };
+    }
+    if p.lacking.is_empty() {
+        return "the fitted costs give a figure at or below zero here: they do not transfer".into();
+    }
+    let would: Vec<&str> = p.would_identify.iter().map(|w| w.name()).collect();
+    let mut note = format!("no fit cell executes {}", p.lacking.join(", "));
+    if would.is_empty() {
+        note.push_str("; no workload on the fit kernels executes these: fit on a kernel that does");
+    } else {
+        note.push_str(&format!(
+            "; measuring {} on the fit kernels would give its cost",
+            would.join(" or ")
+        ));
+    }
+    note
+}
+
 impl Report {
     /// Assemble the report of `model` and its `predictions`.
     pub fn new(model: &CostModel, predictions: Vec<Prediction>) -> anyhow::Result<Report> {
@@ -131,7 +177,9 @@ impl Report {
                         continue;
                     };
                     if let (Some(a_v), Some(p_v)) = (a.instructions, p.instructions) {
-                        if p_v != 0.0 && ((a_v - p_v) / p_v).abs() > DIFFERS {
+                        // Costs that both print as 0.0 do not differ.
+                        let zero = a_v.abs() < 0.05 && p_v.abs() < 0.05;
+                        if !zero && p_v != 0.0 && ((a_v - p_v) / p_v).abs() > DIFFERS {
                             differences.push(Difference {
                                 counter: a.counter.clone(),
                                 kernel: k.clone(),
@@ -171,6 +219,19 @@ impl Report {
                 }
             }
         }
+        let fitted = model
+            .cells
+            .iter()
+            .zip(&model.fit.residuals)
+            .map(|(c, r)| Fitted {
+                kernel: c.obs.kernel.clone(),
+                workload: c.obs.workload,
+                cell: c.obs.label(),
+                measured: c.obs.instructions,
+                fitted: c.obs.instructions * (1.0 + r),
+                residual: *r,
+            })
+            .collect();
         Ok(Report {
             schema: SCHEMA,
             arch: model.arch,
@@ -180,6 +241,7 @@ impl Report {
             fit_cells: model.cells.len(),
             fit_max_residual: model.fit.residuals.iter().fold(0.0, |m, r| m.max(r.abs())),
             costs,
+            fitted,
             differences,
             predictions,
             ratios,
@@ -255,37 +317,11 @@ impl Report {
             .right("residual")
             .left("note");
         for p in &self.predictions {
-            let (pred, res, note) = match (p.predicted, p.residual) {
-                (Some(v), Some(r)) => {
-                    let note = if p.unseparated.is_empty() {
-                        String::new()
-                    } else {
-                        format!("extrapolated: splits {}", few(&p.unseparated))
-                    };
-                    (fixed(v, 0), format!("{:+.1}%", r * 100.0), note)
-                }
-                _ if p.lacking.is_empty() => (
-                    "-".into(),
-                    "-".into(),
-                    "the fitted costs give a figure at or below zero here: they do not transfer"
-                        .into(),
-                ),
-                _ => {
-                    let would: Vec<&str> = p.would_identify.iter().map(|w| w.name()).collect();
-                    let mut note = format!("no fit cell executes {}", p.lacking.join(", "));
-                    if would.is_empty() {
-                        note.push_str(
-                            "; no workload on the fit kernels executes these: fit on a kernel that does",
-                        );
-                    } else {
-                        note.push_str(&format!(
-                            "; measuring {} on the fit kernels would give its cost",
-                            would.join(" or ")
-                        ));
-                    }
-                    ("-".into(), "-".into(), note)
-                }
+            let (pred, res) = match (p.predicted, p.residual) {
+                (Some(v), Some(r)) => (fixed(v, 0), pct(r)),
+                _ => ("-".into(), "-".into()),
             };
+            let note = note(p);
             t.row([
                 p.cell.kernel.clone(),
                 p.cell.workload.name().to_string(),
@@ -294,6 +330,27 @@ impl Report {
                 pred,
                 res,
                 note,
+            ]);
+        }
+        t
+    }
+
+    fn fitted_table(&self) -> Table {
+        let mut t = Table::new()
+            .left("kernel")
+            .left("workload")
+            .left("cell")
+            .right("measured")
+            .right("fitted")
+            .right("residual");
+        for f in &self.fitted {
+            t.row([
+                f.kernel.clone(),
+                f.workload.name().to_string(),
+                f.cell.clone(),
+                fixed(f.measured, 0),
+                fixed(f.fitted, 0),
+                pct(f.residual),
             ]);
         }
         t
@@ -320,9 +377,8 @@ impl Report {
                 format!("{} -> {}", r.base_kernel, r.kernel),
                 format!("{:.2}x", r.measured_ratio),
                 r.predicted_ratio.map_or("-".into(), |v| format!("{v:.2}x")),
-                r.predicted_ratio.map_or("-".into(), |v| {
-                    format!("{:+.1}%", (v / r.measured_ratio - 1.0) * 100.0)
-                }),
+                r.predicted_ratio
+                    .map_or("-".into(), |v| pct(v / r.measured_ratio - 1.0)),
                 r.functions_changed
                     .iter()
                     .map(|(f, d)| format!("{f} {d:+.0}"))
@@ -369,6 +425,8 @@ impl Report {
         let mut s = format!("{}\n", self.headline());
         s.push_str(&heading("Fitted costs"));
         s.push_str(&table(&self.cost_table()));
+        s.push_str(&heading("Fit cells: measured and fitted (in sample)"));
+        s.push_str(&table(&self.fitted_table()));
         let diffs = self.difference_lines();
         if !diffs.is_empty() {
             s.push_str(&heading(

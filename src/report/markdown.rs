@@ -496,6 +496,7 @@ fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
             ("published", &c.published),
             ("measured", &c.measured),
             ("model", &c.model),
+            ("predicted", &c.predicted),
         ] {
             if let Some(v) = v {
                 text.push_str(&format!(" {what}: {};", md(v)));

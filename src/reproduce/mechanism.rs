@@ -257,6 +257,7 @@ fn row(m: &Mechanism, g: &GuestEvidence) -> ClaimRow {
         published: None,
         measured: None,
         model: None,
+        predicted: None,
         verdict: String::new(),
     };
     match count(m, g) {

@@ -15,6 +15,7 @@ pub mod guests;
 pub mod in_guests;
 pub mod mechanism;
 pub mod on_slurm;
+pub mod predicted;
 
 use ptelab_model::workload::ModelOutcome;
 
@@ -76,6 +77,8 @@ pub struct Evidence {
     pub unavailable: Vec<(WorkloadKind, String)>,
     /// Cells measured in guests of other kernels (`--kernels`).
     pub guests: GuestEvidence,
+    /// The cost model fitted on the guests' cells ([`predicted`]).
+    pub predicted: predicted::Predicted,
 }
 
 impl Evidence {
@@ -120,6 +123,42 @@ impl Evidence {
 }
 
 pub use crate::report::view::ClaimRow;
+
+/// A claim as `reproduce` prints it: the claim, its published, measured,
+/// modelled and predicted lines, and the verdict.
+pub fn claim_text(r: &ClaimRow) -> String {
+    let mut s = format!("  claim: {}\n", r.claim);
+    for (label, v) in [
+        ("published", &r.published),
+        ("measured", &r.measured),
+        ("model", &r.model),
+        ("predicted", &r.predicted),
+    ] {
+        if let Some(v) = v {
+            s.push_str(&format!("    {label:>9}: {v}\n"));
+        }
+    }
+    s.push_str(&format!("    {:>9}: {}\n", "verdict", r.verdict));
+    s
+}
+
+/// The cost model's paragraph of `reproduce`'s text: what each arch's costs
+/// were fitted on, or why not; empty without TCG guests.
+pub fn cost_model_text(p: &predicted::Predicted) -> String {
+    let lines = p.summary();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut s = "cost model (docs/model.md, \"The cost model\"): guest instructions per call = \
+                 fixed + sum of model counter x cost, fitted per arch on this run's counted \
+                 mprotect-toggle cells; \"extrapolated\" marks a cell that mixes counters the \
+                 fit saw only in fixed proportions (their joint cost split evenly):\n"
+        .to_string();
+    for l in lines {
+        s.push_str(&format!("  {l}\n"));
+    }
+    s
+}
 
 const K: u64 = 1 << 10;
 const M: u64 = 1 << 20;

@@ -81,7 +81,26 @@ impl WorkloadKind {
             WorkloadKind::Reclaim => 64 << 20,
         }
     }
+
+    /// The phases a bench of this workload measures, one cell each, when
+    /// their names do not depend on the kernel: empty for a workload timed
+    /// as one unnamed phase; None for reclaim, whose one phase is named
+    /// after the reclaim method the guest kernel allows.
+    pub fn phases(self) -> Option<&'static [&'static str]> {
+        match self {
+            WorkloadKind::MprotectRoRw | WorkloadKind::MprotectToggle => Some(&[]),
+            WorkloadKind::MremapMove => Some(&MREMAP_PHASES),
+            WorkloadKind::ProtTransition => Some(&PROT_TRANSITION_PHASES),
+            WorkloadKind::Reclaim => None,
+        }
+    }
 }
+
+/// prot-transition's phases, in the order the runner reports them.
+pub const PROT_TRANSITION_PHASES: [&str; 2] = ["none-to-rw", "rw-to-none"];
+
+/// mremap-move's phases: the mremap call alone, and the whole iteration.
+pub const MREMAP_PHASES: [&str; 2] = ["mremap", "iteration"];
 
 impl std::fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -126,7 +126,7 @@ impl<A: Arch> Cx<A> {
     /// and apply it to the TLB model.
     pub fn arch_flush(&mut self, start: u64, end: u64, source: FlushSource) {
         let pages = end.saturating_sub(start);
-        let cost = self.arch.flush_cost(pages);
+        let cost = self.arch.flush_cost(start, pages);
         match source {
             FlushSource::ContpteConvert => self.counters.tlbi_sync += 1,
             FlushSource::MmuGather | FlushSource::FlushTlbRange => {

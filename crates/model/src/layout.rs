@@ -40,7 +40,8 @@ pub enum PteTweak {
     WrProtect,
     /// A write fault that reused the page in place (`wp_page_reuse()`:
     /// young, dirty, writable), e.g. after `page_mkwrite` on a shared file
-    /// mapping. Not applied inside an arm64 contig block.
+    /// mapping or on an exclusive page after fork. Inside an arm64 contig
+    /// block it unfolds the block first, as the kernel does.
     WriteFault,
     /// Soft-dirty set (`pte_mksoft_dirty()`). Also stands for a kernel built
     /// without `CONFIG_MEM_SOFT_DIRTY`, where the bit does not exist and so
@@ -333,10 +334,23 @@ fn apply_tweak<A: Arch>(cx: &mut Cx<A>, addr: u64, tweak: PteTweak) {
         }
         PteTweak::UffdWp if !cont => cx.poke(addr, arch.pte_mkuffd_wp(p)),
         PteTweak::WrProtect => wrprotect_at(cx, addr),
-        PteTweak::WriteFault if !cont => cx.poke(
-            addr,
-            arch.pte_mkwrite(arch.pte_mkdirty(arch.pte_mkyoung(p))),
-        ),
+        PteTweak::WriteFault => {
+            // A write fault changes the write bit, which arm64's
+            // contpte_ptep_set_access_flags() cannot do across a contig
+            // block: it unfolds the block first.
+            if cont {
+                let (b, n) = block_of(cx, addr);
+                for a in b..b + n {
+                    let q = cx.peek(a);
+                    cx.poke(a, arch.pte_mknoncont(q));
+                }
+            }
+            let p = cx.peek(addr);
+            cx.poke(
+                addr,
+                arch.pte_mkwrite(arch.pte_mkdirty(arch.pte_mkyoung(p))),
+            );
+        }
         PteTweak::SoftDirty if !cont => cx.poke(addr, arch.pte_mksoft_dirty(p)),
         _ => {}
     }

@@ -271,21 +271,25 @@ pub enum Strategy {
     V6_19,
     /// v7.0: Baolin Wang's batched `folio_referenced_one()` (reclaim).
     V7_0,
-    /// v7.1 (and 7.2): the small-folio change 89e613bc0b2d.
+    /// v7.1: the small-folio change 89e613bc0b2d.
     V7_1,
+    /// v7.2: v7.1's paths; Debian's build (GCC 16) calls only the first
+    /// `pte_advance_pfn()` of an x86 `folio_pte_batch()` out of line again.
+    V7_2,
     /// v7.3: x86 `pte_modify()` out of line.
     V7_3,
 }
 
 impl Strategy {
     /// Every strategy, oldest kernel first.
-    pub const ALL: [Strategy; 7] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::V6_16,
         Strategy::V6_17,
         Strategy::V6_18,
         Strategy::V6_19,
         Strategy::V7_0,
         Strategy::V7_1,
+        Strategy::V7_2,
         Strategy::V7_3,
     ];
 
@@ -298,6 +302,7 @@ impl Strategy {
             Strategy::V6_19 => "v6.19",
             Strategy::V7_0 => "v7.0",
             Strategy::V7_1 => "v7.1",
+            Strategy::V7_2 => "v7.2",
             Strategy::V7_3 => "v7.3",
         }
     }
@@ -310,7 +315,8 @@ impl Strategy {
             Strategy::V6_18 => "v6.18",
             Strategy::V6_19 => "v6.19",
             Strategy::V7_0 => "v7.0",
-            Strategy::V7_1 => "v7.1, v7.2",
+            Strategy::V7_1 => "v7.1",
+            Strategy::V7_2 => "v7.2",
             Strategy::V7_3 => "v7.3",
         }
     }
@@ -333,7 +339,10 @@ impl Strategy {
                  prot_commit_flush_ptes call, x86 (GCC) gains out-of-line modify_prot_commit_ptes, \
                  pte_needs_flush and pte_advance_pfn calls"
             }
-            Strategy::V7_3 => "as v7.1, with pte_modify out of line in the x86 build",
+            Strategy::V7_2 => {
+                "as v7.1; the x86 build (GCC 16) calls one pte_advance_pfn per folio_pte_batch, not one per PTE"
+            }
+            Strategy::V7_3 => "as v7.1 (GCC 14 build), with pte_modify out of line in the x86 build",
         }
     }
 
@@ -450,7 +459,9 @@ impl Strategy {
     /// `folio_pte_batch_flags()` that returned `nr` (v6.17 … v7.0: the first
     /// only, the loop's are inlined; v7.1+: every one).
     pub fn folio_pte_batch_advances(self, nr: u64) -> u64 {
-        if self >= Strategy::V7_1 {
+        // A compiler's inlining choice, not a source change: the 7.1 and
+        // 7.3 builds (GCC 14) call every one, 7.2's (GCC 16) the first only.
+        if self >= Strategy::V7_1 && self != Strategy::V7_2 {
             nr
         } else {
             1
@@ -488,7 +499,8 @@ impl FromStr for Strategy {
             "v6.18" => Some(Strategy::V6_18),
             "v6.19" | "batched-v6.19" => Some(Strategy::V6_19),
             "v7.0" => Some(Strategy::V7_0),
-            "v7.1" | "v7.2" | "smallfast" | "small-fast" | "v3" => Some(Strategy::V7_1),
+            "v7.1" | "smallfast" | "small-fast" | "v3" => Some(Strategy::V7_1),
+            "v7.2" => Some(Strategy::V7_2),
             "v7.3" => Some(Strategy::V7_3),
             _ => None,
         };
@@ -513,7 +525,6 @@ mod tests {
             ("batched", Strategy::V6_17),
             ("batched-v6.19", Strategy::V6_19),
             ("smallfast", Strategy::V7_1),
-            ("v7.2", Strategy::V7_1),
         ] {
             assert_eq!(old.parse::<Strategy>().unwrap(), new, "{old}");
         }
@@ -574,6 +585,9 @@ mod tests {
         }
         assert_eq!(Strategy::V7_0.folio_pte_batch_advances(16), 1);
         assert_eq!(Strategy::V7_1.folio_pte_batch_advances(16), 16);
+        // Debian's 7.2.13 x86 build (GCC 16): the first only, counted.
+        assert_eq!(Strategy::V7_2.folio_pte_batch_advances(16), 1);
+        assert_eq!(Strategy::V7_3.folio_pte_batch_advances(16), 16);
         assert_eq!(Strategy::V6_17.vm_normal_page_pte_vals(), 1);
         assert_eq!(Strategy::V6_18.vm_normal_page_pte_vals(), 2);
         // The helpers that v3 marked __always_inline were inlined by GCC before it, too.

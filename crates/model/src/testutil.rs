@@ -105,6 +105,7 @@ pub fn all_arch_configs() -> Vec<(String, ArchConfig)> {
                     contpte,
                     bbml2,
                     tlbi_range: true,
+                    lpa2: false,
                 };
                 v.push((
                     format!("arm64/{}/contpte={contpte}/bbml2={bbml2}", g.name()),

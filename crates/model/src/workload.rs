@@ -86,6 +86,7 @@ impl ArchConfig {
             contpte: true,
             bbml2: false,
             tlbi_range: true,
+            lpa2: false,
         })
     }
 

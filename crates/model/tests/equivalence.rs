@@ -15,10 +15,10 @@ use ptelab_model::{
 fn arch_strategy() -> impl Strategy<Value = ArchConfig> {
     prop_oneof![
         3 => Just(ArchConfig::X86),
-        3 => (any::<bool>(), any::<bool>()).prop_map(|(bbml2, tlbi_range)| ArchConfig::Arm64(Arm64 {
-            granule: Granule::K4, contpte: true, bbml2, tlbi_range })),
-        1 => Just(ArchConfig::Arm64(Arm64 { granule: Granule::K4, contpte: false, bbml2: false, tlbi_range: true })),
-        1 => Just(ArchConfig::Arm64(Arm64 { granule: Granule::K64, contpte: true, bbml2: false, tlbi_range: true })),
+        3 => (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(bbml2, tlbi_range, lpa2)| ArchConfig::Arm64(Arm64 {
+            granule: Granule::K4, contpte: true, bbml2, tlbi_range, lpa2 })),
+        1 => Just(ArchConfig::Arm64(Arm64 { granule: Granule::K4, contpte: false, bbml2: false, tlbi_range: true, lpa2: false })),
+        1 => Just(ArchConfig::Arm64(Arm64 { granule: Granule::K64, contpte: true, bbml2: false, tlbi_range: true, lpa2: false })),
     ]
 }
 

@@ -60,6 +60,7 @@ fn arch_of(rng: &mut Rng) -> ArchConfig {
             contpte,
             bbml2,
             tlbi_range,
+            lpa2: false,
         })
     };
     match rng.below(8) {

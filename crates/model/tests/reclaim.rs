@@ -24,6 +24,7 @@ fn arm64(contpte: bool) -> Arm64 {
         contpte,
         bbml2: false,
         tlbi_range: true,
+        lpa2: false,
     }
 }
 

@@ -121,6 +121,7 @@ fn arm64_partial_blocks_unfold_in_both_versions() {
         contpte: true,
         bbml2: false,
         tlbi_range: true,
+        lpa2: false,
     };
     for s in [Strategy::V6_16, Strategy::V6_17] {
         let c = first_call(a, s, 8, 16, Prot::Read);
@@ -610,6 +611,7 @@ fn ledger_arm64_no_contpte_toggle_64k() {
         contpte: false,
         bbml2: false,
         tlbi_range: true,
+        lpa2: false,
     });
     insta::assert_json_snapshot!(ledger(a, Workload::MprotectToggle, 256 * K, 64 * K, 0));
 }

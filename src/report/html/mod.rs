@@ -520,6 +520,7 @@ fn claims_table(claims: &[ClaimRow]) -> String {
         .left("published")
         .left("measured")
         .left("model")
+        .left("predicted (cost model)")
         .left("verdict");
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     for c in claims {
@@ -529,6 +530,7 @@ fn claims_table(claims: &[ClaimRow]) -> String {
             dash(&c.published),
             dash(&c.measured),
             dash(&c.model),
+            dash(&c.predicted),
             c.verdict.clone(),
         ]);
     }

@@ -188,6 +188,7 @@ pub(crate) mod tests {
                 published: Some("3453 -> 5993 ns (1.74x)".into()),
                 measured: Some("1.74x".into()),
                 model: Some("folio lookups 2.00x".into()),
+                predicted: None,
                 verdict: "reproduced".into(),
             })
             .build()

@@ -415,6 +415,10 @@ pub struct ClaimRow {
     pub published: Option<String>,
     pub measured: Option<String>,
     pub model: Option<String>,
+    /// The cost model's figures beside the measured guest cells (guest
+    /// instructions per call), or why there are none.
+    #[serde(default)]
+    pub predicted: Option<String>,
     pub verdict: String,
 }
 

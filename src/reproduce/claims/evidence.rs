@@ -8,6 +8,7 @@ use crate::analysis::bias::{self, within, BiasUsed, GuestCell};
 use crate::guest::source::Version;
 use crate::record::Metric;
 use crate::reproduce::guests::GuestEvidence;
+pub(super) use crate::reproduce::predicted::At;
 use crate::reproduce::{ClaimRow, Evidence};
 use crate::workload::Arch;
 use crate::workload::{FolioSpec, WorkloadKind};
@@ -19,6 +20,7 @@ pub(super) fn row(seed: &str, claim: &str) -> ClaimRow {
         published: None,
         measured: None,
         model: None,
+        predicted: None,
         verdict: String::new(),
     }
 }
@@ -74,7 +76,9 @@ impl Delta {
         let bias = match &self.bias {
             Some(Ok(b)) if self.within_bias() => format!(", {}", b.within_words()),
             Some(Ok(b)) => format!(", guest bias {}", b.words()),
-            Some(Err(why)) => format!(", {why}"),
+            // The command that calibrates it is said once per claim
+            // (`measured_line`).
+            Some(Err(_)) => ", guest bias not calibrated".into(),
             None => String::new(),
         };
         format!(
@@ -121,7 +125,17 @@ pub(super) fn guests_words(arch: Arch, d: &Delta) -> String {
 /// saying why it is missing) when no cell was compared.
 pub(super) fn measured_line(arch: Arch, d: Option<Delta>, what: &str, parts: &[String]) -> String {
     match d {
-        Some(d) => format!("{}{what}: {}", guests_words(arch, &d), parts.join("; ")),
+        Some(d) => {
+            let remedy = match &d.bias {
+                Some(Err(why)) => format!(" ({why})"),
+                _ => String::new(),
+            };
+            format!(
+                "{}{what}: {}{remedy}",
+                guests_words(arch, &d),
+                parts.join("; ")
+            )
+        }
         None => parts.join("; "),
     }
 }
@@ -260,6 +274,38 @@ pub(super) fn pct(before: f64, after: f64) -> f64 {
     (after / before - 1.0) * 100.0
 }
 
+/// The cost model's line for `cells` of `w` on `arch`, on the kernels that
+/// bracket change `key` (the cells the measured line compares); `None` when
+/// they were not measured, which the measured line says.
+pub(super) fn predicted_line(
+    ev: &Evidence,
+    arch: Arch,
+    key: &str,
+    w: WorkloadKind,
+    cells: &[At],
+) -> Option<String> {
+    let bracket = ev.guests.bracket(arch, w, key).ok()?;
+    ev.predicted.between(&ev.guests, arch, bracket, w, cells)
+}
+
+/// The lines of several arches as one.
+pub(super) fn joined(lines: impl IntoIterator<Item = Option<String>>) -> Option<String> {
+    let v: Vec<String> = lines.into_iter().flatten().collect();
+    (!v.is_empty()).then(|| v.join(". "))
+}
+
+/// The cells of [`per_folio_claim`]'s parts.
+pub(super) fn folio_cells<'a>(
+    size: u64,
+    parts: &[(&str, FolioSpec, f64)],
+    phase: Option<&'a str>,
+) -> Vec<At<'a>> {
+    parts
+        .iter()
+        .map(|(name, folio, _)| At::new(*name, size, *folio, phase))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,9 +364,9 @@ mod tests {
         let d = delta(Some(Err("guest bias not calibrated for …".into())));
         assert_eq!(d.noise_pct(), 1.0);
         assert_eq!(d.judge(-10.9), Word::PartlyReproduced);
-        assert!(d
-            .figures()
-            .ends_with("(-1.7%, guest bias not calibrated for …)"));
+        assert!(d.figures().ends_with("(-1.7%, guest bias not calibrated)"));
+        assert!(measured_line(Arch::Arm64, Some(d), "", &["4K".into()])
+            .ends_with(": 4K (guest bias not calibrated for …)"));
         // Time has no guest bias.
         let d = Delta {
             metric: Metric::Time,

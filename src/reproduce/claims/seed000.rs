@@ -35,6 +35,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         Word::all(&words),
         &format!("published {}", published_pcts(&arm)),
     );
+    r.predicted = predicted_line(ev, Arch::Arm64, key, w, &folio_cells(size, &arm, None));
     if let (Some(a), Some(b)) = (
         ev.model(Arch::Arm64, w, size, f64k, "v6.16"),
         ev.model(Arch::Arm64, w, size, f64k, "v6.17"),
@@ -76,6 +77,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         why.push_str("; the published seconds include the memset and re-touch of the whole region in every loop, which ptelab does not time");
     }
     r.verdict = verdict(Word::all(&words), &why);
+    r.predicted = predicted_line(ev, Arch::X86_64, key, w, &folio_cells(size, &x86, None));
     if let (Some(a), Some(b)) = (
         ev.model(Arch::X86_64, w, size, FolioSpec::Base, "v6.16"),
         ev.model(Arch::X86_64, w, size, FolioSpec::Base, "v6.17"),

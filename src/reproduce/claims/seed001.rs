@@ -16,6 +16,14 @@ fn regression_sizes(quick: bool) -> Vec<u64> {
         .collect()
 }
 
+/// Seed 001's order-0 cells at `sizes`, labelled as its rows are.
+fn size_cells(sizes: &[u64]) -> Vec<At<'static>> {
+    sizes
+        .iter()
+        .map(|&s| At::new(format!("{} KiB", s / K), s, FolioSpec::Base, None))
+        .collect()
+}
+
 pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
     let w = WorkloadKind::MprotectToggle;
     let f4k = FolioSpec::Base;
@@ -63,6 +71,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
             word,
             "a regression of at least 1.5x at every size from 400 KiB counts as reproduced",
         );
+        r.predicted = predicted_line(ev, arch, "mprotect-batching", w, &size_cells(&sizes));
         if arch == Arch::X86_64 {
             if let (Some(a), Some(b)) = (
                 ev.model(Arch::X86_64, w, 4000 * K, f4k, "v6.16"),
@@ -98,6 +107,13 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
                 guests_words(Arch::X86_64, &d),
                 d.figures()
             ));
+            r.predicted = predicted_line(
+                ev,
+                Arch::X86_64,
+                "mprotect-batching",
+                w,
+                &size_cells(&[4000 * K]),
+            );
             r.verdict = verdict(
                 if d.pct() >= d.noise_pct() {
                     Word::Reproduced
@@ -131,6 +147,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
     r.published = Some("\"It is also still present in the latest 6.19 kernel.\"".into());
     let mut parts = Vec::new();
     let mut words = Vec::new();
+    let mut predicted = Vec::new();
     for arch in guest_arches(ev) {
         if g.versions(arch, w).is_empty() {
             parts.push(g.why_missing(arch, None, w));
@@ -140,6 +157,13 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         let before_fix = g.bracket(arch, w, "small-folio-mprotect").map(|b| b.0);
         match (before_batching, before_fix) {
             (Ok(old), Ok(last)) if last != old => {
+                predicted.push(ev.predicted.between(
+                    g,
+                    arch,
+                    (old, last),
+                    w,
+                    &size_cells(&[4000 * K]),
+                ));
                 let pick = |v| g.cell(arch, v, w, 4000 * K, f4k, None);
                 if let (Some(a), Some(b)) = (pick(old), pick(last)) {
                     let ratio = b.ns_per_call.median / a.ns_per_call.median;
@@ -166,6 +190,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         Word::all(&words),
         "at least 1.5x the last kernel without batching",
     );
+    r.predicted = joined(predicted);
     rows.push(r);
 
     // The 2026 fix.
@@ -210,6 +235,11 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         });
     }
     r.measured = Some(parts.join(". "));
+    r.predicted = joined(
+        guest_arches(ev)
+            .into_iter()
+            .map(|arch| predicted_line(ev, arch, "small-folio-mprotect", w, &size_cells(&sizes))),
+    );
     r.verdict = verdict(
         Word::all(&words),
         "at least 2.5% fewer per call (half the published minimum of 5%) at every size from 400 KiB counts as reproduced",

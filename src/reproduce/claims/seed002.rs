@@ -23,6 +23,7 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
     let (m, words, d) = per_folio_claim(ev, Arch::Arm64, key, w, M, &parts, phase);
     r.measured = Some(measured_line(Arch::Arm64, d, ", 1M", &m));
     r.verdict = verdict(Word::all(&words), &format!("published -36.8%; {note}"));
+    r.predicted = predicted_line(ev, Arch::Arm64, key, w, &folio_cells(M, &parts, phase));
     if let (Some(a), Some(b)) = (
         ev.model(Arch::Arm64, w, M, f64k, "v6.16"),
         ev.model(Arch::Arm64, w, M, f64k, "v6.17"),
@@ -43,6 +44,7 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
     );
     r.published = Some("\"No regression is observed for small folios.\"".into());
     let mut measured = Vec::new();
+    let mut predicted = Vec::new();
     let mut words = Vec::new();
     for (arch, folios) in [
         (Arch::Arm64, vec![("4K", FolioSpec::Base, 0.0)]),
@@ -56,9 +58,17 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
         }
         let (m, w2, d) = per_folio_claim(ev, arch, key, w, M, &folios, phase);
         measured.push(measured_line(arch, d, ", 1M", &m));
+        predicted.push(predicted_line(
+            ev,
+            arch,
+            key,
+            w,
+            &folio_cells(M, &folios, phase),
+        ));
         words.extend(w2);
     }
     r.measured = Some(measured.join(". "));
+    r.predicted = joined(predicted);
     let word = Word::all(&words);
     let mut why = "within 3% counts as no regression".to_string();
     if let (true, Ok(d)) = (

@@ -54,6 +54,16 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
         }
     }
     r.measured = Some(measured_line(Arch::Arm64, used.clone(), "", &measured));
+    let cells: Vec<At> = [4 * K, 400 * K]
+        .into_iter()
+        .flat_map(|size| {
+            ["none-to-rw", "rw-to-none"].map(|p| {
+                let label = format!("{} {p}", crate::workload::size::format_size(size));
+                At::new(label, size, f4k, Some(p))
+            })
+        })
+        .collect();
+    r.predicted = predicted_line(ev, Arch::Arm64, key, w, &cells);
     let mut word = Word::all(&words);
     let mut why =
         "published -10.9%; rw-to-none is shown for contrast (no published figure)".to_string();
@@ -128,6 +138,13 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
         Some("none-to-rw"),
     );
     measured.push(measured_line(Arch::X86_64, d, "", &m));
+    r.predicted = predicted_line(
+        ev,
+        Arch::X86_64,
+        key,
+        w,
+        &[At::new("400K none-to-rw", 400 * K, f4k, Some("none-to-rw"))],
+    );
     words.extend(w2);
     r.measured = Some(measured.join(". "));
     r.verdict = verdict(

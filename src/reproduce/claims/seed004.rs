@@ -43,6 +43,16 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
             measured.push_str(&format!("; 4K control {}", c.figures()));
         }
         r.measured = Some(measured);
+        r.predicted = predicted_line(
+            ev,
+            arch,
+            key,
+            w,
+            &[
+                At::new("64K", size, f64k, None),
+                At::new("4K control", size, FolioSpec::Base, None),
+            ],
+        );
         let why = match &lru {
             Some(p) => format!("published {figure:+.1}%; a guest reclaimed through {p}, not MGLRU"),
             None => format!("published {figure:+.1}%"),

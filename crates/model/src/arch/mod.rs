@@ -152,8 +152,8 @@ pub trait Arch: Copy + Debug + Send + Sync + 'static {
     fn max_tlb_span(&self) -> u64 {
         1
     }
-    /// Hardware cost of an arch range flush of `pages` pages.
-    fn flush_cost(&self, pages: u64) -> FlushCost;
+    /// Hardware cost of an arch range flush of `pages` pages from page `start`.
+    fn flush_cost(&self, start: u64, pages: u64) -> FlushCost;
 
     /// `tlb_flush(tlb)` for an mmu_gather whose hull is `[start, end)`:
     /// arch/x86/include/asm/tlb.h → `flush_tlb_mm_range()`;

@@ -351,7 +351,7 @@ impl Arch for X86 {
     }
 
     /// `flush_tlb_mm_range()`: INVLPG per page up to the ceiling, else a full flush.
-    fn flush_cost(&self, pages: u64) -> FlushCost {
+    fn flush_cost(&self, _start: u64, pages: u64) -> FlushCost {
         if pages > TLB_SINGLE_PAGE_FLUSH_CEILING {
             FlushCost { full: true, ops: 1 }
         } else {

@@ -75,6 +75,11 @@ pub struct Arm64 {
     pub bbml2: bool,
     /// `system_supports_tlb_range()` (FEAT_TLBIRANGE, Armv8.4).
     pub tlbi_range: bool,
+    /// `lpa2_is_enabled()`: 52-bit VA with 4K or 16K pages on a CPU with
+    /// FEAT_LPA2 (Debian's arm64 builds under QEMU's `-cpu max`). Range
+    /// TLBIs then address 64K units, so a flush issues single-page TLBIs
+    /// until its start reaches a 64K boundary.
+    pub lpa2: bool,
 }
 
 impl Arm64 {
@@ -114,23 +119,33 @@ impl Arm64 {
         pte.set(PteBits::CONT)
     }
 
-    /// `__flush_tlb_range_op()` instruction count for `pages` pages.
-    fn range_ops(&self, mut pages: u64) -> u64 {
+    /// `__flush_tlb_range_op()` instruction count for `pages` pages from
+    /// page `start` (stride one page).
+    fn range_ops(&self, mut start: u64, mut pages: u64) -> u64 {
         if !self.tlbi_range {
             return pages;
         }
+        let unit = (64 << 10) >> self.granule.page_shift();
         let mut ops = 0;
         let mut scale: i32 = 3;
         while pages > 0 {
-            if pages == 1 || scale < 0 {
+            if scale < 0 {
                 ops += pages;
                 break;
+            }
+            if pages == 1 || (self.lpa2 && !start.is_multiple_of(unit)) {
+                ops += 1;
+                pages -= 1;
+                start += 1;
+                continue;
             }
             let shift = 5 * scale as u32 + 1;
             let num = (pages.min(32 << shift) >> shift) as i64 - 1;
             if num >= 0 {
+                let done = ((num + 1) as u64) << shift;
                 ops += 1;
-                pages -= ((num + 1) as u64) << shift;
+                pages -= done;
+                start += done;
             }
             scale -= 1;
         }
@@ -331,7 +346,7 @@ impl Arch for Arm64 {
     }
 
     /// `__flush_tlb_range()`: ASID-wide above the limit, else range/single TLBIs.
-    fn flush_cost(&self, pages: u64) -> FlushCost {
+    fn flush_cost(&self, start: u64, pages: u64) -> FlushCost {
         let over =
             (!self.tlbi_range && pages >= self.ptrs_per_pte()) || pages > MAX_TLBI_RANGE_PAGES;
         if over {
@@ -339,7 +354,7 @@ impl Arch for Arm64 {
         } else {
             FlushCost {
                 full: false,
-                ops: self.range_ops(pages),
+                ops: self.range_ops(start, pages),
             }
         }
     }
@@ -551,5 +566,48 @@ impl Arch for Arm64 {
             b += c;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arm(lpa2: bool) -> Arm64 {
+        Arm64 {
+            granule: Granule::K4,
+            contpte: true,
+            bbml2: false,
+            tlbi_range: true,
+            lpa2,
+        }
+    }
+
+    #[test]
+    fn range_tlbis_decompose_by_scale() {
+        let a = arm(false);
+        for (pages, ops) in [(1, 1), (16, 1), (17, 2), (100, 2), (512, 1), (513, 2)] {
+            assert_eq!(a.range_ops(0, pages), ops, "{pages} pages");
+            // Without LPA2 the start does not matter.
+            assert_eq!(a.range_ops(5, pages), ops, "{pages} pages from 5");
+        }
+        let no_range = Arm64 {
+            tlbi_range: false,
+            ..a
+        };
+        assert_eq!(no_range.range_ops(3, 100), 100);
+    }
+
+    /// What Debian's arm64 6.16.12 guest issued (ptelab's QEMU plugin):
+    /// mprotect of pages [4, 60) of 64K folios, 12 single-page TLBIs and
+    /// one range; 100 pages from 2 pages before a 64K boundary, 2 and 2.
+    #[test]
+    fn lpa2_flushes_single_pages_up_to_a_64k_boundary() {
+        let a = arm(true);
+        assert_eq!(a.range_ops(4, 56), 12 + 1);
+        assert_eq!(a.range_ops(14, 100), 2 + 2);
+        assert_eq!(a.range_ops(0, 100), 2);
+        assert_eq!(a.range_ops(3, 10), 10);
+        assert_eq!(a.flush_cost(16, 10).ops, 1);
     }
 }
