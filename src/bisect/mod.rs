@@ -258,6 +258,7 @@ impl<'a> Prober<'a> {
             args: self.setup.args.clone(),
             program: None,
             disk: self.setup.disk,
+            setup: Default::default(),
         };
         if self.fleet.is_none() {
             self.fleet = Some(Fleet::prepare(

@@ -175,6 +175,14 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         let mut tags = args.out.tags.clone();
         tags.push("reproduce".into());
         ev.guests = in_guests::measure(&chosen, req, settings, store.as_ref(), &tags)?;
+        // Each guest cell's bias (`calibrate --guest`) is the noise of its
+        // change; read also under --no-store, from the database that exists.
+        ev.guests.biases = match &store {
+            Some(s) => s.guest_biases()?,
+            None => Store::open_existing(&args.out.db)
+                .and_then(|s| s.guest_biases())
+                .unwrap_or_default(),
+        };
         ev.predicted = crate::reproduce::predicted::Predicted::of(&ev.guests);
     }
 
