@@ -2,6 +2,7 @@ mod common;
 
 mod bench_cli;
 mod bisect_cli;
+mod calibrate_guest;
 mod crosscheck_cli;
 mod crosscheck_guest;
 mod doctor;

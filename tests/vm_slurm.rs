@@ -452,3 +452,200 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
         "{there}"
     );
 }
+
+#[test]
+fn bisect_on_slurm_needs_a_shared_database_and_its_flags_need_slurm() {
+    let db = TempDb::new();
+    let bisect = [
+        "bisect",
+        "--good",
+        "debian:6.16.12",
+        "--bad",
+        "debian:6.17.8",
+        "--arch",
+        "x86_64",
+    ];
+    let bench = ["--", "bench", "mprotect-toggle", "--size", "400K"];
+    for (extra, says) in [
+        (
+            &["--executor", "slurm", "--db", db.path()][..],
+            "reads each step's run back from a database every node reaches",
+        ),
+        (&["--executor", "slurm", "--no-store"], "and no --no-store"),
+        (
+            &["--partition", "p"],
+            "--partition goes with --executor slurm",
+        ),
+        (&["--resume"], "--resume goes with --executor slurm"),
+    ] {
+        ptelab()
+            .args(bisect)
+            .args(extra)
+            .args(bench)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(says));
+    }
+    // A tree's images are built here: the nodes read them from --cache.
+    let tree = tempfile::tempdir().unwrap();
+    ptelab()
+        .args(["bisect", "--repo"])
+        .arg(tree.path())
+        .args(["--good", "a", "--bad", "b", "--executor", "slurm"])
+        .args(["--db", "postgres://lab@localhost/x"])
+        .args(bench)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("pass --cache DIR"));
+}
+
+/// The bisect's state file, removed when dropped, so that the next run
+/// (local or through Slurm) measures again.
+struct BisectState(std::path::PathBuf);
+
+impl BisectState {
+    fn of(root: &std::path::Path, doc: &Value) -> BisectState {
+        let id = doc["bisect"]["id"].as_str().unwrap();
+        BisectState(root.join("bisect/state").join(format!("{id}.json")))
+    }
+}
+
+impl Drop for BisectState {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Seed 001's folio lookup bisected by its mechanism, locally and through
+/// Slurm and PostgreSQL: the endpoints go as one job array of two tasks,
+/// and the report (first bad, figures, verdicts) is the local one. Debian
+/// offers nothing between 6.16.12 and 6.17.8, so there is no step after
+/// the endpoints. Run again with `--resume`, the bisect takes every figure
+/// from its state file and submits nothing.
+#[test]
+fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
+    let Some((_server, slurm, pg, local)) = end_to_end("bisect_through_slurm", "bisect") else {
+        return;
+    };
+    let Some(image) = crate::common::cached_x86_image("6.17.8") else {
+        return;
+    };
+    // The kernel cache's root, shared with the tasks through --cache.
+    let root = std::path::Path::new(&image)
+        .ancestors()
+        .find(|p| p.ends_with("kernels"))
+        .and_then(|p| p.parent())
+        .unwrap()
+        .to_path_buf();
+    let common = [
+        "bisect",
+        "--good",
+        "debian:6.16.12",
+        "--bad",
+        "debian:6.17.8",
+        "--arch",
+        "x86_64",
+        "--metric",
+        "calls:vm_normal_page",
+        "--json",
+    ];
+    let bench = [
+        "--",
+        "bench",
+        "mprotect-toggle",
+        "--size",
+        "400K",
+        "--folio",
+        "4K",
+    ];
+    let run = |extra: &[&str], db: &str| -> (Value, String) {
+        let out = Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+            .envs(slurm.env())
+            .current_dir(local.dir())
+            .args(common)
+            .args(extra)
+            .args(["--db", db])
+            .args(bench)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        (
+            serde_json::from_slice(&out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (here, _) = run(&[], local.path());
+    // The state file of the local run would make the Slurm one resume.
+    drop(BisectState::of(&root, &here));
+    let cache = root.display().to_string();
+    let on_slurm = ["--executor", "slurm", "--time", "30", "--cache", &cache];
+    let (there, err) = run(&on_slurm, &pg);
+    let _state = BisectState::of(&root, &there);
+    assert!(
+        err.contains("submitted Slurm job") && err.contains(": 2 tasks (0,1)"),
+        "{err}"
+    );
+    assert!(!err.contains("resuming"), "{err}");
+    let (a, b) = (&here["bisect"], &there["bisect"]);
+    assert_eq!(b["first_bad"][0]["id"], "6.17.8", "{b}");
+    for key in ["id", "first_bad", "last_good", "classifier"] {
+        assert_eq!(a[key], b[key], "{key}: local {a} vs slurm {b}");
+    }
+    let steps = |s: &Value| -> Vec<(Value, Value, Value, Value)> {
+        s["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let m = &s["measurement"];
+                (
+                    s["id"].clone(),
+                    s["verdict"].clone(),
+                    m["figures"].clone(),
+                    m["release"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(steps(a), steps(b));
+    // 100 order-0 PTEs per call: a lookup on every other call, then on each.
+    assert_eq!(
+        (
+            b["classifier"]["good"].as_f64(),
+            b["classifier"]["bad"].as_f64()
+        ),
+        (Some(50.0), Some(100.0))
+    );
+    // Each step's run is in the shared database, tagged with the bisect.
+    let tag = format!("bisect:{}", b["id"].as_str().unwrap());
+    let runs = ptelab()
+        .args(["runs", "--json", "--db", &pg])
+        .output()
+        .unwrap();
+    assert_success(&runs);
+    let doc: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    fn tagged(v: &Value, tag: &str) -> usize {
+        match v {
+            Value::Object(o) => {
+                let here = o
+                    .get("tags")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| t.iter().any(|t| t == tag));
+                usize::from(here) + o.values().map(|v| tagged(v, tag)).sum::<usize>()
+            }
+            Value::Array(a) => a.iter().map(|v| tagged(v, tag)).sum(),
+            _ => 0,
+        }
+    }
+    assert_eq!(tagged(&doc, &tag), 2, "{doc}");
+
+    // Again, with --resume: every figure from the state file, no submission.
+    let mut resumed = on_slurm.to_vec();
+    resumed.push("--resume");
+    let (again, err) = run(&resumed, &pg);
+    assert!(
+        err.contains("resuming") && !err.contains("submitted"),
+        "{err}"
+    );
+    assert_eq!(again["bisect"]["first_bad"], b["first_bad"]);
+}

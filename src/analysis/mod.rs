@@ -8,6 +8,7 @@
 //! Pure apart from the bootstrap's CPU time: it reads stored runs and
 //! calibrations and returns a view; the renderers live in `report::compare`.
 
+pub mod bias;
 mod drift;
 #[cfg(test)]
 mod exact;

@@ -13,7 +13,8 @@ use super::rows::{hex, row, run_ref};
 use super::view::{CompareRow, CompareView, Method, Summary, SCHEMA};
 use crate::error::usage;
 use crate::record::CellResult;
-use crate::store::StoredRun;
+use crate::record::Metric;
+use crate::store::{GuestBias, StoredRun};
 
 /// Pair the kernel cells of two runs and compare them, correcting for machine
 /// drift when `--normalize auto` would. Pure apart from the bootstrap's CPU
@@ -43,6 +44,10 @@ pub struct Rules {
     pub normalize: Normalize,
     /// Where the noise threshold comes from.
     pub noise: NoiseRule,
+    /// The guest biases stored (`calibrate --guest`): instruction counts
+    /// of guest runs are judged against each cell's (None: not looked up,
+    /// as with `--noise`).
+    pub guest_biases: Option<Vec<GuestBias>>,
 }
 
 impl Default for Rules {
@@ -51,6 +56,7 @@ impl Default for Rules {
             across_folios: false,
             normalize: Normalize::Auto,
             noise: NoiseRule::Fixed,
+            guest_biases: None,
         }
     }
 }
@@ -144,11 +150,21 @@ pub fn compare_runs_paired(
     let results =
         compare_grid(&inputs, opts).map_err(|e| usage(format!("bad comparison option: {e}")))?;
 
-    let rows: Vec<CompareRow> = pairs
+    let mut rows: Vec<CompareRow> = pairs
         .iter()
         .zip(&results)
         .map(|(&(x, y), r)| row(x, y, r))
         .collect();
+    let guest_bias = match &rules.guest_biases {
+        Some(biases) if metric == Metric::Instructions => Some(super::bias::judge_rows(
+            &mut rows,
+            &pairs,
+            biases,
+            (a, b),
+            opts.alpha,
+        )),
+        _ => None,
+    };
     let family = results.iter().filter(|r| r.p_adjusted.is_some()).count();
     Ok(CompareView {
         schema: SCHEMA,
@@ -167,6 +183,7 @@ pub fn compare_runs_paired(
             alpha: opts.alpha,
             noise: opts.noise,
             noise_source,
+            guest_bias,
             min_samples: opts.min_samples,
             replicated: None,
         },

@@ -133,6 +133,7 @@ pub fn compare_replicated(
                 "default; the runs' own spread is in each interval, so no calibration applies"
                     .into()
             },
+            guest_bias: None,
             min_samples: opts.min_samples,
             replicated: Some(Replicated {
                 runs_a: runs_a.len(),
@@ -205,6 +206,7 @@ fn replicated_row(
         seed: None,
         verdict: verdict_kind(&verdict),
         reason,
+        guest_bias: None,
         run_sd: est.map(|e| e.sd),
     }
 }

@@ -68,6 +68,7 @@ pub(super) fn row(a: Option<&CellResult>, b: Option<&CellResult>, r: &Comparison
         seed: est.map(|e| hex(e.seed)),
         verdict,
         reason,
+        guest_bias: None,
         run_sd: None,
     }
 }

@@ -53,6 +53,10 @@ pub struct Method {
     /// Where the threshold came from, in words (`--noise`, the default, or
     /// the machine's calibration).
     pub noise_source: String,
+    /// Guest runs: which guest biases (`calibrate --guest`) were each
+    /// cell's noise threshold, and the command for cells none covers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_bias: Option<String>,
     pub min_samples: usize,
     /// Set when each side is several runs and the run is the unit
     /// (`ptelab_stats::replicated`).
@@ -107,6 +111,9 @@ pub enum VerdictKind {
     Regression,
     Improvement,
     NoChange,
+    /// A guest figure's change within the cell's guest bias
+    /// (`calibrate --guest`): no direction can be told.
+    WithinGuestBias,
     NotComparable,
 }
 
@@ -117,6 +124,7 @@ impl VerdictKind {
             VerdictKind::Regression => "REGRESSION",
             VerdictKind::Improvement => "improvement",
             VerdictKind::NoChange => "no change",
+            VerdictKind::WithinGuestBias => "within guest bias",
             VerdictKind::NotComparable => "not comparable",
         }
     }
@@ -155,6 +163,10 @@ pub struct CompareRow {
     pub verdict: VerdictKind,
     /// Why there is no verdict.
     pub reason: Option<String>,
+    /// The guest bias this cell was judged against (`±0.66%, calibrate
+    /// --guest on debian:6.17.8 x86_64`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_bias: Option<String>,
     /// Replicated comparisons: the pooled standard deviation of ln(run
     /// median), i.e. how far this cell's runs spread (0.03 ≈ 3%).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,7 +180,14 @@ pub struct Summary {
     pub regressions: usize,
     pub improvements: usize,
     pub no_change: usize,
+    /// Guest cells whose change stayed within their guest bias.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub within_guest_bias: usize,
     pub not_comparable: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
@@ -183,6 +202,7 @@ impl Summary {
                 VerdictKind::Regression => s.regressions += 1,
                 VerdictKind::Improvement => s.improvements += 1,
                 VerdictKind::NoChange => s.no_change += 1,
+                VerdictKind::WithinGuestBias => s.within_guest_bias += 1,
                 VerdictKind::NotComparable => s.not_comparable += 1,
             }
         }

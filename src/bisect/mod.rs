@@ -8,10 +8,13 @@
 //! figures in a state file so an interrupted bisect resumes (`state`).
 //! The figure is the cell's, or one of its mechanism counters
 //! (`--metric`), which every step's guest then counts under TCG.
+//! With `--executor slurm` the guest runs are Slurm tasks (`on_slurm`),
+//! read back from the shared database into the same measurements.
 
 pub mod build;
 pub mod classify;
 pub mod git;
+pub mod on_slurm;
 pub mod report;
 pub mod search;
 pub mod state;
@@ -54,6 +57,9 @@ pub struct Setup<'a> {
     pub counter: Option<Counter>,
     /// `--phase`: the one cell followed of a bench that measures several.
     pub phase: Option<String>,
+    /// `--executor slurm`: every guest run is a Slurm task storing its run
+    /// in `store`, a database every node reaches.
+    pub slurm: Option<crate::fleet::slurm::Request>,
     /// The `ptelab bisect …` command line, for the report.
     pub invocation: String,
 }
@@ -152,6 +158,10 @@ pub struct Prober<'a> {
     kernel: Kernel,
     state: State,
     tag: String,
+    /// Measured by this run (not taken from the state).
+    fresh: std::collections::BTreeSet<String>,
+    /// Why a kernel measured through Slurm gave no figure.
+    failed: std::collections::BTreeMap<String, String>,
 }
 
 impl<'a> Prober<'a> {
@@ -178,6 +188,8 @@ impl<'a> Prober<'a> {
             kernel: kernel.clone(),
             state,
             tag: format!("bisect:{id}"),
+            fresh: Default::default(),
+            failed: Default::default(),
         })
     }
 
@@ -189,8 +201,14 @@ impl<'a> Prober<'a> {
         id: &str,
         kernel: &Kernel,
     ) -> anyhow::Result<(Result<Measurement, String>, bool)> {
+        if self.setup.slurm.is_some() {
+            self.prefetch(&[(id, kernel)])?;
+        }
         if let Some(m) = self.state.measured.get(id) {
-            return Ok((Ok(m.clone()), true));
+            return Ok((Ok(m.clone()), !self.fresh.contains(id)));
+        }
+        if let Some(why) = self.failed.get(id) {
+            return Ok((Err(why.clone()), false));
         }
         let replicates = self.setup.replicates;
         let m = match replicate(replicates, || self.once(kernel))? {
@@ -201,6 +219,38 @@ impl<'a> Prober<'a> {
         Ok((Ok(m), false))
     }
 
+    /// With `--executor slurm`, measure every item not measured yet in one
+    /// round of Slurm jobs (the endpoints together), keeping the figures
+    /// in the state; locally, nothing: `measure` boots each in turn.
+    pub fn prefetch(&mut self, items: &[on_slurm::Item]) -> anyhow::Result<()> {
+        let (Some(req), Some(store)) = (&self.setup.slurm, self.setup.store) else {
+            return Ok(());
+        };
+        let todo: Vec<on_slurm::Item> = items
+            .iter()
+            .filter(|(id, _)| {
+                !self.state.measured.contains_key(*id) && !self.failed.contains_key(*id)
+            })
+            .copied()
+            .collect();
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let got = on_slurm::measure(self.setup, req, store, &todo, &self.tag)?;
+        for ((id, _), m) in todo.iter().zip(got) {
+            match m {
+                Ok(m) => {
+                    self.state.record(id, m)?;
+                    self.fresh.insert(id.to_string());
+                }
+                Err(why) => {
+                    self.failed.insert(id.to_string(), why);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn once(&mut self, kernel: &Kernel) -> anyhow::Result<Result<Measurement, String>> {
         let job = Job {
             kernel,
@@ -208,6 +258,7 @@ impl<'a> Prober<'a> {
             args: self.setup.args.clone(),
             program: None,
             disk: self.setup.disk,
+            setup: Default::default(),
         };
         if self.fleet.is_none() {
             self.fleet = Some(Fleet::prepare(
@@ -280,7 +331,7 @@ impl<'a> Prober<'a> {
 }
 
 /// The cell a step is judged by: the one of `phase`, or the only one.
-fn pick_cell<'c>(
+pub(crate) fn pick_cell<'c>(
     cells: &'c [crate::record::CellResult],
     phase: Option<&str>,
 ) -> Result<&'c crate::record::CellResult, String> {
@@ -419,6 +470,8 @@ pub fn endpoints(
 ) -> anyhow::Result<(Classifier, Vec<Step>)> {
     let ends = [(good.0, good.1), (bad.0, bad.1)];
     check_function(prober.setup, ends)?;
+    // Independent: through Slurm, one job array.
+    prober.prefetch(&ends)?;
     let mut steps = Vec::new();
     for (role, (id, kernel, subject)) in [(Role::Good, good), (Role::Bad, bad)] {
         let (m, resumed) = prober.measure(id, kernel)?;

@@ -81,6 +81,8 @@ pub struct BisectArgs {
     pub memory: u64,
     #[command(flatten)]
     pub out: StoreOpts,
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterOpts,
     /// The measurement, after `--`: a `bench` of one cell, with its flags
     /// (e.g. `-- bench mprotect-toggle --size 4M --folio 4K`).
     #[arg(last = true, required = true, value_name = "COMMAND")]

@@ -471,8 +471,43 @@ pub struct CalibrateArgs {
     /// CPU to pin to (default: the last online CPU).
     #[arg(long, value_name = "CPU")]
     pub pin: Option<usize>,
+    /// Measure the bias of a guest figure instead: one cell booted --boots
+    /// times per kernel, each boot with its own QEMU -seed and padding of
+    /// the kernel command line and the process environment; compare and
+    /// reproduce take it as the guest noise threshold (docs/guests.md).
+    #[arg(long, requires = "kernels",
+          conflicts_with_all = ["runs", "span", "sizes", "folios", "time", "blocks", "pin"])]
+    pub guest: bool,
+    /// Guest kernel (with --guest; repeatable or comma-separated):
+    /// debian:6.17.8, debian:6.18.15-arm64, an image of your own build.
+    #[arg(
+        long = "kernel",
+        alias = "kernels",
+        value_name = "SPEC",
+        value_delimiter = ',',
+        requires = "guest"
+    )]
+    pub kernels: Vec<String>,
+    /// Guest arch (with --guest): x86_64 or arm64 (default: the spec's,
+    /// else this host's).
+    #[arg(long, requires = "guest")]
+    pub arch: Option<String>,
+    /// Boots per kernel (with --guest).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=20))]
+    pub boots: u32,
+    /// How guests boot (with --guest; --jobs defaults to one).
+    #[command(flatten)]
+    pub vm: super::vm::GuestOpts,
+    /// Guest memory (with --guest).
+    #[arg(long, value_parser = values::size, default_value = "1G", value_name = "SIZE")]
+    pub memory: u64,
     #[command(flatten)]
     pub out: StoreOpts,
+    /// The guest command (with --guest, after `--`; default: bench
+    /// mprotect-toggle --size 400K --folio 4K): bench or sweep with its
+    /// own flags. Every cell it measures gets its bias.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

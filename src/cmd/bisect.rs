@@ -51,7 +51,28 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
             bail_usage!("--markdown {}: its directory does not exist", md.display());
         }
     }
-    let cache = Cache::from_env()?;
+    args.cluster.check()?;
+    let slurm = match args.cluster.slurm() {
+        true => Some(super::slurm_request(
+            &args.cluster,
+            &args.out,
+            "each step's run",
+        )?),
+        false => None,
+    };
+    if slurm.is_some() && args.repo.is_some() && args.cluster.cache.is_none() {
+        bail_usage!(
+            "--executor slurm with --repo boots the images built here: pass --cache DIR on a file \
+             system every node mounts, so that the builds land where the tasks read them"
+        );
+    }
+    // With --cache, kernels, builds and state live in the shared cache.
+    let cache = match &args.cluster.cache {
+        Some(dir) => Cache {
+            root: std::path::absolute(dir).with_context(|| format!("--cache {}", dir.display()))?,
+        },
+        None => Cache::from_env()?,
+    };
     // Endpoints and tree are checked before the database is opened, so bad
     // input leaves nothing behind.
     let (target, arch) = match &args.repo {
@@ -105,6 +126,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         threshold: args.threshold,
         counter,
         phase: args.phase.clone(),
+        slurm,
         invocation: invocation(),
     };
     let report = match &target {

@@ -46,7 +46,17 @@ use crate::workload::WorkloadKind;
 /// cache-resident to memory-bound page-table walks.
 const WORKLOAD: WorkloadKind = WorkloadKind::MprotectToggle;
 
+mod guest;
+
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
+    if args.guest {
+        return guest::run(args);
+    }
+    if !args.command.is_empty() {
+        bail_usage!(
+            "a command after -- is the guest's: calibrate --guest --kernel SPEC -- bench …"
+        );
+    }
     if args.out.no_store {
         bail_usage!("calibrate stores its runs and its result in the database: drop --no-store");
     }

@@ -13,6 +13,7 @@ use crate::cli::flags::CompareArgs;
 use crate::cli::values::TextFormat;
 use crate::error::bail_usage;
 use crate::error::usage;
+use crate::record::Metric;
 use crate::report::compare::{render, Format};
 use crate::report::mechanism::render_functions;
 use crate::store::{Store, StoredRun};
@@ -100,10 +101,19 @@ fn compare_two(
         Some(_) => NoiseRule::Fixed,
         None => NoiseRule::Calibrated(store.calibrations(&a.run.machine_id)?),
     };
+    // Guest figures: each cell's guest bias is its noise threshold, unless
+    // --noise sets one.
+    let guest =
+        |r: &StoredRun| r.run.guest.as_ref().map(|g| g.metric) == Some(Metric::Instructions);
+    let guest_biases = match args.noise {
+        None if guest(&a) && guest(&b) => Some(store.guest_biases()?),
+        _ => None,
+    };
     let rules = Rules {
         across_folios: args.across_folios,
         normalize: args.normalize,
         noise,
+        guest_biases,
     };
     compare_runs_paired(&args.a, &a, &args.b, &b, opts, &rules)
 }

@@ -54,6 +54,34 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--executor slurm`'s request (reproduce, bisect): the tasks' runs are
+/// read back from the database, which must be one every node reaches.
+pub fn slurm_request(
+    cluster: &crate::cli::cluster::ClusterOpts,
+    out: &StoreOpts,
+    what: &str,
+) -> anyhow::Result<crate::fleet::slurm::Request> {
+    if out.no_store || !out.db.is_shared() {
+        bail_usage!(
+            "--executor slurm reads {what} back from a database every node reaches: \
+             pass --db postgres://USER@HOST/DB (or set PTELAB_DB), and no --no-store"
+        );
+    }
+    Ok(crate::fleet::slurm::Request {
+        options: crate::fleet::slurm::Options {
+            partition: cluster.partition.clone(),
+            time: cluster.slurm_time.clone(),
+            sbatch: cluster.sbatch.clone(),
+            resume: cluster.resume,
+            // In the tasks' environment, never on their command line.
+            env: vec![("PTELAB_DB".into(), out.db.as_arg().into())],
+            poll: crate::fleet::slurm::POLL,
+        },
+        shared_cache: cluster.cache.is_some(),
+        db: out.db.to_string(),
+    })
+}
+
 /// How the guests of `--accel` boot (vm, reproduce --kernels).
 pub fn fleet_settings(
     opts: &crate::cli::vm::GuestOpts,

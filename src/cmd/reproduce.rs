@@ -16,14 +16,12 @@ use serde_json::json;
 
 use crate::cli::flags::{MeasureOpts, ReproduceArgs};
 use crate::cli::plan;
-use crate::fleet::slurm;
 use crate::measure::session;
 use crate::measure::session::KernelPlan;
 use crate::model::{arch_config, model_cells, parse_strategies, ModelPlan};
 use crate::record::CellSink;
 use crate::report::view::ReportBuilder;
 use crate::reproduce::in_guests;
-use crate::reproduce::on_slurm::SlurmRequest;
 use crate::reproduce::{claims, seeds, Evidence, Seed};
 use crate::store::Store;
 
@@ -48,31 +46,6 @@ fn measure_opts(quick: bool) -> MeasureOpts {
         },
         swapfile: None,
     }
-}
-
-/// `--executor slurm`'s request: the guests' runs go to the shared
-/// database, which must be one every node reaches.
-fn slurm_request(args: &ReproduceArgs) -> anyhow::Result<SlurmRequest> {
-    if args.out.no_store || !args.out.db.is_shared() {
-        crate::error::bail_usage!(
-            "--executor slurm reads the guests' runs back from a database every node reaches: \
-             pass --db postgres://USER@HOST/DB (or set PTELAB_DB), and no --no-store"
-        );
-    }
-    let c = &args.cluster;
-    Ok(SlurmRequest {
-        options: slurm::Options {
-            partition: c.partition.clone(),
-            time: c.slurm_time.clone(),
-            sbatch: c.sbatch.clone(),
-            resume: c.resume,
-            // In the tasks' environment, never on their command line.
-            env: vec![("PTELAB_DB".into(), args.out.db.as_arg().into())],
-            poll: slurm::POLL,
-        },
-        shared_cache: c.cache.is_some(),
-        db: args.out.db.to_string(),
-    })
 }
 
 pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
@@ -105,7 +78,11 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 "--executor slurm runs the guests of --kernels as Slurm tasks: give --kernels too"
             );
         };
-        req.slurm = Some(slurm_request(args)?);
+        req.slurm = Some(super::slurm_request(
+            &args.cluster,
+            &args.out,
+            "the guests' runs",
+        )?);
         req.cache = match &args.cluster.cache {
             Some(dir) => Some(
                 std::path::absolute(dir).with_context(|| format!("--cache {}", dir.display()))?,
@@ -198,6 +175,14 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         let mut tags = args.out.tags.clone();
         tags.push("reproduce".into());
         ev.guests = in_guests::measure(&chosen, req, settings, store.as_ref(), &tags)?;
+        // Each guest cell's bias (`calibrate --guest`) is the noise of its
+        // change; read also under --no-store, from the database that exists.
+        ev.guests.biases = match &store {
+            Some(s) => s.guest_biases()?,
+            None => Store::open_existing(&args.out.db)
+                .and_then(|s| s.guest_biases())
+                .unwrap_or_default(),
+        };
         ev.predicted = crate::reproduce::predicted::Predicted::of(&ev.guests);
     }
 

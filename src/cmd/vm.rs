@@ -83,6 +83,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             args: command.args.clone(),
             program: command.program.clone(),
             disk: command.disk,
+            setup: Default::default(),
         })
         .collect();
     let finished = fleet.run(&jobs)?;

@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::error::bail_usage;
 use crate::guest::boot::binary::guest_binary;
 use crate::guest::boot::profile::Symbols;
+pub use crate::guest::boot::qemu::Setup;
 use crate::guest::boot::qemu::{choose_accel, AccelRequest};
 use crate::guest::boot::run::{run_guest, GuestJob, GuestOutput};
 use crate::guest::source::cache::Cache;
@@ -111,6 +112,9 @@ pub struct Job<'a> {
     /// (the reclaim workload, seed 004): the guest then gets an ext4 disk
     /// on NVMe and MGLRU on (docs/guests.md, "The guest disk").
     pub disk: Option<u64>,
+    /// What the boot varies beside the kernel path: the default setup, or
+    /// one of `calibrate --guest`'s.
+    pub setup: Setup,
 }
 
 /// A finished boot: the guest's answer and where its console went.
@@ -340,6 +344,7 @@ impl Fleet {
             timeout: self.settings.timeout,
             log: log.to_path_buf(),
             interrupted: self.interrupted,
+            setup: job.setup.clone(),
         }
     }
 
@@ -451,6 +456,19 @@ impl Measured {
         kernel: &Kernel,
         tags: &[String],
     ) -> anyhow::Result<i64> {
+        let mut tags = tags.to_vec();
+        tags.extend(kernel.tag());
+        self.store_tagged(store, command, &tags)
+    }
+
+    /// Store as one run of `command` tagged with `tags` only (a run that
+    /// must not stand for its kernel: `calibrate --guest`'s padded boots).
+    pub fn store_tagged(
+        &self,
+        store: &Store,
+        command: &str,
+        tags: &[String],
+    ) -> anyhow::Result<i64> {
         let id = store.begin(command, &crate::kernel::host::invocation(), &self.host)?;
         for c in &self.cells {
             store.cell(id, c)?;
@@ -460,9 +478,7 @@ impl Measured {
             self.interrupted,
             self.cells.is_empty() && !self.failed.is_empty(),
         )?;
-        let mut tags = tags.to_vec();
-        tags.extend(kernel.tag());
-        store.add_tags(id, &tags)?;
+        store.add_tags(id, tags)?;
         Ok(id)
     }
 }

@@ -165,6 +165,12 @@ impl Batch {
         )
     }
 
+    /// Whether a job array of this batch was submitted before (what
+    /// `--resume` needs).
+    pub fn submitted_before(&self) -> bool {
+        self.state_path().is_file()
+    }
+
     fn state_path(&self) -> PathBuf {
         self.dir.join("state.json")
     }
@@ -515,6 +521,127 @@ fn cancel(job: &str, opts: &Options) {
         std::thread::sleep(Duration::from_millis(500));
     }
     eprintln!("ptelab: Slurm job {job} is still in the queue after scancel");
+}
+
+/// What `--executor slurm` and its options asked for, as every command
+/// that fans guest runs out to Slurm takes it.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub options: Options,
+    /// `--cache DIR`: kernels, guest binaries and ptelab staged there.
+    pub shared_cache: bool,
+    /// How the database is shown (never with its password).
+    pub db: String,
+}
+
+/// The `ptelab vm` command line of one guest run: `kernel` booted as
+/// `arch` under `accel` (`auto`, `kvm`, `tcg`), with the fleet's memory and
+/// timeout, profiled or not, stored with `tags`; `args` is the guest
+/// command as the fleet would give it, less what only a guest answering its
+/// host needs (the task's vm stores the run itself).
+pub fn vm_line(
+    kernel: &str,
+    arch: Arch,
+    accel: &str,
+    settings: &super::Settings,
+    profile: bool,
+    tags: &[String],
+    args: &[String],
+) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "vm".into(),
+        "--kernel".into(),
+        kernel.into(),
+        "--arch".into(),
+        arch.name().into(),
+        "--accel".into(),
+        accel.into(),
+        "--memory".into(),
+        crate::workload::size::format_size(settings.memory),
+        "--timeout".into(),
+        format!("{}s", settings.timeout.as_secs_f64()),
+    ];
+    if profile {
+        a.push("--profile".into());
+    }
+    for t in tags {
+        a.extend(["--tag".into(), t.clone()]);
+    }
+    a.push("--".into());
+    a.extend(
+        args.iter()
+            .filter(|w| *w != "--no-store" && *w != "--json")
+            .cloned(),
+    );
+    a
+}
+
+/// A batch whose task I stores one run in `store`, tagged `slurm-KEY-I`
+/// (the tag goes before the guest command's `--`), which is how its run is
+/// found again: the one stored after this submission, or with `--resume`
+/// the one stored before.
+pub struct Stored<'s> {
+    pub batch: Batch,
+    tags: Vec<String>,
+    before: Vec<Option<crate::store::RunId>>,
+    store: &'s crate::store::Store,
+    resume: bool,
+}
+
+impl<'s> Stored<'s> {
+    /// Tasks `(name, program, command line)` under `root`, the batch named
+    /// by `label` and the command lines.
+    pub fn new(
+        root: &Path,
+        label: &str,
+        store: &'s crate::store::Store,
+        tasks: Vec<(String, PathBuf, Vec<String>)>,
+        resume: bool,
+    ) -> Stored<'s> {
+        let lines: Vec<Vec<String>> = tasks.iter().map(|t| t.2.clone()).collect();
+        let key = batch_key(label, &lines);
+        let tags: Vec<String> = (0..lines.len())
+            .map(|i| format!("slurm-{key}-{i}"))
+            .collect();
+        let tasks = tasks
+            .into_iter()
+            .zip(&tags)
+            .map(|((name, program, mut args), tag)| {
+                let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+                args.splice(at..at, ["--tag".to_string(), tag.clone()]);
+                Task {
+                    name,
+                    program,
+                    args,
+                }
+            })
+            .collect();
+        let before = tags.iter().map(|t| store.resolve(t).ok()).collect();
+        Stored {
+            batch: Batch::new(root, key, tasks),
+            tags,
+            before,
+            store,
+            resume,
+        }
+    }
+
+    /// Take the runs stored before this submission as the tasks' (a batch
+    /// resumed).
+    pub fn set_resume(&mut self, resume: bool) {
+        self.resume = resume;
+    }
+
+    /// Task `i`'s run, once it stored one.
+    pub fn found(&self, i: usize) -> Option<crate::store::RunId> {
+        let id = self.store.resolve(&self.tags[i]).ok()?;
+        (Some(id) != self.before[i] || self.resume).then_some(id)
+    }
+
+    /// Submit, wait, and say what became of every task (`Batch::run`).
+    pub fn run(&self, opts: &Options) -> anyhow::Result<Outcome> {
+        self.batch.run(opts, &|i| self.found(i).is_some())
+    }
 }
 
 /// Put the guest binaries of `arches` and this ptelab into `cache/bin` (by

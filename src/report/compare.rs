@@ -296,6 +296,10 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
     .unwrap();
     let line = noise_line(me);
     writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
+    if let Some(g) = &me.guest_bias {
+        let line = format!("Guest bias (calibrate --guest): {g}.");
+        writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
+    }
     if let Some(line) = drift_line(&view.drift, me.replicated.is_some(), view.metric) {
         writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     }
@@ -351,7 +355,12 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
                     ));
                     format!("{} (see below)", r.verdict.text())
                 }
-                None => r.verdict.text().to_string(),
+                None => match (&r.guest_bias, r.verdict) {
+                    (Some(g), VerdictKind::WithinGuestBias) => {
+                        format!("{} ({g})", r.verdict.text())
+                    }
+                    _ => r.verdict.text().to_string(),
+                },
             };
             let mut cells = vec![
                 (r.size_bytes >> 10).to_string(),
@@ -381,9 +390,14 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
         out.push('\n');
     }
     let s = &view.summary;
+    let within = if s.within_guest_bias > 0 {
+        format!(", {} within guest bias", s.within_guest_bias)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "{} cells: {} regression{}, {} improvement{}, {} no change, {} not comparable",
+        "{} cells: {} regression{}, {} improvement{}, {} no change{within}, {} not comparable",
         s.cells,
         s.regressions,
         if s.regressions == 1 { "" } else { "s" },
@@ -453,6 +467,7 @@ pub(crate) mod tests {
             memory_slope: None,
             ci_low: Some(ci.0),
             ci_high: Some(ci.1),
+            guest_bias: None,
             p_value: Some(p),
             p_holm: Some((p * 4.0).min(1.0)),
             seed: Some(format!("{:#018x}", 0x1000 + size_kib)),
@@ -538,6 +553,7 @@ pub(crate) mod tests {
                 noise_source: "default; `ptelab calibrate` measures this machine's \
                                between-run repeatability"
                     .into(),
+                guest_bias: None,
                 min_samples: 5,
                 replicated: None,
             },
@@ -642,6 +658,73 @@ pub(crate) mod tests {
         compare_runs("1", &a, "2", &b, &opts(), &NoiseRule::Fixed).unwrap()
     }
 
+    /// Two guest runs judged against stored guest biases: 400K moves by
+    /// +0.4%, within 6.17.13's ±0.66%; 4M by +1.5%, beyond its ±0.2%;
+    /// 40M has its 4M calibration as the nearest; 6.16.12 has none.
+    #[test]
+    fn guest_bias_is_the_noise_of_guest_cells() {
+        use crate::analysis::tests::{exact_cell, guest_run, opts};
+        use crate::analysis::{compare_runs_paired, NoiseRule, Rules};
+        use crate::record::Accel;
+        use crate::workload::FolioSpec;
+        let run = |id: i64, kernel: &str, scales: [f64; 3]| {
+            let cells = [(400, 34_530.0), (4096, 180_400.0), (40960, 1_804_000.0)]
+                .into_iter()
+                .zip(scales)
+                .map(|((kib, count), s)| exact_cell(kib, FolioSpec::Base, count * s))
+                .collect();
+            let mut r = guest_run(id, Accel::Tcg, cells);
+            r.run.kernel_release = kernel.into();
+            r
+        };
+        let (ra, rb) = ("6.16.12+deb13-cloud-amd64", "6.17.13+deb13-cloud-amd64");
+        let mut a = run(1, ra, [1.0; 3]);
+        if let Some(g) = a.run.guest.as_mut() {
+            g.kernel_source = "debian:6.16.12 linux-image-6.16.12+deb13-cloud-amd64".into();
+        }
+        let b = run(2, rb, [1.004, 1.015, 1.015]);
+        let mut biases = vec![
+            crate::store::tests::guest_bias(rb, 400, 0.0066),
+            crate::store::tests::guest_bias(rb, 4096, 0.002),
+        ];
+        let c = exact_cell(400, FolioSpec::Base, 1.0);
+        for (i, x) in biases.iter_mut().enumerate() {
+            x.id = Some(i as i64 + 1);
+            (x.workload, x.phase) = (c.workload, c.phase.clone());
+        }
+        let rules = Rules {
+            noise: NoiseRule::Calibrated(vec![]),
+            guest_biases: Some(biases),
+            ..Rules::default()
+        };
+        let view = compare_runs_paired("1", &a, "2", &b, &opts(), &rules).unwrap();
+        let verdicts: Vec<VerdictKind> = view.rows.iter().map(|r| r.verdict).collect();
+        assert_eq!(
+            verdicts,
+            [
+                VerdictKind::WithinGuestBias,
+                VerdictKind::Regression,
+                VerdictKind::Regression
+            ]
+        );
+        assert_eq!(view.summary.within_guest_bias, 1);
+        let text = render(&view, Format::Text);
+        insta::assert_snapshot!(text);
+        // Without biases the 2% default calls all three no change.
+        let plain = compare_runs_paired("1", &a, "2", &b, &opts(), &Rules::default()).unwrap();
+        assert!(plain
+            .rows
+            .iter()
+            .all(|r| r.verdict == VerdictKind::NoChange));
+        let json: serde_json::Value = serde_json::from_str(&render(&view, Format::Json)).unwrap();
+        assert_eq!(json["rows"][0]["verdict"], "within-guest-bias");
+        assert_eq!(json["summary"]["within_guest_bias"], 1);
+        assert!(json["method"]["guest_bias"]
+            .as_str()
+            .unwrap()
+            .contains("not calibrated for debian:6.16.12 x86_64 at mprotect-toggle 400K 4K"));
+    }
+
     #[test]
     fn text_in_instructions() {
         let view = guest_view();
@@ -673,6 +756,7 @@ pub(crate) mod tests {
                 regressions: 2,
                 improvements: 1,
                 no_change: 1,
+                within_guest_bias: 0,
                 not_comparable: 2
             }
         );

@@ -679,7 +679,7 @@ fn segments<'a, 'p>(
 fn marker(v: Option<Verdict>, x: f64, y: f64, c: &str, hollow: bool) -> String {
     let fill = if hollow { "#fff" } else { c };
     match v {
-        None | Some(Verdict::NoChange) => format!(
+        None | Some(Verdict::NoChange | Verdict::WithinGuestBias) => format!(
             r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{fill}" stroke="{c}" stroke-width="1.5"/>"#
         ),
         Some(Verdict::Regression) => format!(

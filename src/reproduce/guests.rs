@@ -165,6 +165,9 @@ pub struct GuestEvidence {
     pub missing: Vec<(Arch, String)>,
     /// Arches asked for (`--arch`); empty when no guests were asked for.
     pub asked: Vec<Arch>,
+    /// The guest biases stored (`calibrate --guest`): each cell's is the
+    /// noise of its change between kernels.
+    pub biases: Vec<crate::store::GuestBias>,
 }
 
 impl GuestEvidence {

@@ -73,6 +73,7 @@ fn job_of<'a>(r: &PlannedRun, kernels: &'a [Kernel], accel: Accel, quick: bool) 
         program: None,
         disk: (r.workload == WorkloadKind::Reclaim)
             .then(|| r.sizes.iter().copied().max().unwrap_or(0)),
+        setup: Default::default(),
     }
 }
 

@@ -14,23 +14,14 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::guests::{GuestEvidence, GuestRun, PlannedRun};
-use crate::fleet::slurm::{self, Batch, Task, TaskState};
+use crate::fleet::slurm::{self, Stored, TaskState};
 use crate::fleet::{Job, Settings};
 use crate::guest::source::cache::Cache;
 use crate::record::Accel;
-use crate::store::{RunId, Store};
-use crate::workload::size::format_size;
+use crate::store::Store;
 use crate::workload::Arch;
 
-/// What `--executor slurm` and its options asked for.
-#[derive(Clone, Debug, Default)]
-pub struct SlurmRequest {
-    pub options: slurm::Options,
-    /// `--cache DIR`: kernels, guest binaries and ptelab staged there.
-    pub shared_cache: bool,
-    /// How the database is shown (never with its password).
-    pub db: String,
-}
+pub use crate::fleet::slurm::Request as SlurmRequest;
 
 /// One guest run to submit.
 pub struct Planned<'a> {
@@ -57,40 +48,37 @@ pub fn measure(
     } else {
         std::env::current_exe().context("finding this ptelab")?
     };
-    let lines: Vec<Vec<String>> = planned
+    let tasks: Vec<(String, PathBuf, Vec<String>)> = planned
         .iter()
-        .map(|p| task_args(p, settings, tags))
-        .collect();
-    let key = slurm::batch_key(&format!("reproduce {}", req.db), &lines);
-    let task_tags: Vec<String> = (0..lines.len())
-        .map(|i| format!("slurm-{key}-{i}"))
-        .collect();
-    let tasks: Vec<Task> = lines
-        .into_iter()
-        .zip(&task_tags)
-        .zip(planned)
-        .map(|((mut line, tag), p)| {
-            let at = line.iter().position(|a| a == "--").unwrap_or(line.len());
-            line.splice(at..at, ["--tag".to_string(), tag.clone()]);
-            Task {
-                name: format!(
-                    "{} {} {}",
-                    p.job.kernel.spec,
-                    p.arch.name(),
-                    p.run.workload.name()
-                ),
-                program: program.clone(),
-                args: line,
-            }
+        .map(|p| {
+            let line = slurm::vm_line(
+                &p.job.kernel.spec.to_string(),
+                p.arch,
+                p.accel.name(),
+                settings,
+                p.accel == Accel::Tcg && settings.profile != crate::fleet::ProfileRequest::Off,
+                tags,
+                &p.job.args,
+            );
+            let name = format!(
+                "{} {} {}",
+                p.job.kernel.spec,
+                p.arch.name(),
+                p.run.workload.name()
+            );
+            (name, program.clone(), line)
         })
         .collect();
-    let before: Vec<Option<RunId>> = task_tags.iter().map(|t| store.resolve(t).ok()).collect();
-    let found = |i: usize| -> Option<RunId> {
-        let id = store.resolve(&task_tags[i]).ok()?;
-        (Some(id) != before[i] || opts.resume).then_some(id)
-    };
-    let batch = Batch::new(&cache.root, key, tasks);
-    let outcome = batch.run(&opts, &|i| found(i).is_some())?;
+    let stored = Stored::new(
+        &cache.root,
+        &format!("reproduce {}", req.db),
+        store,
+        tasks,
+        opts.resume,
+    );
+    let batch = &stored.batch;
+    let found = |i| stored.found(i);
+    let outcome = stored.run(&opts)?;
     for (i, (p, state)) in planned.iter().zip(&outcome.states).enumerate() {
         let seeds = p.run.seeds.join(",");
         let guest = format!("{} guest {}", p.arch.name(), p.job.kernel.spec);
@@ -121,40 +109,6 @@ pub fn measure(
         });
     }
     Ok(())
-}
-
-/// The `ptelab vm` command line of one guest run.
-fn task_args(p: &Planned, settings: &Settings, tags: &[String]) -> Vec<String> {
-    let mut a: Vec<String> = vec![
-        "vm".into(),
-        "--kernel".into(),
-        p.job.kernel.spec.to_string(),
-        "--arch".into(),
-        p.arch.name().into(),
-        "--accel".into(),
-        p.accel.name().into(),
-        "--memory".into(),
-        format_size(settings.memory),
-        "--timeout".into(),
-        format!("{}s", settings.timeout.as_secs_f64()),
-    ];
-    if p.accel == Accel::Tcg && settings.profile != crate::fleet::ProfileRequest::Off {
-        a.push("--profile".into());
-    }
-    for t in tags {
-        a.extend(["--tag".into(), t.clone()]);
-    }
-    a.push("--".into());
-    // The guest command as the fleet would give it, less what only a guest
-    // answering its host needs: the task's vm stores the run itself.
-    a.extend(
-        p.job
-            .args
-            .iter()
-            .filter(|w| *w != "--no-store" && *w != "--json")
-            .cloned(),
-    );
-    a
 }
 
 /// `--cache DIR`: the kernels are in it already (resolved there); put the

@@ -79,6 +79,12 @@ impl Store {
     pub fn calibrations(&self, _machine_id: &str) -> anyhow::Result<Vec<Calibration>> {
         match *self {}
     }
+    pub fn insert_guest_bias(&self, _bias: &super::GuestBias) -> anyhow::Result<i64> {
+        match *self {}
+    }
+    pub fn guest_biases(&self) -> anyhow::Result<Vec<super::GuestBias>> {
+        match *self {}
+    }
 }
 
 impl crate::record::CellSink for Store {

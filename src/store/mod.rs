@@ -34,6 +34,7 @@
 
 #[cfg(not(feature = "store"))]
 mod absent;
+mod bias;
 #[cfg(feature = "store")]
 mod db;
 mod location;
@@ -44,6 +45,7 @@ mod rows;
 #[cfg(feature = "store")]
 mod sqlite;
 
+pub use bias::{BiasBoot, GuestBias};
 pub use location::Location;
 
 #[cfg(not(feature = "store"))]
@@ -67,6 +69,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema.sql"),
     include_str!("migrations/0002_calibration.sql"),
     include_str!("migrations/0003_profile.sql"),
+    include_str!("migrations/0004_guest_bias.sql"),
 ];
 
 /// The `schema` value of a run document ([`StoredRun`] as JSON): what

@@ -504,3 +504,86 @@ fn a_guest_run_keeps_its_provenance_and_a_bad_one_is_refused() {
     assert!(store.import_run(&bad).is_err());
     assert_eq!(store.runs().unwrap().len(), 1);
 }
+
+/// A guest bias as `calibrate --guest` stores it.
+pub(crate) fn guest_bias(release: &str, size_kib: u64, spread: f64) -> super::GuestBias {
+    use crate::workload::{Arch, WorkloadKind};
+    // Their range (max / min - 1) is `spread`.
+    let figures = [
+        1000.0,
+        1000.0 * (1.0 + spread),
+        1000.0 * (1.0 + spread / 2.0),
+    ];
+    super::GuestBias {
+        id: None,
+        kernel: format!("debian:{}", release.split('+').next().unwrap_or(release)),
+        release: release.into(),
+        arch: Arch::X86_64,
+        workload: WorkloadKind::MprotectToggle,
+        size_bytes: size_kib << 10,
+        folio: FolioSpec::Base,
+        phase: None,
+        measured_at: "2026-11-25T23:30:00Z".into(),
+        command: format!("bench mprotect-toggle --size {size_kib}K --folio 4K"),
+        metric: "instructions".into(),
+        qemu_version: "QEMU emulator version 7.2.19".into(),
+        spread: ptelab_stats::bias::spread(&figures).unwrap(),
+        boots: (0..3)
+            .map(|i| super::BiasBoot {
+                seed: i + 1,
+                cmdline_pad: i as usize * 47,
+                env_pad: i as usize * 389,
+                median: figures[i as usize],
+                run_id: Some(i as i64 + 10),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn guest_biases_round_trip() {
+    let (_d, path) = temp();
+    let store = Store::open(&path).unwrap();
+    assert!(store.guest_biases().unwrap().is_empty());
+    let mut a = guest_bias("6.17.8+deb13-cloud-amd64", 400, 0.0066);
+    let mut b = guest_bias("6.17.8+deb13-cloud-amd64", 4, 0.017);
+    b.phase = Some("none-to-rw".into());
+    a.id = Some(store.insert_guest_bias(&a).unwrap());
+    b.id = Some(store.insert_guest_bias(&b).unwrap());
+    assert_eq!(store.guest_biases().unwrap(), vec![a, b]);
+}
+
+#[test]
+fn a_database_of_schema_3_migrates_and_keeps_its_runs() {
+    let (_d, path) = temp();
+    {
+        // Written as a ptelab of schema version 3 wrote it.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..3] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 3).unwrap();
+        conn.execute(
+            "INSERT INTO calibration (machine_id, kernel_release, measured_at, adjusted, raw, \
+             calibration_json) VALUES ('m', '6.18', '2026-11-23', 0.05, 0.07, '{}')",
+            [],
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let v: i64 = store
+        .conn()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, MIGRATIONS.len() as i64);
+    let n: i64 = store
+        .conn()
+        .query_row("SELECT count(*) FROM calibration", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(store.guest_biases().unwrap().is_empty());
+    store
+        .insert_guest_bias(&guest_bias("6.16.12+deb13-cloud-amd64", 40, 0.001))
+        .unwrap();
+    assert_eq!(store.guest_biases().unwrap().len(), 1);
+}

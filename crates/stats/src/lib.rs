@@ -23,6 +23,8 @@
 //! - [`holm`]: Holm's step-down correction across the cells of a grid.
 //! - [`repeatability`]: a machine's between-run repeatability coefficient
 //!   from A/A comparisons (`ptelab calibrate`).
+//! - [`bias`]: the spread of an exact figure over setups that differ only in
+//!   what the code under test does not depend on (`ptelab calibrate --guest`).
 //! - [`replicated`]: comparing sets of runs, one value per run (Student's
 //!   pooled t on ln run medians).
 //! - [`fit`]: linear cost models fitted on relative residuals, with which
@@ -33,6 +35,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod bias;
 pub mod bootstrap;
 pub mod compare;
 pub mod drift;

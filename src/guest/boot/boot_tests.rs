@@ -91,6 +91,7 @@ fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<Gue
         log,
         interrupted: &NEVER,
         profile: None,
+        setup: Default::default(),
     })
 }
 

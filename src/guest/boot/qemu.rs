@@ -185,6 +185,43 @@ pub struct Machine<'a> {
     /// `-plugin` argument: ptelab's QEMU plugin and its output (`vm
     /// --profile`; `plugin::qemu_arg`).
     pub plugin: Option<String>,
+    /// What this boot varies beside the kernel path (`calibrate --guest`).
+    pub setup: &'a Setup,
+}
+
+/// What a boot may vary that the kernel path under test does not depend
+/// on: QEMU's random seed, the length of the kernel command line, the size
+/// of the measuring process's environment. Each moves the guest's memory
+/// layout (setup randomization, docs/guests.md "The bias of a guest
+/// figure"); the default is the one setup every other guest boots with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// QEMU's `-seed` under TCG (None: [`TCG_SEED`]).
+    pub seed: Option<u64>,
+    /// Bytes of the value of a kernel parameter [`PAD_PARAM`] that nothing
+    /// reads (0: none).
+    pub cmdline_pad: usize,
+    /// Bytes of the value of [`PAD_ENV`] in the measuring process's
+    /// environment (0: none).
+    pub env_pad: usize,
+}
+
+/// The padding kernel parameter. No dot, so the kernel hands it to init's
+/// environment rather than to a module, and it moves that too.
+pub const PAD_PARAM: &str = "ptelab_pad";
+/// The padding variable of the measuring process's environment.
+pub const PAD_ENV: &str = "PTELAB_PAD";
+
+impl Setup {
+    /// The padding parameter, when there is one.
+    pub fn cmdline_param(&self) -> Option<String> {
+        (self.cmdline_pad > 0).then(|| format!("{PAD_PARAM}={}", "x".repeat(self.cmdline_pad)))
+    }
+
+    /// The padding variable's value, when there is one.
+    pub fn env_value(&self) -> Option<String> {
+        (self.env_pad > 0).then(|| "x".repeat(self.env_pad))
+    }
 }
 
 /// The kernel command line: the console, kernel errors and worse only (an
@@ -226,6 +263,7 @@ pub fn args(m: &Machine) -> Vec<OsString> {
         Arch::Arm64 => ("virt", "max,pauth-impdef=on"),
     };
     let mem = m.memory_mib.to_string();
+    let seed = m.setup.seed.map_or(TCG_SEED.to_string(), |s| s.to_string());
     let mut a: Vec<&str> = match m.accel {
         Accel::Tcg => vec![
             "-M",
@@ -237,7 +275,7 @@ pub fn args(m: &Machine) -> Vec<OsString> {
             "-icount",
             "shift=0,sleep=off",
             "-seed",
-            TCG_SEED,
+            &seed,
             "-rtc",
             TCG_RTC,
         ],
@@ -272,9 +310,9 @@ pub fn args(m: &Machine) -> Vec<OsString> {
     a.push(m.initrd.into());
     a.push("-append".into());
     let mut cmdline = kernel_cmdline(m.arch);
-    for p in m.append {
+    for p in m.append.iter().cloned().chain(m.setup.cmdline_param()) {
         cmdline.push(' ');
-        cmdline.push_str(p);
+        cmdline.push_str(&p);
     }
     a.push(cmdline.into());
     a
@@ -369,6 +407,7 @@ mod tests {
             append: &[],
             disk: None,
             plugin: None,
+            setup: &Setup::default(),
         };
         args(&m)
             .iter()
@@ -406,6 +445,7 @@ mod tests {
             append: &[],
             disk: None,
             plugin: None,
+            setup: &Setup::default(),
         };
         let a = args(&m);
         assert_eq!(a[a.len() - 1], OsString::from(kernel_cmdline(Arch::X86_64)));
@@ -423,6 +463,34 @@ mod tests {
             ))
         );
         assert_eq!(a[a.len() - 5], OsString::from("/a b/k"));
+        // Another setup: its seed, and the padding after every parameter.
+        let setup = Setup {
+            seed: Some(7),
+            cmdline_pad: 3,
+            env_pad: 5,
+        };
+        let padded = args(&Machine {
+            arch: Arch::X86_64,
+            accel: Accel::Tcg,
+            memory_mib: 512,
+            kernel: Path::new("/k"),
+            initrd: Path::new("/i"),
+            append: &extra,
+            disk: None,
+            plugin: None,
+            setup: &setup,
+        });
+        let at = padded.iter().position(|x| x == "-seed").unwrap();
+        assert_eq!(padded[at + 1], OsString::from("7"));
+        assert_eq!(
+            padded[padded.len() - 1],
+            OsString::from(format!(
+                "{} transparent_hugepage=never ptelab_pad=xxx",
+                kernel_cmdline(Arch::X86_64)
+            ))
+        );
+        assert_eq!(setup.env_value().as_deref(), Some("xxxxx"));
+        assert_eq!(Setup::default().cmdline_param(), None);
         assert!(
             !a.iter().any(|x| x == "-drive" || x == "-device"),
             "no disk unless asked"

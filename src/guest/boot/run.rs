@@ -65,6 +65,8 @@ pub struct GuestJob {
     pub interrupted: &'static AtomicBool,
     /// Load ptelab's QEMU plugin (`vm --profile`).
     pub profile: Option<Profiling>,
+    /// What this boot varies beside the kernel path (`calibrate --guest`).
+    pub setup: qemu::Setup,
 }
 
 /// What a profiled guest run loads and asks for.
@@ -161,6 +163,9 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
             jobfile.env.insert(disk::REFILL_ENV.into(), refill);
         }
     }
+    if let Some(pad) = job.setup.env_value() {
+        jobfile.env.insert(qemu::PAD_ENV.into(), pad);
+    }
     for f in &job.files {
         check_static(f, job.arch)?;
     }
@@ -191,6 +196,7 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         append: &job.append,
         disk: image_path.as_deref(),
         plugin: plugin_arg,
+        setup: &job.setup,
     };
     if let Some(dir) = job.log.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

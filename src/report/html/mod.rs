@@ -282,7 +282,7 @@ fn verdict_class(v: Verdict) -> &'static str {
     match v {
         Verdict::Regression => "bad",
         Verdict::Improvement => "good",
-        Verdict::NoChange | Verdict::NotComparable => "muted",
+        Verdict::NoChange | Verdict::WithinGuestBias | Verdict::NotComparable => "muted",
     }
 }
 

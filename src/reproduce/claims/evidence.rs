@@ -3,7 +3,8 @@
 
 use ptelab_model::workload::ModelOutcome;
 
-use super::{judge, Word};
+use super::{judge_with, noise_pct, Word, FLAT_PCT};
+use crate::analysis::bias::{self, within, BiasUsed, GuestCell};
 use crate::guest::source::Version;
 use crate::record::Metric;
 use crate::reproduce::guests::GuestEvidence;
@@ -39,13 +40,16 @@ pub(super) fn on_call(o: &ModelOutcome, label: &str, name: &str) -> f64 {
 }
 
 /// One cell measured on the kernels before and after a change.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Delta {
     pub(super) before: Version,
     pub(super) after: Version,
     pub(super) a: f64,
     pub(super) b: f64,
     pub(super) metric: Metric,
+    /// Instruction counts: the cell's guest bias (`calibrate --guest`), or
+    /// why there is none and the command that measures it.
+    pub(super) bias: Option<Result<BiasUsed, String>>,
 }
 
 impl Delta {
@@ -53,13 +57,49 @@ impl Delta {
         (self.b / self.a - 1.0) * 100.0
     }
 
+    /// The smallest change (percent) that is more than the metric's noise:
+    /// the cell's guest bias when calibrated.
+    pub(super) fn noise_pct(&self) -> f64 {
+        match &self.bias {
+            Some(Ok(b)) => b.bias * 100.0,
+            _ => noise_pct(self.metric),
+        }
+    }
+
+    /// Whether the change stays within the cell's guest bias.
+    pub(super) fn within_bias(&self) -> bool {
+        matches!(&self.bias, Some(Ok(b)) if within(self.b / self.a, b.bias))
+    }
+
+    /// "a -> b (+x%)", with the guest bias the change was judged against.
     pub(super) fn figures(&self) -> String {
+        let bias = match &self.bias {
+            Some(Ok(b)) if self.within_bias() => format!(", {}", b.within_words()),
+            Some(Ok(b)) => format!(", guest bias {}", b.words()),
+            // The command that calibrates it is said once per claim
+            // (`measured_line`).
+            Some(Err(_)) => ", guest bias not calibrated".into(),
+            None => String::new(),
+        };
         format!(
-            "{} -> {} ({:+.1}%)",
+            "{} -> {} ({:+.1}%{bias})",
             value(self.a, self.metric),
             value(self.b, self.metric),
             self.pct()
         )
+    }
+
+    /// The rule of [`judge`] with this cell's guest bias as the noise: a
+    /// change within it reproduces only a published "no change".
+    pub(super) fn judge(&self, published: f64) -> Word {
+        if self.within_bias() {
+            return if published.abs() < FLAT_PCT {
+                Word::Reproduced
+            } else {
+                Word::NotReproduced
+            };
+        }
+        judge_with(published, self.pct(), self.noise_pct())
     }
 }
 
@@ -85,7 +125,17 @@ pub(super) fn guests_words(arch: Arch, d: &Delta) -> String {
 /// saying why it is missing) when no cell was compared.
 pub(super) fn measured_line(arch: Arch, d: Option<Delta>, what: &str, parts: &[String]) -> String {
     match d {
-        Some(d) => format!("{}{what}: {}", guests_words(arch, &d), parts.join("; ")),
+        Some(d) => {
+            let remedy = match &d.bias {
+                Some(Err(why)) => format!(" ({why})"),
+                _ => String::new(),
+            };
+            format!(
+                "{}{what}: {}{remedy}",
+                guests_words(arch, &d),
+                parts.join("; ")
+            )
+        }
         None => parts.join("; "),
     }
 }
@@ -114,12 +164,39 @@ pub(super) fn delta(
     };
     let (ca, cb) = (cell(before)?, cell(after)?);
     let metric = g.run(arch, after, w).map(|r| r.metric).unwrap_or_default();
+    let bias = (metric == Metric::Instructions).then(|| {
+        let runs = [g.run(arch, before, w), g.run(arch, after, w)];
+        let found = runs.map(|r| {
+            r.and_then(|r| {
+                bias::find(
+                    &g.biases,
+                    &GuestCell {
+                        release: &r.release,
+                        arch,
+                        workload: w,
+                        size_bytes: size,
+                        folio,
+                        phase,
+                    },
+                )
+            })
+        });
+        let missing: Vec<String> = runs
+            .iter()
+            .zip(&found)
+            .filter(|(_, f)| f.is_none())
+            .filter_map(|(r, _)| r.map(|r| r.kernel.clone()))
+            .collect();
+        let [fa, fb] = found;
+        bias::for_pair(fa, fb).ok_or_else(|| bias::not_calibrated(&missing, arch, w, size, folio))
+    });
     Ok(Delta {
         before,
         after,
         a: ca.ns_per_call.median,
         b: cb.ns_per_call.median,
         metric,
+        bias,
     })
 }
 
@@ -170,7 +247,7 @@ pub(super) fn per_folio_claim(
     for (name, folio, published) in parts {
         match delta(&ev.guests, arch, key, w, size, *folio, phase) {
             Ok(d) => {
-                let word = judge(*published, d.pct(), d.metric);
+                let word = d.judge(*published);
                 measured.push(format!("{name} {}", d.figures()));
                 words.push(word);
                 any = Some(d);
@@ -227,4 +304,75 @@ pub(super) fn folio_cells<'a>(
         .iter()
         .map(|(name, folio, _)| At::new(*name, size, *folio, phase))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn used(bias: f64) -> BiasUsed {
+        BiasUsed {
+            bias,
+            kernel: "debian:6.18.15".into(),
+            arch: Arch::Arm64,
+            size_bytes: 4096,
+            exact: true,
+        }
+    }
+
+    /// Seed 003's arm64 4K NONE->RW cell: -1.7%.
+    fn delta(bias: Option<Result<BiasUsed, String>>) -> Delta {
+        Delta {
+            before: Version::parse("6.18.15").unwrap(),
+            after: Version::parse("6.19.6").unwrap(),
+            a: 4292.0,
+            b: 4219.0,
+            metric: Metric::Instructions,
+            bias,
+        }
+    }
+
+    #[test]
+    fn a_change_within_the_guest_bias_has_no_direction() {
+        let d = delta(Some(Ok(used(0.02))));
+        assert!(d.within_bias());
+        assert_eq!(
+            d.figures(),
+            "4292 -> 4219 (-1.7%, within guest bias (±2.00%, calibrate --guest on \
+             debian:6.18.15 arm64))"
+        );
+        // A published -10.9% is not reproduced by a change the setup alone
+        // can make; a published "no change" is.
+        assert_eq!(d.judge(-10.9), Word::NotReproduced);
+        assert_eq!(d.judge(1.0), Word::Reproduced);
+    }
+
+    #[test]
+    fn beyond_the_guest_bias_it_is_the_noise_of_the_rule() {
+        // ±0.06% (measured for this cell): -1.7% goes the published way
+        // beyond it, short of half the published change.
+        let d = delta(Some(Ok(used(0.0006))));
+        assert!(!d.within_bias());
+        assert!((d.noise_pct() - 0.06).abs() < 1e-12);
+        assert_eq!(d.judge(-10.9), Word::PartlyReproduced);
+        assert_eq!(d.judge(-3.0), Word::Reproduced);
+        assert!(d
+            .figures()
+            .ends_with("(-1.7%, guest bias ±0.06%, calibrate --guest on debian:6.18.15 arm64)"));
+        // The metric's fixed 1% stands in where no bias is calibrated, and
+        // the figures say how to calibrate it.
+        let d = delta(Some(Err("guest bias not calibrated for …".into())));
+        assert_eq!(d.noise_pct(), 1.0);
+        assert_eq!(d.judge(-10.9), Word::PartlyReproduced);
+        assert!(d.figures().ends_with("(-1.7%, guest bias not calibrated)"));
+        assert!(measured_line(Arch::Arm64, Some(d), "", &["4K".into()])
+            .ends_with(": 4K (guest bias not calibrated for …)"));
+        // Time has no guest bias.
+        let d = Delta {
+            metric: Metric::Time,
+            ..delta(None)
+        };
+        assert_eq!((d.noise_pct(), d.judge(-10.9)), (5.0, Word::NotReproduced));
+        assert_eq!(d.figures(), "4.29 µs -> 4.22 µs (-1.7%)");
+    }
 }

@@ -30,7 +30,7 @@ const K: u64 = 1 << 10;
 const M: u64 = 1 << 20;
 
 /// A published change below this (percent) is "no change".
-const FLAT_PCT: f64 = 3.0;
+pub(super) const FLAT_PCT: f64 = 3.0;
 
 /// The verdict words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -75,7 +75,7 @@ impl Word {
 /// counts under TCG repeat to 0.01%, but a rebuilt guest binary shifts them
 /// by up to 0.4% (docs/guests.md); wall time in a KVM guest is taken as the
 /// host's typical run-to-run spread.
-fn noise_pct(m: Metric) -> f64 {
+pub(super) fn noise_pct(m: Metric) -> f64 {
     match m {
         Metric::Instructions => 1.0,
         Metric::Time => 5.0,
@@ -85,9 +85,10 @@ fn noise_pct(m: Metric) -> f64 {
 /// The rule: a published change of `published` percent (after vs before)
 /// is reproduced by a measured change of `measured` percent when it goes
 /// the same way and reaches half the published size; partly when it goes
-/// the same way beyond the noise; a published "no change" (under 3%) is
-/// reproduced when the measured change is under 3% too.
-pub fn judge(published: f64, measured: f64, metric: Metric) -> Word {
+/// the same way beyond the `noise` (percent: the metric's, or a guest
+/// cell's calibrated bias, `calibrate --guest`); a published "no change"
+/// (under 3%) is reproduced when the measured change is under 3% too.
+pub fn judge_with(published: f64, measured: f64, noise: f64) -> Word {
     if published.abs() < FLAT_PCT {
         return if measured.abs() < FLAT_PCT {
             Word::Reproduced
@@ -98,7 +99,7 @@ pub fn judge(published: f64, measured: f64, metric: Metric) -> Word {
     let same_way = published.signum() == measured.signum();
     if same_way && measured.abs() >= published.abs() / 2.0 {
         Word::Reproduced
-    } else if same_way && measured.abs() >= noise_pct(metric) {
+    } else if same_way && measured.abs() >= noise {
         Word::PartlyReproduced
     } else {
         Word::NotReproduced
@@ -125,6 +126,10 @@ pub fn judge_all(ids: &[&str], ev: &Evidence, quick: bool) -> Vec<ClaimRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn judge(published: f64, measured: f64, metric: Metric) -> Word {
+        judge_with(published, measured, noise_pct(metric))
+    }
 
     #[test]
     fn the_rule_needs_the_published_direction_and_half_its_size() {

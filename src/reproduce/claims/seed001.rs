@@ -1,7 +1,7 @@
 //! Seed 001's claims: the mprotect regression for small folios.
 
 use super::evidence::*;
-use super::{judge, noise_pct, Word, K};
+use super::{Word, K};
 use crate::record::Metric;
 use crate::reproduce::{ClaimRow, Evidence};
 use crate::workload::Arch;
@@ -51,7 +51,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
                         value(d.b, d.metric),
                         d.b / d.a
                     ));
-                    ratios.push(d.b / d.a);
+                    ratios.push((d.b / d.a, d.noise_pct()));
                     words_used = Some(d);
                 }
                 Err(why) => parts.push(format!("{} KiB: {why}", size / K)),
@@ -60,9 +60,9 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
         r.measured = Some(measured_line(arch, words_used, "", &parts));
         let word = if ratios.is_empty() {
             Word::NotMeasured
-        } else if ratios.len() == sizes.len() && ratios.iter().all(|x| *x >= 1.5) {
+        } else if ratios.len() == sizes.len() && ratios.iter().all(|(x, _)| *x >= 1.5) {
             Word::Reproduced
-        } else if ratios.iter().any(|x| *x > 1.0 + noise_pct(Metric::Instructions) / 100.0) {
+        } else if ratios.iter().any(|(x, noise)| *x > 1.0 + noise / 100.0) {
             Word::PartlyReproduced
         } else {
             Word::NotReproduced
@@ -115,7 +115,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
                 &size_cells(&[4000 * K]),
             );
             r.verdict = verdict(
-                if d.pct() >= noise_pct(d.metric) {
+                if d.pct() >= d.noise_pct() {
                     Word::Reproduced
                 } else {
                     Word::NotReproduced
@@ -220,7 +220,7 @@ pub(super) fn claims(ev: &Evidence, quick: bool, rows: &mut Vec<ClaimRow>) {
                         recovered,
                         reg.before
                     ));
-                    words.push(judge(-5.0, f.pct(), f.metric));
+                    words.push(f.judge(-5.0));
                     used = Some(f);
                 }
                 (Err(why), _) | (_, Err(why)) => {

@@ -53,7 +53,7 @@ pub(super) fn claims(ev: &Evidence, rows: &mut Vec<ClaimRow>) {
             ));
         }
     }
-    r.measured = Some(measured_line(Arch::Arm64, used, "", &measured));
+    r.measured = Some(measured_line(Arch::Arm64, used.clone(), "", &measured));
     let cells: Vec<At> = [4 * K, 400 * K]
         .into_iter()
         .flat_map(|size| {
