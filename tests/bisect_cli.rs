@@ -587,19 +587,7 @@ fn a_counter_bisect_finds_where_the_folio_lookup_begins() {
     let b = &doc["bisect"];
     // The state file lets a second run resume; removed when the test ends
     // so that the next run measures again.
-    let state = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
-        .unwrap()
-        .join("ptelab/bisect/state")
-        .join(format!("{}.json", b["id"].as_str().unwrap()));
-    struct Remove(PathBuf);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let _state = Remove(state);
+    let _state = StateRemoved::of(&b["id"]);
     assert_eq!(b["first_bad"][0]["id"], "6.17.8", "{b}");
     assert_eq!(b["first_bad"].as_array().unwrap().len(), 1, "{b}");
     assert_eq!(b["last_good"], "6.16.12", "{b}");
@@ -775,19 +763,7 @@ fn a_phase_bisect_finds_where_arm64_stops_flushing_on_none_to_rw() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let b = &doc["bisect"];
     // Removed when the test ends so that the next run measures again.
-    let state = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
-        .unwrap()
-        .join("ptelab/bisect/state")
-        .join(format!("{}.json", b["id"].as_str().unwrap()));
-    struct Remove(PathBuf);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let _state = Remove(state);
+    let _state = StateRemoved::of(&b["id"]);
     assert_eq!(b["phase"], "none-to-rw", "{b}");
     assert_eq!(b["first_bad"][0]["id"], "6.19.6", "{b}");
     assert_eq!(b["first_bad"].as_array().unwrap().len(), 1, "{b}");
@@ -800,4 +776,27 @@ fn a_phase_bisect_finds_where_arm64_stops_flushing_on_none_to_rw() {
         "{c}"
     );
     assert_eq!(b["steps"].as_array().unwrap().len(), 2, "{b}");
+}
+
+/// A Debian bisect's state file (`~/.cache/ptelab/bisect/state/ID.json`),
+/// removed when dropped so that the next test run measures again.
+struct StateRemoved(PathBuf);
+
+impl StateRemoved {
+    fn of(id: &Value) -> StateRemoved {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+            .unwrap();
+        let file = cache
+            .join("ptelab/bisect/state")
+            .join(format!("{}.json", id.as_str().unwrap()));
+        StateRemoved(file)
+    }
+}
+
+impl Drop for StateRemoved {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
