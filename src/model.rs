@@ -60,11 +60,9 @@ pub fn arch_config(
             Ok(ArchConfig::X86)
         }
         Arch::Arm64 => Ok(ArchConfig::Arm64(Arm64 {
-            granule,
             contpte: !no_contpte,
             bbml2,
-            tlbi_range: true,
-            lpa2: false,
+            ..Arm64::new(granule)
         })),
     }
 }

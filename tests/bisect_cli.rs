@@ -533,29 +533,33 @@ fn a_bad_metric_is_refused_before_anything_boots() {
     }
 }
 
+/// Seed 001's pair bisected on counter `metric`, with `flags` (output and
+/// store) before the bench.
+fn counter_bisect_cmd(metric: &str, flags: &[&str]) -> assert_cmd::Command {
+    let mut c = ptelab();
+    c.args([
+        "bisect",
+        "--good",
+        "debian:6.16.12",
+        "--bad",
+        "debian:6.17.8",
+    ])
+    .args(["--arch", "x86_64", "--metric", metric])
+    .args(flags)
+    .args([
+        "--",
+        "bench",
+        "mprotect-toggle",
+        "--size",
+        "400K",
+        "--folio",
+        "4K",
+    ]);
+    c
+}
+
 fn counter_bisect(metric: &str, db: &TempDb) -> std::process::Output {
-    ptelab()
-        .args([
-            "bisect",
-            "--good",
-            "debian:6.16.12",
-            "--bad",
-            "debian:6.17.8",
-            "--arch",
-            "x86_64",
-            "--metric",
-            metric,
-            "--db",
-            db.path(),
-            "--json",
-            "--",
-            "bench",
-            "mprotect-toggle",
-            "--size",
-            "400K",
-            "--folio",
-            "4K",
-        ])
+    counter_bisect_cmd(metric, &["--db", db.path(), "--json"])
         .timeout(Duration::from_secs(1200))
         .output()
         .unwrap()
@@ -626,26 +630,7 @@ fn a_counter_bisect_finds_where_the_folio_lookup_begins() {
     );
 
     // Run again: from the state, no boot, the same text in its unit.
-    let again = ptelab()
-        .args([
-            "bisect",
-            "--good",
-            "debian:6.16.12",
-            "--bad",
-            "debian:6.17.8",
-            "--arch",
-            "x86_64",
-            "--metric",
-            "calls:vm_normal_page",
-            "--no-store",
-            "--",
-            "bench",
-            "mprotect-toggle",
-            "--size",
-            "400K",
-            "--folio",
-            "4K",
-        ])
+    let again = counter_bisect_cmd("calls:vm_normal_page", &["--no-store"])
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();

@@ -61,6 +61,21 @@ fn profiled(
     Some((kernels, runs))
 }
 
+/// `crosscheck --stored` over `db`: its text, every row having matched.
+fn crosscheck_stored(db: &TempDb) -> String {
+    let cc = ptelab()
+        .args(["crosscheck", "--stored", "--db", db.path()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&cc.stdout).into_owned();
+    assert!(
+        cc.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    text
+}
+
 fn phase<'a>(cells: &'a [Value], name: &str) -> &'a Value {
     cells
         .iter()
@@ -177,16 +192,7 @@ fn x86_folio_lookups_per_pte_go_from_0_to_1() {
 
     // The model held to both guests (issue 18's mechanism rows): every
     // out-of-line function it counts, and the INVLPGs, match per call.
-    let cc = ptelab()
-        .args(["crosscheck", "--stored", "--db", db.path()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&cc.stdout);
-    assert!(
-        cc.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let text = crosscheck_stored(&db);
     for k in &kernels {
         let line = text
             .lines()
@@ -235,16 +241,7 @@ fn arm64_order0_flush_rows_match_the_model() {
         .output()
         .unwrap();
     assert_success(&out);
-    let cc = ptelab()
-        .args(["crosscheck", "--stored", "--db", db.path()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&cc.stdout);
-    assert!(
-        cc.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let text = crosscheck_stored(&db);
     assert!(text.contains("debian:6.16.12 arm64:"), "{text}");
     let run: Value = serde_json::from_slice(
         &ptelab()

@@ -57,11 +57,8 @@ pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     let arch = match host_arch {
         Arch::X86_64 => ArchConfig::X86,
         Arch::Arm64 => ArchConfig::Arm64(ptelab_model::Arm64 {
-            granule: Granule::K4,
-            contpte: true,
-            bbml2: false,
-            tlbi_range: true,
             lpa2: crate::crosscheck::probe::va_above_48_bits(),
+            ..ptelab_model::Arm64::new(Granule::K4)
         }),
     };
     // The mm must only ever have run on one CPU, or every flush also shows

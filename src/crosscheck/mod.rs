@@ -345,16 +345,16 @@ pub fn resolve_windows(rows: &mut [Row], counts: Option<&ptelab_counts::record::
             ));
             continue;
         };
-        let kinds: Vec<String> = Tlb::ALL
+        let counted: Vec<(Tlb, u64)> = Tlb::ALL
             .iter()
-            .filter(|t| t.invalidates() && found.tlb[t.index()] > 0)
-            .map(|t| format!("{} {}", t.name(), found.tlb[t.index()]))
+            .map(|&t| (t, found.tlb[t.index()]))
+            .filter(|&(t, c)| t.invalidates() && c > 0)
             .collect();
-        let n: u64 = Tlb::ALL
+        let n: u64 = counted.iter().map(|&(_, c)| c).sum();
+        let kinds: Vec<String> = counted
             .iter()
-            .filter(|t| t.invalidates())
-            .map(|t| found.tlb[t.index()])
-            .sum();
+            .map(|(t, c)| format!("{} {c}", t.name()))
+            .collect();
         row.observable = "tlb invalidations".into();
         row.kernel = if kinds.is_empty() {
             "none".into()

@@ -81,13 +81,7 @@ pub enum ArchConfig {
 impl ArchConfig {
     /// arm64 with the common defaults (contpte on, FEAT_TLBIRANGE, no BBML2).
     pub fn arm64(granule: Granule) -> Self {
-        ArchConfig::Arm64(Arm64 {
-            granule,
-            contpte: true,
-            bbml2: false,
-            tlbi_range: true,
-            lpa2: false,
-        })
+        ArchConfig::Arm64(Arm64::new(granule))
     }
 
     /// "x86_64" or "arm64".
