@@ -188,6 +188,11 @@ pub struct MeasureOpts {
     /// of `ptelab vm --profile` is run with (set by the host, not typed).
     #[arg(long, hide = true)]
     pub windows: bool,
+    /// The clock counts guest instructions (a QEMU TCG guest under icount;
+    /// set by the host, not typed): the memory-latency probe, one
+    /// instruction per load there, is not taken.
+    #[arg(long, hide = true)]
+    pub icount: bool,
     /// reclaim: swap the anonymous region out to a temporary swapfile of SIZE
     /// (e.g. 256M; made in $PTELAB_RECLAIM_DIR, default /var/tmp, for each
     /// block, then swapped off and removed; a killed run's swapfile is

@@ -135,6 +135,7 @@ pub fn kernel_plan(
             pinned_cpu: pin,
             reclaim: reclaim.clone(),
             windows: opts.windows,
+            memory_probe: !opts.icount,
         })
         .collect();
     Ok(KernelPlan {

@@ -84,6 +84,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         neighbor: false,
         no_flush_count: true,
         windows: false,
+        icount: false,
         swapfile: None,
     };
     let span = args.span;

@@ -37,6 +37,7 @@ fn measure_opts(quick: bool) -> MeasureOpts {
         neighbor: false,
         no_flush_count: false,
         windows: false,
+        icount: false,
         // --quick must finish in minutes: fewer fresh instances per cell
         // (reproduce compares nothing; blocks only steady its medians).
         blocks: if quick {

@@ -315,12 +315,18 @@ impl Fleet {
         // its instruction figures are the plain guest's.
         // A crosscheck marks its flush-compared calls the same way, for
         // kernels without the tlb:tlb_flush tracepoint.
-        let marking = matches!(
-            args.first().map(String::as_str),
-            Some("bench" | "sweep" | "crosscheck")
-        );
+        let command = args.first().cloned().unwrap_or_default();
+        let marking = matches!(command.as_str(), "bench" | "sweep" | "crosscheck");
         if job.program.is_none() && marking {
             args.insert(1, "--windows".into());
+        }
+        // Under icount a TCG guest's clock counts instructions: it skips the
+        // memory-latency probe, which measures nothing there.
+        if job.program.is_none()
+            && setup.accel == Accel::Tcg
+            && matches!(command.as_str(), "bench" | "sweep")
+        {
+            args.insert(1, "--icount".into());
         }
         GuestJob {
             profile: plugin.map(|library| crate::guest::boot::run::Profiling {

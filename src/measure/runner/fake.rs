@@ -103,6 +103,7 @@ pub fn plan(size: u64, budget: Budget, blocks: u32) -> CellPlan {
         pinned_cpu: None,
         reclaim: None,
         windows: false,
+        memory_probe: true,
     }
 }
 
@@ -216,10 +217,10 @@ impl Backend for FakeBackend {
     ) -> anyhow::Result<Vec<TlbFlushes>> {
         Ok(vec![TlbFlushes::default(); phases])
     }
-    fn probes(&mut self) -> (f64, f64) {
+    fn probes(&mut self, memory: bool) -> (f64, Option<f64>) {
         let s = &self.shared;
         s.probes_in_block.set(s.probes_in_block.get() + 1);
-        (180.0, 90.0)
+        (180.0, memory.then_some(90.0))
     }
     fn now(&self) -> Duration {
         self.shared.now.get()

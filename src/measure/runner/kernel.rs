@@ -77,8 +77,8 @@ impl Backend for KernelBackend<'_> {
         count_flushes(op, phases)
     }
 
-    fn probes(&mut self) -> (f64, f64) {
-        (probe::probe_ns(), probe::memory_probe_ns())
+    fn probes(&mut self, memory: bool) -> (f64, Option<f64>) {
+        (probe::probe_ns(), memory.then(probe::memory_probe_ns))
     }
 
     fn now(&self) -> Duration {

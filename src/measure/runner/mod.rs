@@ -80,6 +80,10 @@ pub struct CellPlan {
     /// Keep each sample's window number for the QEMU plugin (a guest of
     /// `vm --profile`; docs/guests.md, "Mechanism counters").
     pub windows: bool,
+    /// Take the memory-latency probe between batches. Not under TCG icount:
+    /// a load is one instruction there, and building the probe's 64 MiB
+    /// cycle costs a guest about a second of emulation.
+    pub memory_probe: bool,
 }
 
 impl CellPlan {
@@ -133,9 +137,9 @@ pub trait Backend {
         op: &mut dyn KernelOp,
         phases: usize,
     ) -> anyhow::Result<Vec<TlbFlushes>>;
-    /// The kernel-speed and memory-latency probes (ns per getppid, ns per
-    /// load), taken between batches.
-    fn probes(&mut self) -> (f64, f64);
+    /// The kernel-speed and (when `memory`) memory-latency probes (ns per
+    /// getppid, ns per load), taken between batches.
+    fn probes(&mut self, memory: bool) -> (f64, Option<f64>);
     /// Monotonic time since an arbitrary start.
     fn now(&self) -> Duration;
     /// SIGINT or SIGTERM asked the run to stop.
@@ -225,8 +229,8 @@ struct Block {
     flushes: Option<Vec<TlbFlushes>>,
     /// Median kernel-speed probe over the block (ns per getppid).
     probe_ns: f64,
-    /// Median memory-latency probe over the block (ns per load).
-    memory_probe_ns: f64,
+    /// Median memory-latency probe over the block (ns per load), if taken.
+    memory_probe_ns: Option<f64>,
 }
 
 /// What one block's sampling took.
@@ -237,7 +241,7 @@ struct Sampled {
     calls: u64,
     /// (kernel-speed, memory-latency) probes, before the first batch and
     /// after each.
-    probes: Vec<(f64, f64)>,
+    probes: Vec<(f64, Option<f64>)>,
 }
 
 /// A cell being measured block by block.
@@ -378,7 +382,8 @@ impl CellRun {
         self.pages = op.pages_per_call();
         self.calls_per_iteration = op.calls_per_iteration();
         drop(op);
-        let (mut kernel, mut memory): (Vec<f64>, Vec<f64>) = probes.into_iter().unzip();
+        let (mut kernel, memory): (Vec<f64>, Vec<Option<f64>>) = probes.into_iter().unzip();
+        let mut memory: Vec<f64> = memory.into_iter().flatten().collect();
         self.blocks.push(Block {
             samples: n as u64,
             elapsed: backend.now() - block_started,
@@ -389,7 +394,8 @@ impl CellRun {
             vmas_after,
             flushes,
             probe_ns: ptelab_stats::sample::median_in_place(&mut kernel),
-            memory_probe_ns: ptelab_stats::sample::median_in_place(&mut memory),
+            memory_probe_ns: (!memory.is_empty())
+                .then(|| ptelab_stats::sample::median_in_place(&mut memory)),
         });
         Ok(())
     }
@@ -414,7 +420,7 @@ impl CellRun {
         let mut iters_done = 0u64;
         // The probes run before the first batch and after every batch, so
         // they see the machine in the state the batches saw.
-        let mut probes = vec![backend.probes()];
+        let mut probes = vec![backend.probes(self.plan.memory_probe)];
         let t = backend.now();
         loop {
             if backend.interrupted() {
@@ -440,7 +446,7 @@ impl CellRun {
                     calls: bt.calls,
                 });
             }
-            probes.push(backend.probes());
+            probes.push(backend.probes(self.plan.memory_probe));
             iters_done += this;
             for (s, bt) in self.pooled.iter_mut().zip(&times) {
                 s.push(bt.ns as f64 / bt.calls.max(1) as f64);
@@ -540,7 +546,7 @@ impl CellRun {
                 ns_per_call: ns,
                 blocks: block_sizes.clone(),
                 probe_ns: self.blocks.iter().map(|b| b.probe_ns).collect(),
-                memory_probe_ns: self.blocks.iter().map(|b| b.memory_probe_ns).collect(),
+                memory_probe_ns: self.blocks.iter().filter_map(|b| b.memory_probe_ns).collect(),
                 calls,
                 calls_per_sample: batch * self.calls_per_iteration,
                 pinned_cpu: plan.pinned_cpu,
