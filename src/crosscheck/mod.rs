@@ -555,6 +555,7 @@ mod tests {
             tlb[Tlb::TlbiRange.index()] = range;
             tlb[Tlb::Dsb.index()] = 4;
             Window {
+                step: 0,
                 seq,
                 phase: 0,
                 kernel_insns: 1,

@@ -22,7 +22,7 @@ use crate::guest::boot::binary::guest_binary;
 use crate::guest::boot::profile::Symbols;
 pub use crate::guest::boot::qemu::Setup;
 use crate::guest::boot::qemu::{choose_accel, AccelRequest};
-use crate::guest::boot::run::{run_guest, GuestJob, GuestOutput};
+use crate::guest::boot::run::{run_boot, GuestJob, GuestOutput, GuestStep};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
 use crate::kernel::procfs::MEM_SHARE;
@@ -191,6 +191,14 @@ impl Fleet {
         })
     }
 
+    /// One fleet for the arches of both, prepared with the same settings
+    /// and cache: their jobs can then share one queue.
+    pub fn join(mut self, other: Fleet) -> Fleet {
+        self.per_arch.extend(other.per_arch);
+        self.plugin = self.plugin.or(other.plugin);
+        self
+    }
+
     /// The accelerator guests of `arch` run under (`prepare` saw the arch).
     pub fn accel(&self, arch: Arch) -> Option<Accel> {
         self.per_arch.get(&arch).map(|a| a.accel)
@@ -200,61 +208,101 @@ impl Fleet {
         self.interrupted.load(Ordering::SeqCst)
     }
 
-    /// Boot every job, `--jobs` at a time; answers come back in job order.
-    /// Each boot is announced, and each end with how many are done. An
-    /// interruption stops the boots not yet started and is an error (no
-    /// guest is left running: `run_guest` kills its own QEMU).
+    /// Boot every job on its own, `--jobs` at a time; answers come back in
+    /// job order. Each boot is announced, and each end with how many are
+    /// done. An interruption stops the boots not yet started and is an
+    /// error (no guest is left running: `run_boot` kills its own QEMU).
     pub fn run(&self, jobs: &[Job]) -> anyhow::Result<Vec<Finished>> {
-        let logs: Vec<PathBuf> = jobs.iter().map(|j| self.log_path(j)).collect();
+        self.run_boots(jobs, (0..jobs.len()).map(|i| vec![i]).collect())
+    }
+
+    /// As [`Fleet::run`], but the jobs of one kernel (and boot setup) share
+    /// one boot, run one after the other in it: booting a kernel under TCG
+    /// costs as much as a short sweep. Jobs with a disk go last in their
+    /// boot, so that the page cache they leave does not crowd the others.
+    pub fn run_per_kernel(&self, jobs: &[Job]) -> anyhow::Result<Vec<Finished>> {
+        self.run_boots(jobs, per_kernel(jobs))
+    }
+
+    /// Boot each group of `boots` (indices into `jobs`) once, the longest
+    /// first; answers come back in job order.
+    fn run_boots(&self, jobs: &[Job], mut boots: Vec<Vec<usize>>) -> anyhow::Result<Vec<Finished>> {
+        // Longest first (stable: the caller's order among equals), so that
+        // the last guests to finish are short ones.
+        boots.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        let logs: Vec<PathBuf> = boots
+            .iter()
+            .map(|b| self.log_path(&b.iter().map(|&i| &jobs[i]).collect::<Vec<_>>()))
+            .collect();
         let answers: Vec<Mutex<Option<anyhow::Result<GuestOutput>>>> =
             jobs.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
-        let total = jobs.len();
+        let total = boots.len();
         std::thread::scope(|s| {
             for _ in 0..(self.settings.jobs.max(1) as usize).min(total) {
                 s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(job) = jobs.get(i) else { break };
+                    let b = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(members) = boots.get(b) else { break };
                     if self.interrupted() {
                         break;
                     }
                     // A pinned caller (reproduce's session) must not keep
                     // every guest on its one CPU.
                     let _ = crate::kernel::procfs::unpin_thread();
-                    let setup = &self.per_arch[&job.kernel.arch];
+                    let boot: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
+                    let kernel = boot[0].kernel;
+                    let setup = &self.per_arch[&kernel.arch];
+                    let names = boot.iter().map(|j| j.name.as_str()).collect::<Vec<_>>().join(", ");
                     eprintln!(
-                        "ptelab: booting {} ({} guest, {}) for {} -- log {}",
-                        job.kernel.spec,
-                        job.kernel.arch.name(),
+                        "ptelab: booting {} ({} guest, {}) for {names} -- log {}",
+                        kernel.spec,
+                        kernel.arch.name(),
                         setup.accel.name(),
-                        job.name,
-                        logs[i].display()
+                        logs[b].display()
                     );
-                    let answer = run_guest(&self.guest_job(job, setup, &logs[i]))
-                        .map(|out| self.with_symbols(job.kernel, out));
+                    let outs = run_boot(&self.guest_job(&boot, setup, &logs[b]))
+                        .map(|outs| self.with_symbols(kernel, outs));
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                     if total > 1 {
                         eprintln!(
-                            "ptelab: guest {n}/{total} done ({} {}{})",
-                            job.kernel.spec,
-                            job.name,
-                            match &answer {
-                                Ok(o) => format!(", {:.1} s", o.boot_to_exit.as_secs_f64()),
+                            "ptelab: guest {n}/{total} done ({} {names}{})",
+                            kernel.spec,
+                            match &outs {
+                                Ok(o) => format!(", {:.1} s", o[0].boot_to_exit.as_secs_f64()),
                                 Err(_) => ", failed".into(),
                             }
                         );
                     }
-                    *answers[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
+                    match outs {
+                        Ok(outs) => {
+                            for (&i, out) in members.iter().zip(outs) {
+                                *answers[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(Ok(out));
+                            }
+                        }
+                        Err(e) => {
+                            let why = format!("{e:#}");
+                            for &i in members {
+                                *answers[i].lock().unwrap_or_else(|e| e.into_inner()) =
+                                    Some(Err(anyhow::anyhow!("{why}")));
+                            }
+                        }
+                    }
                 });
             }
         });
         if self.interrupted() {
             anyhow::bail!("interrupted: no guest is left running");
         }
+        let mut log_of = vec![PathBuf::new(); jobs.len()];
+        for (b, members) in boots.iter().enumerate() {
+            for &i in members {
+                log_of[i] = logs[b].clone();
+            }
+        }
         Ok(answers
             .into_iter()
-            .zip(logs)
+            .zip(log_of)
             .map(|(a, log)| Finished {
                 log,
                 answer: a
@@ -270,46 +318,69 @@ impl Fleet {
         symbols_file(&self.symbols, kernel)
     }
 
-    /// A profiled answer's symbol table: the one the guest sent (then
-    /// cached), or the cached one.
-    fn with_symbols(&self, kernel: &Kernel, mut out: GuestOutput) -> GuestOutput {
-        if out.counts.is_none() {
-            return out;
+    /// A profiled boot's symbol table, given to each of its answers that
+    /// counted: the one the guest sent (then cached), or the cached one.
+    fn with_symbols(&self, kernel: &Kernel, mut outs: Vec<GuestOutput>) -> Vec<GuestOutput> {
+        if outs.iter().all(|o| o.counts.is_none()) {
+            return outs;
         }
         let path = self.symbols_path(kernel);
-        let sent = out.symbols.take();
-        let bytes = match &sent {
-            Some(b) if b.is_empty() => {
-                out.symbol_table = Some(Err(
-                    "the guest's /proc/kallsyms showed no addresses".to_string()
-                ));
-                return out;
-            }
+        let sent = outs.iter_mut().find_map(|o| o.symbols.take());
+        let table: Result<Symbols, String> = match &sent {
+            Some(b) if b.is_empty() => Err("the guest's /proc/kallsyms showed no addresses".into()),
             Some(b) => {
                 // A cache that cannot be written costs the next run a transfer.
                 let _ =
                     std::fs::create_dir_all(&self.symbols).and_then(|_| std::fs::write(&path, b));
-                b.clone()
+                Ok(b.clone())
             }
-            None => match std::fs::read(&path) {
-                Ok(b) => b,
-                Err(e) => {
-                    out.symbol_table = Some(Err(format!("{}: {e}", path.display())));
-                    return out;
-                }
-            },
-        };
-        out.symbol_table = Some(
+            None => std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display())),
+        }
+        .and_then(|bytes| {
             crate::guest::boot::profile::inflate(&bytes)
                 .map(|t| Symbols::parse(&t))
-                .map_err(|e| format!("{e:#}")),
-        );
-        out
+                .map_err(|e| format!("{e:#}"))
+        });
+        for o in outs.iter_mut().filter(|o| o.counts.is_some()) {
+            o.symbol_table = Some(table.clone());
+        }
+        outs
     }
 
-    fn guest_job(&self, job: &Job, setup: &ArchSetup, log: &Path) -> GuestJob {
-        let mut args = job.args.clone();
+    /// The guest run of one boot's jobs (all of one kernel and setup).
+    fn guest_job(&self, boot: &[&Job], setup: &ArchSetup, log: &Path) -> GuestJob {
+        let first = boot[0];
         let plugin = self.plugin.as_ref().filter(|_| setup.profile);
+        let steps = boot.iter().map(|job| self.guest_step(job, setup)).collect();
+        // The disk fits the largest of the jobs' files.
+        let disk = boot.iter().filter_map(|j| j.disk).max();
+        GuestJob {
+            profile: plugin.map(|library| crate::guest::boot::run::Profiling {
+                library: library.clone(),
+                symbols: !self.symbols_path(first.kernel).is_file(),
+            }),
+            arch: first.kernel.arch,
+            kernel: first.kernel.image.clone(),
+            binary: setup.binary.clone(),
+            steps,
+            files: self.settings.files.clone(),
+            append: self.settings.append.clone(),
+            accel: setup.accel,
+            memory_mib: self.settings.memory >> 20,
+            disk: disk.map(|bytes| {
+                crate::guest::boot::disk::DiskSpec::for_data(bytes, self.disks.clone())
+            }),
+            // Each job's own time: a boot of several gets the sum.
+            timeout: self.settings.timeout * boot.len() as u32,
+            log: log.to_path_buf(),
+            interrupted: self.interrupted,
+            setup: first.setup.clone(),
+        }
+    }
+
+    /// One job's command as its guest runs it.
+    fn guest_step(&self, job: &Job, setup: &ArchSetup) -> GuestStep {
+        let mut args = job.args.clone();
         // Every measuring guest reports its windows, counted or not, so that
         // a profiled guest runs exactly what a plain one does (same argv):
         // its instruction figures are the plain guest's.
@@ -328,44 +399,49 @@ impl Fleet {
         {
             args.insert(1, "--icount".into());
         }
-        GuestJob {
-            profile: plugin.map(|library| crate::guest::boot::run::Profiling {
-                library: library.clone(),
-                symbols: !self.symbols_path(job.kernel).is_file(),
-            }),
-            arch: job.kernel.arch,
-            kernel: job.kernel.image.clone(),
-            binary: setup.binary.clone(),
+        GuestStep {
             args,
-            files: self.settings.files.clone(),
-            append: self.settings.append.clone(),
             program: job.program.clone(),
-            accel: setup.accel,
-            memory_mib: self.settings.memory >> 20,
-            disk: job.disk.map(|bytes| {
-                crate::guest::boot::disk::DiskSpec::for_data(bytes, self.disks.clone())
-            }),
             // Seed 004, the one workload with a disk, is about MGLRU reclaim.
             mglru: job.disk.is_some(),
-            timeout: self.settings.timeout,
-            log: log.to_path_buf(),
-            interrupted: self.interrupted,
-            setup: job.setup.clone(),
         }
     }
 
-    fn log_path(&self, job: &Job) -> PathBuf {
+    fn log_path(&self, boot: &[&Job]) -> PathBuf {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let names: Vec<&str> = boot.iter().map(|j| j.name.as_str()).collect();
         // Start time first, so that the name order is the age order
         // (`prune_logs`); a sequence number keeps same-second jobs apart.
         self.logs.join(format!(
             "{}-{}-{}-{}.log",
             crate::guest::source::cache::now_rfc3339().replace(':', ""),
-            job.kernel.sha256.get(..12).unwrap_or("image"),
-            job.name,
+            boot[0].kernel.sha256.get(..12).unwrap_or("image"),
+            names.join("+"),
             SEQ.fetch_add(1, Ordering::SeqCst)
         ))
     }
+}
+
+/// The boots of `jobs` when each kernel (and boot setup) boots once: groups
+/// of indices in job order, jobs with a disk last in theirs.
+fn per_kernel(jobs: &[Job]) -> Vec<Vec<usize>> {
+    let mut boots: Vec<Vec<usize>> = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let same = |b: &&mut Vec<usize>| {
+            let first = &jobs[b[0]];
+            first.kernel.arch == job.kernel.arch
+                && first.kernel.sha256 == job.kernel.sha256
+                && first.setup == job.setup
+        };
+        match boots.iter_mut().find(|b| same(b)) {
+            Some(b) => b.push(i),
+            None => boots.push(vec![i]),
+        }
+    }
+    for b in &mut boots {
+        b.sort_by_key(|&i| jobs[i].disk.is_some());
+    }
+    boots
 }
 
 fn symbols_dir(cache: &Cache) -> PathBuf {

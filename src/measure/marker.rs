@@ -51,6 +51,13 @@ pub fn commit() -> u64 {
     COMMITS.fetch_add(1, Ordering::Relaxed)
 }
 
+/// The guest's init starts its next command: the plugin numbers that
+/// command's commits from 0, as its own `COMMITS` does.
+#[inline(always)]
+pub fn step() {
+    emit::<{ Marker::Step.code() }>();
+}
+
 /// A timed section of `phase` begins (phases past the plugin's
 /// `MAX_PHASES` are not marked).
 #[inline(always)]

@@ -189,59 +189,63 @@ pub fn measure(
         super::on_slurm::measure(slurm, &cache, &jobs, &settings, store, tags, &mut ev)?;
         return Ok(ev);
     }
-    // One fleet per arch keeps each arch's guest binary; the arches' jobs
-    // run one fleet after the other, each --jobs wide.
-    for (arch, fleet) in &usable {
-        let accel = fleet.accel(*arch).expect("prepared for this arch");
-        let runs: Vec<&PlannedRun> = planned.iter().filter(|r| r.arch == *arch).collect();
-        let jobs: Vec<Job> = runs
-            .iter()
-            .map(|r| job_of(r, &kernels, accel, req.quick))
-            .collect();
-        let finished = fleet.run(&jobs)?;
-        for ((run, job), done) in runs.iter().zip(&jobs).zip(finished) {
-            let seeds = run.seeds.join(",");
-            let out = match done.answer {
-                Ok(out) => out,
-                Err(e) => {
-                    ev.notes.push((
-                        seeds,
-                        format!("{} guest {}: {e:#}", arch.name(), job.kernel.spec),
-                    ));
-                    continue;
-                }
-            };
-            let m = match Measured::parse(&out.stdout, job.kernel, &out) {
-                Ok(m) => m,
-                Err(e) => {
-                    ev.notes.push((
-                        seeds,
-                        format!(
-                            "{} guest {} exited {}: {e:#}; console log: {}",
-                            arch.name(),
-                            job.kernel.spec,
-                            out.exit_code,
-                            done.log.display()
-                        ),
-                    ));
-                    continue;
-                }
-            };
-            let run_id = match store {
-                Some(s) => Some(m.store(s, "reproduce", job.kernel, tags)?),
-                None => None,
-            };
-            ev.runs.push(GuestRun {
-                arch: *arch,
-                kernel: job.kernel.spec.to_string(),
-                release: out.kernel_release.clone(),
-                metric: m.host.metric(),
-                workload: run.workload,
-                cells: m.cells,
-                failed: m.failed,
-                run_id,
-            });
-        }
+    // One queue for both arches, and one boot per kernel: a kernel's
+    // workloads run one after the other in the same guest.
+    let Some(fleet) = usable.into_iter().map(|(_, f)| f).reduce(Fleet::join) else {
+        return Ok(ev);
+    };
+    let runs: Vec<&PlannedRun> = planned
+        .iter()
+        .filter(|r| fleet.accel(r.arch).is_some())
+        .collect();
+    let jobs: Vec<Job> = runs
+        .iter()
+        .map(|r| job_of(r, &kernels, fleet.accel(r.arch).expect("prepared"), req.quick))
+        .collect();
+    let finished = fleet.run_per_kernel(&jobs)?;
+    for ((run, job), done) in runs.iter().zip(&jobs).zip(finished) {
+        let arch = run.arch;
+        let seeds = run.seeds.join(",");
+        let out = match done.answer {
+            Ok(out) => out,
+            Err(e) => {
+                ev.notes.push((
+                    seeds,
+                    format!("{} guest {}: {e:#}", arch.name(), job.kernel.spec),
+                ));
+                continue;
+            }
+        };
+        let m = match Measured::parse(&out.stdout, job.kernel, &out) {
+            Ok(m) => m,
+            Err(e) => {
+                ev.notes.push((
+                    seeds,
+                    format!(
+                        "{} guest {} exited {}: {e:#}; console log: {}",
+                        arch.name(),
+                        job.kernel.spec,
+                        out.exit_code,
+                        done.log.display()
+                    ),
+                ));
+                continue;
+            }
+        };
+        let run_id = match store {
+            Some(s) => Some(m.store(s, "reproduce", job.kernel, tags)?),
+            None => None,
+        };
+        ev.runs.push(GuestRun {
+            arch,
+            kernel: job.kernel.spec.to_string(),
+            release: out.kernel_release.clone(),
+            metric: m.host.metric(),
+            workload: run.workload,
+            cells: m.cells,
+            failed: m.failed,
+            run_id,
+        });
     }
     Ok(ev)
 }

@@ -66,6 +66,10 @@ pub enum Marker {
     Begin(u8),
     /// A timed section of phase N ends.
     End(u8),
+    /// The guest's init starts its next command (a boot that runs several):
+    /// that command numbers its commits from 0, so the plugin does too, and
+    /// marks where the command's windows begin (`record`'s `S` line).
+    Step,
 }
 
 /// arm64 `HINT #imm` immediates from here up are the markers (unallocated
@@ -77,13 +81,14 @@ const NOPL: [u8; 4] = [0x0F, 0x1F, 0x84, 0x00];
 const NOPL_TAG: [u8; 3] = [0x6C, 0x74, 0x70];
 
 impl Marker {
-    /// 0 reset, 1 commit, 2.. begin phase N, then end phase N.
+    /// 0 reset, 1 commit, 2.. begin phase N, then end phase N, then step.
     pub const fn code(self) -> u8 {
         match self {
             Marker::Reset => 0,
             Marker::Commit => 1,
             Marker::Begin(p) => 2 + p,
             Marker::End(p) => 2 + MAX_PHASES + p,
+            Marker::Step => 2 + 2 * MAX_PHASES,
         }
     }
 
@@ -95,6 +100,7 @@ impl Marker {
             c if (2 + MAX_PHASES..2 + 2 * MAX_PHASES).contains(&c) => {
                 Some(Marker::End(c - 2 - MAX_PHASES))
             }
+            c if c == 2 + 2 * MAX_PHASES => Some(Marker::Step),
             _ => None,
         }
     }
@@ -307,9 +313,10 @@ mod tests {
             Marker::Begin(1),
             Marker::End(0),
             Marker::End(1),
+            Marker::Step,
         ];
         let codes: Vec<u8> = all.iter().map(|m| m.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6]);
         for m in all {
             assert_eq!(Marker::from_code(m.code()), Some(m));
             assert_eq!(arm(m.arm64_word()), Some(Insn::Marker(m)));
@@ -318,7 +325,7 @@ mod tests {
                 Some(Insn::Marker(m))
             );
         }
-        assert_eq!(Marker::from_code(6), None);
+        assert_eq!(Marker::from_code(7), None);
         // `hint #0x70` as GNU as assembles it.
         assert_eq!(Marker::Reset.arm64_word(), 0xD503_2E1F);
         assert_eq!(
@@ -339,8 +346,8 @@ mod tests {
         ] {
             assert_eq!(arm(w), None, "{w:#x}");
         }
-        // hint #0x76 and #0x7f: above the codes in use.
-        assert_eq!(arm(0xD503_201F | (0x76 << 5)), None);
+        // hint #0x77 and #0x7f: above the codes in use.
+        assert_eq!(arm(0xD503_201F | (0x77 << 5)), None);
         assert_eq!(arm(0xD503_201F | (0x7F << 5)), None);
         // The compilers' 8-byte NOP (displacement 0) and a 66-prefixed one.
         assert_eq!(

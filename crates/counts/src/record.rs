@@ -11,6 +11,8 @@
 //!
 //! `W seq phase kernel-instructions user-instructions` and one count per
 //! [`Tlb`] kind in [`Tlb::ALL`] order; `T vaddr executions instructions`.
+//! An `S` line starts the windows of the guest's next command (a boot that
+//! runs several, [`crate::Marker::Step`]); each command's `seq` starts at 0.
 //! A translation block is identified by its first instruction's address;
 //! user-space blocks are summed into the `W` line only.
 
@@ -24,7 +26,9 @@ pub const HEADER: &str = "ptelab-plugin v1";
 /// One phase of one committed sample window.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Window {
-    /// The commit's running number (0 for the first commit of the guest).
+    /// The guest command it belongs to (0 for the first; `S` lines count).
+    pub step: u32,
+    /// The commit's running number (0 for the first commit of its command).
     pub seq: u64,
     pub phase: u8,
     pub kernel_insns: u64,
@@ -60,6 +64,25 @@ impl Window {
             let _ = writeln!(out, "T {vaddr:x} {n} {insns}");
         }
         out.push_str("E\n");
+    }
+}
+
+/// The line that starts the next command's windows.
+pub const STEP_LINE: &str = "S\n";
+
+impl Output {
+    /// The windows of command `step` alone, numbered as that command
+    /// numbered them.
+    pub fn step(&self, step: u32) -> Output {
+        Output {
+            target: self.target.clone(),
+            windows: self
+                .windows
+                .iter()
+                .filter(|w| w.step == step)
+                .cloned()
+                .collect(),
+        }
     }
 }
 
@@ -101,6 +124,7 @@ pub fn parse(text: &str) -> Result<Output, ParseError> {
         windows: Vec::new(),
     };
     let mut open: Option<Window> = None;
+    let mut step = 0u32;
     for (i, line) in lines {
         let n = i + 1;
         let mut f = line.split_ascii_whitespace();
@@ -119,6 +143,7 @@ pub fn parse(text: &str) -> Result<Output, ParseError> {
                     return Err(err(n, "a window begins before the last one ended".into()));
                 }
                 let mut w = Window {
+                    step,
                     seq: num(f.next(), false)?,
                     phase: num(f.next(), false)? as u8,
                     kernel_insns: num(f.next(), false)?,
@@ -149,6 +174,12 @@ pub fn parse(text: &str) -> Result<Output, ParseError> {
                     .ok_or_else(|| err(n, "an end without a window".into()))?;
                 out.windows.push(w);
             }
+            Some("S") => {
+                if open.is_some() {
+                    return Err(err(n, "a command begins inside a window".into()));
+                }
+                step += 1;
+            }
             None => {}
             Some(other) => return Err(err(n, format!("unknown record '{other}'"))),
         }
@@ -164,6 +195,7 @@ mod tests {
         let mut tlb = [0; Tlb::ALL.len()];
         tlb[Tlb::Invlpg.index()] = 3;
         Window {
+            step: 0,
             seq,
             phase,
             kernel_insns: 91_234,
@@ -187,6 +219,25 @@ mod tests {
         assert_eq!(out.target, "x86_64");
         assert_eq!(out.windows, ws);
         assert!(text.contains("T ffffffff81234560 100 1200\n"), "{text}");
+    }
+
+    #[test]
+    fn each_command_of_a_boot_gets_its_own_windows() {
+        let mut text = header("x86_64");
+        window(0, 0).write(&mut text);
+        window(1, 0).write(&mut text);
+        text.push_str(STEP_LINE);
+        text.push_str(STEP_LINE);
+        window(0, 0).write(&mut text);
+        let out = parse(&text).unwrap();
+        let steps: Vec<(u32, u64)> = out.windows.iter().map(|w| (w.step, w.seq)).collect();
+        assert_eq!(steps, [(0, 0), (0, 1), (2, 0)]);
+        assert_eq!(out.step(0).windows.len(), 2);
+        assert!(out.step(1).windows.is_empty());
+        assert_eq!(out.step(2).windows[0].step, 2);
+        let mut cut = header("x86_64");
+        cut.push_str("W 0 0 5 5 0 0 0 0 0 0 0 0 0\nS\n");
+        assert!(parse(&cut).is_err());
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! - `Reset` forgets what was counted (warm-up, calibration);
 //! - `Begin(p)` / `End(p)` bracket a timed section of phase `p`;
 //! - `Commit` writes what each phase counted since the reset as one window
-//!   (`ptelab_counts::record`), numbered by the commits' running count.
+//!   (`ptelab_counts::record`), numbered by the commits' running count;
+//! - `Step` (the guest's init starting its next command) numbers commits
+//!   from 0 again and writes the line that separates the commands' windows.
 //!
 //! Per window and phase: kernel and user instructions, executions and
 //! instructions of every kernel translation block (ptelab turns blocks into
@@ -184,6 +186,7 @@ extern "C" fn insn_exec(_vcpu: c_uint, udata: *mut c_void) {
         }
         Some(Marker::End(p)) => ACTIVE.store(ACTIVE.load(Relaxed) & !(1 << p), Relaxed),
         Some(Marker::Commit) => commit(),
+        Some(Marker::Step) => step(),
         None => {}
     }
 }
@@ -239,6 +242,7 @@ fn commit() {
                 *t = c.load(Relaxed);
             }
             Window {
+                step: 0,
                 seq,
                 phase: p as u8,
                 kernel_insns: TOTALS.kernel[p].load(Relaxed),
@@ -253,6 +257,16 @@ fn commit() {
         let _ = out.write_all(text.as_bytes());
     }
     reset();
+}
+
+/// The guest's next command begins: forget the open window, number commits
+/// from 0 again (as that command does), and mark where its windows begin.
+fn step() {
+    reset();
+    SEQ.store(0, Relaxed);
+    if let Some(out) = OUT.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let _ = out.write_all(ptelab_counts::record::STEP_LINE.as_bytes());
+    }
 }
 
 extern "C" fn translate(_id: PluginId, tb: *mut QemuPluginTb) {

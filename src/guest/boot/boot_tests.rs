@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::qemu;
-use super::run::{choose_accel, run_guest, AccelRequest, GuestJob};
+use super::run::{choose_accel, run_guest, AccelRequest, GuestJob, GuestStep};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::spec::debian_name;
 use crate::workload::Arch;
@@ -79,14 +79,14 @@ fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<Gue
         arch,
         kernel,
         binary,
-        args: args.iter().map(|s| s.to_string()).collect(),
+        steps: vec![GuestStep::ptelab(
+            args.iter().map(|s| s.to_string()).collect(),
+        )],
         files: Vec::new(),
         append: Vec::new(),
-        program: None,
         accel,
         memory_mib: 1024,
         disk: None,
-        mglru: false,
         timeout,
         log,
         interrupted: &NEVER,
@@ -366,7 +366,7 @@ fn reclaim_job(args: &[&str], timeout: Duration, dir: &std::path::Path) -> Optio
         return None;
     }
     j.disk = Some(super::disk::DiskSpec::for_data(8 << 20, dir.join("disks")));
-    j.mglru = true;
+    j.steps[0].mglru = true;
     Some(j)
 }
 

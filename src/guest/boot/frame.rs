@@ -161,6 +161,76 @@ pub fn encode_oversized(seen: u64, exit_code: i32, release: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// One command's part of the answer of a boot that ran several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepAnswer {
+    pub exit_code: i32,
+    pub stdout: Vec<u8>,
+}
+
+/// Starts each command's part of a bundle: `PTELAB-STEP exit=E len=N`, a
+/// newline, then the N bytes of its stdout.
+const STEP: &str = "PTELAB-STEP ";
+
+/// The stdout of a boot's commands as one answer (guest side); the frame
+/// around it checks the whole.
+pub fn bundle(steps: &[StepAnswer]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in steps {
+        out.extend_from_slice(
+            format!("{STEP}exit={} len={}\n", s.exit_code, s.stdout.len()).as_bytes(),
+        );
+        out.extend_from_slice(&s.stdout);
+    }
+    out
+}
+
+/// Split a bundle of `steps` commands (host side).
+pub fn unbundle(mut bytes: &[u8], steps: usize) -> Result<Vec<StepAnswer>, FrameError> {
+    let bad = |why: String| FrameError::Malformed(format!("bundle: {why}"));
+    let mut out = Vec::with_capacity(steps);
+    for k in 0..steps {
+        let nl = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| bad(format!("command {k} has no header")))?;
+        let head = std::str::from_utf8(&bytes[..nl]).map_err(|_| bad("header not UTF-8".into()))?;
+        let rest = head
+            .strip_prefix(STEP)
+            .ok_or_else(|| bad(format!("command {k}'s header is '{head}'")))?;
+        let field = |name: &str| {
+            rest.split(' ')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .ok_or_else(|| bad(format!("command {k}'s header has no {name}")))
+        };
+        let exit_code: i32 = field("exit")?
+            .parse()
+            .map_err(|_| bad("exit is not a number".into()))?;
+        let len: usize = field("len")?
+            .parse()
+            .map_err(|_| bad("len is not a number".into()))?;
+        let body = &bytes[nl + 1..];
+        if len > body.len() {
+            return Err(bad(format!(
+                "command {k} announces {len} bytes, {} left",
+                body.len()
+            )));
+        }
+        out.push(StepAnswer {
+            exit_code,
+            stdout: body[..len].to_vec(),
+        });
+        bytes = &body[len..];
+    }
+    if !bytes.is_empty() {
+        return Err(bad(format!(
+            "{} bytes after the {steps} commands",
+            bytes.len()
+        )));
+    }
+    Ok(out)
+}
+
 /// Console bytes a frame of `len` stdout bytes takes at most, for the
 /// host's cap on what it keeps of a console.
 pub fn encoded_len(len: u64) -> u64 {
@@ -338,6 +408,40 @@ fn trunc(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bundle_splits_back_into_its_commands_and_a_bad_one_is_refused() {
+        let steps = vec![
+            StepAnswer {
+                exit_code: 0,
+                stdout: b"{\"a\": 1}\nPTELAB-STEP exit=9 len=1\n".to_vec(),
+            },
+            StepAnswer {
+                exit_code: 137,
+                stdout: Vec::new(),
+            },
+            StepAnswer {
+                exit_code: 2,
+                stdout: vec![0, 255, b'\n'],
+            },
+        ];
+        let b = bundle(&steps);
+        assert_eq!(unbundle(&b, 3).unwrap(), steps);
+        // Wrapped in a frame and back, as the console carries it.
+        let framed = encode(&b, 0, "7.1.3");
+        assert_eq!(unbundle(&decode(&framed, 1 << 20).unwrap().stdout, 3).unwrap(), steps);
+        for (bytes, n) in [
+            (&b[..b.len() - 1], 3),
+            (&b[..], 2),
+            (&b[..], 4),
+            (&b"PTELAB-STEP exit=x len=0\n"[..], 1),
+            (&b"PTELAB-STEP len=0\n"[..], 1),
+            (&b"garbage\n"[..], 1),
+        ] {
+            let e = unbundle(bytes, n).unwrap_err();
+            assert!(matches!(e, FrameError::Malformed(_)), "{e}");
+        }
+    }
 
     const LIMIT: u64 = 64 << 20;
 

@@ -1,7 +1,8 @@
 //! ptelab as a guest's init (PID 1): mount what the kernel layer reads, run
-//! the job's command as an ordinary child process (`/init ARGS…`, not PID 1,
-//! so it is the normal CLI), send its stdout back framed on the console
-//! (`frame`), power off.
+//! the job's commands one after the other, each as an ordinary child process
+//! (`/init ARGS…`, not PID 1, so it is the normal CLI), send their stdout
+//! back framed on the console (`frame`), power off. Several commands share
+//! one boot so that a kernel's workloads do not each pay for booting it.
 //!
 //! The child's stderr goes to the console through a pipe: it is the progress
 //! and log the host keeps in the guest's log file, and a pipe (not a tty)
@@ -13,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::frame;
-use super::initramfs::{JobDisk, JobFile, JOB_PATH, JOB_SCHEMA};
+use super::initramfs::{JobDisk, JobFile, JobStep, JOB_PATH, JOB_SCHEMA};
 
 /// The largest job file read.
 const MAX_JOB: u64 = 1 << 20;
@@ -36,7 +37,7 @@ pub fn main() -> ! {
             let frame = match prepare(&job) {
                 Ok(()) => run_job(&job),
                 Err(e) => {
-                    eprintln!("ptelab-init: {e}; the command was not run");
+                    eprintln!("ptelab-init: {e}; no command was run");
                     frame::encode(b"", 125, &release())
                 }
             };
@@ -117,12 +118,9 @@ fn mount_all() -> Vec<String> {
 /// MGLRU's switch.
 const LRU_GEN: &str = "/sys/kernel/mm/lru_gen/enabled";
 
-/// What the job needs besides its command: MGLRU on, its disk mounted. An
-/// error means the command cannot run as asked.
+/// What the job needs before its commands: its disk mounted. An error
+/// means no command can run as asked (MGLRU is a command's own, `run_job`).
 fn prepare(job: &JobFile) -> Result<(), String> {
-    if job.mglru {
-        eprintln!("ptelab-init: {}", ensure_mglru(Path::new(LRU_GEN)));
-    }
     if let Some(d) = &job.disk {
         let waited = wait_for(Path::new(&d.device))?;
         mount_disk(d)?;
@@ -235,14 +233,55 @@ fn read_job() -> anyhow::Result<JobFile> {
     Ok(job)
 }
 
-/// Run the job's command and frame what it printed.
+/// Run the job's commands one after the other and frame what they printed:
+/// one command's stdout as it is, several as a bundle (`frame::bundle`).
 fn run_job(job: &JobFile) -> Vec<u8> {
-    let program = match &job.program {
+    let mut answers = Vec::with_capacity(job.steps.len());
+    let mut left = job.max_output;
+    for (k, step) in job.steps.iter().enumerate() {
+        if k > 0 {
+            // The QEMU plugin numbers this command's windows from 0.
+            crate::measure::marker::step();
+        }
+        if step.mglru {
+            eprintln!("ptelab-init: {}", ensure_mglru(Path::new(LRU_GEN)));
+        }
+        match run_step(job, step, left) {
+            Ok(a) => {
+                left -= a.stdout.len() as u64;
+                answers.push(a);
+            }
+            Err(Oversized { seen, exit_code }) => {
+                eprintln!(
+                    "ptelab-init: the commands printed more than {} bytes; stopped",
+                    job.max_output
+                );
+                let before: u64 = answers.iter().map(|a| a.stdout.len() as u64).sum();
+                return frame::encode_oversized(before + seen, exit_code, &release());
+            }
+        }
+    }
+    match answers.as_slice() {
+        [one] => frame::encode(&one.stdout, one.exit_code, &release()),
+        _ => frame::encode(&frame::bundle(&answers), 0, &release()),
+    }
+}
+
+/// A command printed more than the guest may send back.
+struct Oversized {
+    seen: u64,
+    exit_code: i32,
+}
+
+/// Run one command, its stderr forwarded to the console, keeping at most
+/// `limit` bytes of its stdout.
+fn run_step(job: &JobFile, step: &JobStep, limit: u64) -> Result<frame::StepAnswer, Oversized> {
+    let program = match &step.program {
         Some(p) => format!("/files/{p}"),
         None => "/init".to_string(),
     };
     let mut child = match Command::new(&program)
-        .args(&job.args)
+        .args(&step.args)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .env("HOME", "/root")
@@ -256,7 +295,10 @@ fn run_job(job: &JobFile) -> Vec<u8> {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ptelab-init: cannot start {program}: {e}");
-            return frame::encode(b"", 126, &release());
+            return Ok(frame::StepAnswer {
+                exit_code: 126,
+                stdout: Vec::new(),
+            });
         }
     };
     let mut stderr = child.stderr.take().expect("piped");
@@ -268,13 +310,13 @@ fn run_job(job: &JobFile) -> Vec<u8> {
         }
     });
     let mut stdout = Vec::new();
-    let mut pipe = child.stdout.take().expect("piped").take(job.max_output + 1);
+    let mut pipe = child.stdout.take().expect("piped").take(limit + 1);
     let read = pipe.read_to_end(&mut stdout);
-    let oversized = stdout.len() as u64 > job.max_output;
+    let oversized = stdout.len() as u64 > limit;
     if oversized {
         let _ = child.kill();
     }
-    let code = match child.wait() {
+    let exit_code = match child.wait() {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 127,
     };
@@ -283,13 +325,12 @@ fn run_job(job: &JobFile) -> Vec<u8> {
         eprintln!("ptelab-init: reading the command's stdout: {e}");
     }
     if oversized {
-        eprintln!(
-            "ptelab-init: the command printed more than {} bytes; stopped it",
-            job.max_output
-        );
-        return frame::encode_oversized(stdout.len() as u64, code, &release());
+        return Err(Oversized {
+            seen: stdout.len() as u64,
+            exit_code,
+        });
     }
-    frame::encode(&stdout, code, &release())
+    Ok(frame::StepAnswer { exit_code, stdout })
 }
 
 /// The kernel's text symbols, compact and deflated, framed on the symbols

@@ -35,27 +35,36 @@ const DIRS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobFile {
     pub schema: String,
-    /// Arguments of `/init` (ptelab) run as an ordinary child process.
-    pub args: Vec<String>,
-    /// The most stdout the guest sends back; more is an error.
+    /// The commands, run one after the other in this boot, each answered.
+    pub steps: Vec<JobStep>,
+    /// The most stdout the guest sends back, all commands together; more is
+    /// an error.
     pub max_output: u64,
-    /// Run `/files/NAME` with `args` instead of ptelab.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub program: Option<String>,
-    /// A disk the init mounts before the command runs (`disk`); the
-    /// command does not run without it.
+    /// A disk the init mounts before the first command runs (`disk`); no
+    /// command runs without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<JobDisk>,
-    /// Turn the multi-gen LRU on when the kernel has it and it is off.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub mglru: bool,
-    /// Environment of the command, besides `PATH`, `HOME` and `TERM`.
+    /// Environment of the commands, besides `PATH`, `HOME` and `TERM`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Send the kernel's text symbols (from `/proc/kallsyms`) before the
     /// answer, for the host to name what the QEMU plugin counted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub symbols: bool,
+}
+
+/// One command of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStep {
+    /// Arguments of `/init` (ptelab) run as an ordinary child process.
+    pub args: Vec<String>,
+    /// Run `/files/NAME` with `args` instead of ptelab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// Turn the multi-gen LRU on first, when the kernel has it and it is off
+    /// (it stays on for the commands after this one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mglru: bool,
 }
 
 /// A block device the guest's init mounts.
@@ -66,7 +75,7 @@ pub struct JobDisk {
     pub mount: String,
 }
 
-pub const JOB_SCHEMA: &str = "ptelab/guest-job/v1";
+pub const JOB_SCHEMA: &str = "ptelab/guest-job/v2";
 
 enum Content {
     Dir,
@@ -286,11 +295,13 @@ mod tests {
     fn job() -> JobFile {
         JobFile {
             schema: JOB_SCHEMA.into(),
-            args: vec!["doctor".into(), "--json".into()],
+            steps: vec![JobStep {
+                args: vec!["doctor".into(), "--json".into()],
+                program: None,
+                mglru: false,
+            }],
             max_output: 1 << 20,
-            program: None,
             disk: None,
-            mglru: false,
             env: BTreeMap::new(),
             symbols: false,
         }
@@ -377,7 +388,7 @@ mod tests {
         let prog = dir.path().join("mprot");
         std::fs::write(&prog, b"reproducer").unwrap();
         let mut j = job();
-        j.program = Some("mprot".into());
+        j.steps[0].program = Some("mprot".into());
         let a = Initramfs::for_job(&bin, &j, &[])
             .unwrap()
             .with_files(std::slice::from_ref(&prog))
@@ -395,27 +406,32 @@ mod tests {
             (0o100755, &b"reproducer"[..])
         );
         let back: JobFile = serde_json::from_slice(&find("ptelab/job.json").4).unwrap();
-        assert_eq!(back.program.as_deref(), Some("mprot"));
+        assert_eq!(back.steps[0].program.as_deref(), Some("mprot"));
     }
 
     #[test]
-    fn job_file_with_a_disk_round_trips_and_old_jobs_still_read() {
+    fn job_file_with_a_disk_and_steps_round_trips() {
         let mut j = job();
         j.disk = Some(JobDisk {
             device: "/dev/nvme0n1".into(),
             fstype: "ext4".into(),
             mount: "/mnt/ptelab".into(),
         });
-        j.mglru = true;
+        j.steps.push(JobStep {
+            args: vec!["sweep".into(), "reclaim".into()],
+            program: None,
+            mglru: true,
+        });
         j.env
             .insert("PTELAB_RECLAIM_DIR".into(), "/mnt/ptelab".into());
         let text = serde_json::to_string(&j).unwrap();
         assert_eq!(serde_json::from_str::<JobFile>(&text).unwrap(), j);
-        // Without a disk the job is what it was before disks existed.
+        // Only what a job uses is written.
         let plain = serde_json::to_value(job()).unwrap();
         assert_eq!(
             plain,
-            serde_json::json!({"schema": JOB_SCHEMA, "args": ["doctor", "--json"], "max_output": 1048576})
+            serde_json::json!({"schema": JOB_SCHEMA, "steps": [{"args": ["doctor", "--json"]}],
+                "max_output": 1048576})
         );
     }
 

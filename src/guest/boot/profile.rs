@@ -322,6 +322,7 @@ ffffffffc0000000 t mod_fn\t[somemod]
         tlb[Tlb::TlbiPage.index()] = 2 * (seq + 1).min(1);
         tlb[Tlb::Dsb.index()] = 4;
         Window {
+            step: 0,
             seq,
             phase,
             kernel_insns: kernel,
@@ -352,6 +353,7 @@ ffffffffc0000000 t mod_fn\t[somemod]
             windows: vec![normal(0), noisy, normal(2)],
         };
         let sw = |seq| SampleWindow {
+            step: 0,
             seq,
             phase: 0,
             calls: 2,

@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 
 use super::disk::{self, DiskImage, DiskSpec};
 use super::frame::{self, FrameError};
-use super::initramfs::{self, Initramfs, JobDisk, JobFile, JOB_SCHEMA};
+use super::initramfs::{self, Initramfs, JobDisk, JobFile, JobStep, JOB_SCHEMA};
 use super::qemu::{self, Machine, Qemu};
 use crate::error::bail_usage;
 use crate::workload::Arch;
@@ -40,23 +40,17 @@ pub struct GuestJob {
     /// ptelab for the guest's arch: static, or (same arch as this machine
     /// only) dynamic, with the shared libraries `ldd` lists copied along.
     pub binary: PathBuf,
-    /// ptelab's arguments in the guest (`bench …`), or the program's.
-    pub args: Vec<String>,
+    /// The commands, run one after the other in this boot.
+    pub steps: Vec<GuestStep>,
     /// Static executables for the guest's arch, put in `/files/NAME`.
     pub files: Vec<PathBuf>,
     /// Kernel parameters added to ptelab's (`transparent_hugepage=never`).
     pub append: Vec<String>,
-    /// Run `/files/NAME ARGS` instead of ptelab (a reference program, e.g.
-    /// a seed's own reproducer, measured in the same guest).
-    pub program: Option<String>,
     pub accel: Accel,
     pub memory_mib: u64,
-    /// A disk for the command's files (`disk`): made, formatted and
+    /// A disk for the commands' files (`disk`): made, formatted and
     /// attached for this run, mounted by the guest's init, gone after.
     pub disk: Option<DiskSpec>,
-    /// Turn the guest's multi-gen LRU on if it is off (seed 004 is about
-    /// MGLRU reclaim).
-    pub mglru: bool,
     /// From QEMU's start to its exit.
     pub timeout: Duration,
     /// The guest's console, written as it comes.
@@ -69,6 +63,30 @@ pub struct GuestJob {
     pub setup: qemu::Setup,
 }
 
+/// One command of a guest run.
+#[derive(Clone, Debug, Default)]
+pub struct GuestStep {
+    /// ptelab's arguments in the guest (`bench …`), or the program's.
+    pub args: Vec<String>,
+    /// Run `/files/NAME ARGS` instead of ptelab (a reference program, e.g.
+    /// a seed's own reproducer, measured in the same guest).
+    pub program: Option<String>,
+    /// Turn the guest's multi-gen LRU on first if it is off (seed 004 is
+    /// about MGLRU reclaim).
+    pub mglru: bool,
+}
+
+#[cfg(test)]
+impl GuestStep {
+    /// ptelab with `args`.
+    pub fn ptelab(args: Vec<String>) -> GuestStep {
+        GuestStep {
+            args,
+            ..GuestStep::default()
+        }
+    }
+}
+
 /// What a profiled guest run loads and asks for.
 #[derive(Clone, Debug)]
 pub struct Profiling {
@@ -78,6 +96,7 @@ pub struct Profiling {
     pub symbols: bool,
 }
 
+/// What one command of a guest run answered, with the boot it ran in.
 #[derive(Debug)]
 pub struct GuestOutput {
     pub stdout: Vec<u8>,
@@ -89,12 +108,13 @@ pub struct GuestOutput {
     pub qemu_version: String,
     /// `uname -r` in the guest, as the guest reported it.
     pub kernel_release: String,
-    /// From QEMU's start to its exit.
+    /// From QEMU's start to its exit (the whole boot, all its commands).
     pub boot_to_exit: Duration,
-    /// What the QEMU plugin counted (a profiled run).
+    /// What the QEMU plugin counted in this command (a profiled run).
     pub counts: Option<ptelab_counts::record::Output>,
     /// The guest kernel's symbols as it sent them (deflated compact text;
-    /// empty when its kallsyms showed no addresses), when asked for.
+    /// empty when its kallsyms showed no addresses), when asked for: on the
+    /// boot's first command only.
     pub symbols: Option<Vec<u8>>,
     /// The symbols that name what the plugin counted, or why there are
     /// none (set by the fleet, from `symbols` or its cache).
@@ -117,18 +137,33 @@ pub fn command_line(emulator: &Path, machine: &Machine) -> String {
         .join(" ")
 }
 
+/// Run a job of one command.
+#[cfg(test)]
 pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
+    anyhow::ensure!(job.steps.len() == 1, "run_guest runs one command");
+    Ok(run_boot(job)?.pop().expect("one answer per command"))
+}
+
+/// Boot once and run every command of `job`; one answer per command, in order.
+pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
+    anyhow::ensure!(!job.steps.is_empty(), "a guest run needs a command");
     let emulator = qemu::find_emulator(job.arch)?;
     let qemu_version = qemu::version(&emulator)?;
     let libs = libraries(job)?;
     let mkfs = job.disk.as_ref().map(|_| disk::find_mkfs()).transpose()?;
     let mut jobfile = JobFile {
         schema: JOB_SCHEMA.into(),
-        args: job.args.clone(),
+        steps: job
+            .steps
+            .iter()
+            .map(|s| JobStep {
+                args: s.args.clone(),
+                program: s.program.clone(),
+                mglru: s.mglru,
+            })
+            .collect(),
         max_output: MAX_OUTPUT,
-        program: job.program.clone(),
         disk: None,
-        mglru: job.mglru,
         env: Default::default(),
         symbols: job.profile.as_ref().is_some_and(|p| p.symbols),
     };
@@ -204,9 +239,11 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
     let mut log =
         File::create(&job.log).with_context(|| format!("creating {}", job.log.display()))?;
     writeln!(log, "ptelab: {}", command_line(&emulator, &machine))?;
-    match &job.program {
-        Some(p) => writeln!(log, "ptelab: guest runs: /files/{p} {}", job.args.join(" "))?,
-        None => writeln!(log, "ptelab: guest runs: ptelab {}", job.args.join(" "))?,
+    for step in &job.steps {
+        match &step.program {
+            Some(p) => writeln!(log, "ptelab: guest runs: /files/{p} {}", step.args.join(" "))?,
+            None => writeln!(log, "ptelab: guest runs: ptelab {}", step.args.join(" "))?,
+        }
     }
     if let (Some(img), Some(spec)) = (&image, &job.disk) {
         writeln!(
@@ -239,15 +276,12 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
         boot_to_exit.as_secs_f64()
     );
     match frame::decode(&console, MAX_OUTPUT) {
-        Ok(a) => Ok(GuestOutput {
-            stdout: a.stdout,
-            exit_code: a.exit_code,
-            accel: job.accel,
-            qemu_version,
-            kernel_release: a.release,
-            boot_to_exit,
-            counts: counts_file.map(read_counts).transpose()?,
-            symbols: match job.profile.as_ref().is_some_and(|p| p.symbols) {
+        Ok(a) => {
+            let parts = split_answer(a.stdout, a.exit_code, job.steps.len()).with_context(|| {
+                format!("console log: {}", job.log.display())
+            })?;
+            let counts = counts_file.map(read_counts).transpose()?;
+            let mut symbols = match job.profile.as_ref().is_some_and(|p| p.symbols) {
                 true => Some(
                     frame::SYMBOLS
                         .decode(&console, MAX_OUTPUT)
@@ -255,9 +289,23 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
                         .stdout,
                 ),
                 false => None,
-            },
-            symbol_table: None,
-        }),
+            };
+            Ok(parts
+                .into_iter()
+                .enumerate()
+                .map(|(k, part)| GuestOutput {
+                    stdout: part.stdout,
+                    exit_code: part.exit_code,
+                    accel: job.accel,
+                    qemu_version: qemu_version.clone(),
+                    kernel_release: a.release.clone(),
+                    boot_to_exit,
+                    counts: counts.as_ref().map(|c| c.step(k as u32)),
+                    symbols: symbols.take(),
+                    symbol_table: None,
+                })
+                .collect())
+        }
         Err(e) => {
             let mut why = match (&e, panic_line(&console)) {
                 (FrameError::Missing, Some(p)) => format!("the guest kernel panicked: {p}"),
@@ -279,6 +327,27 @@ pub fn run_guest(job: &GuestJob) -> anyhow::Result<GuestOutput> {
             )
         }
     }
+}
+
+/// The answer of a boot of `steps` commands, per command: one command's
+/// stdout as it is, several bundled. An init that could run none (exit code
+/// 125, nothing printed) answers that for every command.
+fn split_answer(
+    stdout: Vec<u8>,
+    exit_code: i32,
+    steps: usize,
+) -> anyhow::Result<Vec<frame::StepAnswer>> {
+    if steps == 1 {
+        return Ok(vec![frame::StepAnswer { exit_code, stdout }]);
+    }
+    if exit_code != 0 && stdout.is_empty() {
+        let none = frame::StepAnswer {
+            exit_code,
+            stdout: Vec::new(),
+        };
+        return Ok(vec![none; steps]);
+    }
+    Ok(frame::unbundle(&stdout, steps)?)
 }
 
 /// A path QEMU can open an unnamed file of ours by.
