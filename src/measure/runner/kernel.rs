@@ -78,6 +78,9 @@ impl Backend for KernelBackend<'_> {
     }
 
     fn probes(&mut self, memory: bool) -> (f64, Option<f64>) {
+        if !memory {
+            probe::reserve_memory_probe();
+        }
         (probe::probe_ns(), memory.then(probe::memory_probe_ns))
     }
 

@@ -82,7 +82,8 @@ pub struct CellPlan {
     pub windows: bool,
     /// Take the memory-latency probe between batches. Not under TCG icount:
     /// a load is one instruction there, and building the probe's 64 MiB
-    /// cycle costs a guest about a second of emulation.
+    /// cycle costs a guest about a second of emulation (its mappings are
+    /// still made: `probe::reserve_memory_probe`).
     pub memory_probe: bool,
 }
 
