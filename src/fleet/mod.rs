@@ -431,6 +431,7 @@ fn per_kernel(jobs: &[Job]) -> Vec<Vec<usize>> {
             let first = &jobs[b[0]];
             first.kernel.arch == job.kernel.arch
                 && first.kernel.sha256 == job.kernel.sha256
+                && first.kernel.spec.to_string() == job.kernel.spec.to_string()
                 && first.setup == job.setup
         };
         match boots.iter_mut().find(|b| same(b)) {
@@ -676,6 +677,44 @@ mod tests {
         assert_eq!(
             measured(bench.to_string().as_bytes()).unwrap().cells,
             vec![cell]
+        );
+    }
+
+    #[test]
+    fn a_kernel_boots_once_with_its_disk_jobs_last() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = Cache {
+            root: d.path().to_owned(),
+        };
+        let a = Fake::spec("6.16.12")
+            .resolve(&cache, &Fake::options())
+            .unwrap();
+        let b = Fake::spec("6.17.8")
+            .resolve(&cache, &Fake::options())
+            .unwrap();
+        let job = |kernel, name: &str, disk: Option<u64>, seed: Option<u64>| Job {
+            kernel,
+            name: name.into(),
+            args: vec!["sweep".into()],
+            program: None,
+            disk,
+            setup: Setup {
+                seed,
+                ..Setup::default()
+            },
+        };
+        let jobs = [
+            job(&a, "toggle", None, None),
+            job(&b, "toggle", None, None),
+            job(&a, "reclaim", Some(16 << 20), None),
+            job(&a, "mremap", None, None),
+            job(&b, "ro-rw", None, None),
+            job(&a, "padded", None, Some(7)),
+        ];
+        assert_eq!(
+            per_kernel(&jobs),
+            [vec![0, 3, 2], vec![1, 4], vec![5]],
+            "one boot per kernel and setup, the disk job last"
         );
     }
 

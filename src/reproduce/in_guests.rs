@@ -77,9 +77,11 @@ fn job_of<'a>(r: &PlannedRun, kernels: &'a [Kernel], accel: Accel, quick: bool) 
     }
 }
 
-/// The kernels of the default line (Debian: cloud) offered for `arch`.
+/// The kernels of the default line (Debian: cloud) offered for `arch`: a
+/// list fetched within a day will do (no network then; `kernel list
+/// --available` fetches it again).
 fn offered(cache: &Cache, arch: Arch, opts: &source::Options) -> anyhow::Result<Vec<Version>> {
-    let o = source::listing().offered(cache, arch, opts, false)?;
+    let o = source::listing().offered(cache, arch, opts, true)?;
     Ok(o.line(&o.default_line).to_vec())
 }
 

@@ -249,6 +249,70 @@ fn arm64_guest_runs_doctor_and_a_bench_cell() {
 
 /// A guest that does not finish in time is killed, reaped, and reported
 /// with its console and log.
+/// Two commands in one profiled boot: each answers, and the plugin's
+/// windows come back split per command, each numbered from 0 as the
+/// command numbered them.
+#[test]
+fn two_commands_share_one_boot_and_each_gets_its_windows() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let bench = |workload: &str, iters: &str| -> Vec<String> {
+        [
+            "bench", "--windows", "--icount", workload, "--size", "16K", "--folio", "4K",
+            "--iters", iters, "--no-store", "--json",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let Some(mut j) = job(
+        Arch::X86_64,
+        &[],
+        Duration::from_secs(300),
+        dir.path().join("two.log"),
+    ) else {
+        return;
+    };
+    let library = match super::plugin::library() {
+        Ok(l) => l,
+        Err(e) => return skipped(&format!("no QEMU plugin: {e:#}")),
+    };
+    j.profile = Some(super::run::Profiling {
+        library,
+        symbols: false,
+    });
+    j.steps = vec![
+        GuestStep::ptelab(bench("mprotect-toggle", "64")),
+        GuestStep::ptelab(bench("prot-transition", "32")),
+    ];
+    let outs = super::run::run_boot(&j).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(outs.len(), 2);
+    for (out, workload) in outs.iter().zip(["mprotect-toggle", "prot-transition"]) {
+        assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stdout));
+        let d = doc(&out.stdout);
+        // A workload of two phases answers one cell per phase.
+        let d = if d["cells"].is_array() { &d["cells"][0] } else { &d };
+        assert_eq!(d["workload"], workload, "{d}");
+        let counts = out.counts.as_ref().expect("profiled");
+        assert!(!counts.windows.is_empty(), "{workload}: no windows");
+        let mut seqs: Vec<u64> = counts.windows.iter().map(|w| w.seq).collect();
+        seqs.dedup();
+        let reported: Vec<u64> = d["windows"]
+            .as_array()
+            .expect("the command reports its windows")
+            .iter()
+            .map(|w| w["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs.first(), Some(&0), "{workload}: {seqs:?}");
+        for seq in reported {
+            assert!(seqs.contains(&seq), "{workload}: window {seq} not counted");
+        }
+    }
+    assert_eq!(outs[0].boot_to_exit, outs[1].boot_to_exit, "one boot");
+    let log = std::fs::read_to_string(&j.log).unwrap();
+    assert_eq!(log.matches("ptelab: guest runs: ptelab bench").count(), 2);
+    assert!(qemu_children().is_empty());
+}
+
 #[test]
 fn hung_guest_is_killed() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

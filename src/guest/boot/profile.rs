@@ -353,7 +353,6 @@ ffffffffc0000000 t mod_fn\t[somemod]
             windows: vec![normal(0), noisy, normal(2)],
         };
         let sw = |seq| SampleWindow {
-            step: 0,
             seq,
             phase: 0,
             calls: 2,
