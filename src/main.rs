@@ -32,7 +32,7 @@ use cli::flags::{Cli, Command};
 
 fn main() -> ExitCode {
     if guest::boot::init::is_guest_init() {
-        guest::boot::init::main();
+        guest::boot::init::main(measure::marker::step);
     }
     let cli = Cli::parse();
     match run(cli) {

@@ -253,7 +253,11 @@ impl Fleet {
                     let boot: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
                     let kernel = boot[0].kernel;
                     let setup = &self.per_arch[&kernel.arch];
-                    let names = boot.iter().map(|j| j.name.as_str()).collect::<Vec<_>>().join(", ");
+                    let names = boot
+                        .iter()
+                        .map(|j| j.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ");
                     eprintln!(
                         "ptelab: booting {} ({} guest, {}) for {names} -- log {}",
                         kernel.spec,
@@ -277,14 +281,22 @@ impl Fleet {
                     match outs {
                         Ok(outs) => {
                             for (&i, out) in members.iter().zip(outs) {
-                                *answers[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(Ok(out));
+                                *answers[i].lock().unwrap_or_else(|e| e.into_inner()) =
+                                    Some(Ok(out));
                             }
                         }
                         Err(e) => {
-                            let why = format!("{e:#}");
+                            // Every job of the boot fails with its error,
+                            // a usage error staying one (exit 2).
+                            let (why, usage) = (format!("{e:#}"), crate::error::is_usage(&e));
+                            let mut e = Some(e);
                             for &i in members {
+                                let err = e.take().unwrap_or_else(|| match usage {
+                                    true => crate::error::usage(why.clone()),
+                                    false => anyhow::anyhow!("{why}"),
+                                });
                                 *answers[i].lock().unwrap_or_else(|e| e.into_inner()) =
-                                    Some(Err(anyhow::anyhow!("{why}")));
+                                    Some(Err(err));
                             }
                         }
                     }

@@ -202,7 +202,14 @@ pub fn measure(
         .collect();
     let jobs: Vec<Job> = runs
         .iter()
-        .map(|r| job_of(r, &kernels, fleet.accel(r.arch).expect("prepared"), req.quick))
+        .map(|r| {
+            job_of(
+                r,
+                &kernels,
+                fleet.accel(r.arch).expect("prepared"),
+                req.quick,
+            )
+        })
         .collect();
     let finished = fleet.run_per_kernel(&jobs)?;
     for ((run, job), done) in runs.iter().zip(&jobs).zip(finished) {

@@ -258,8 +258,18 @@ fn two_commands_share_one_boot_and_each_gets_its_windows() {
     let dir = tempfile::tempdir().unwrap();
     let bench = |workload: &str, iters: &str| -> Vec<String> {
         [
-            "bench", "--windows", "--icount", workload, "--size", "16K", "--folio", "4K",
-            "--iters", iters, "--no-store", "--json",
+            "bench",
+            "--windows",
+            "--icount",
+            workload,
+            "--size",
+            "16K",
+            "--folio",
+            "4K",
+            "--iters",
+            iters,
+            "--no-store",
+            "--json",
         ]
         .map(String::from)
         .to_vec()
@@ -290,7 +300,11 @@ fn two_commands_share_one_boot_and_each_gets_its_windows() {
         assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stdout));
         let d = doc(&out.stdout);
         // A workload of two phases answers one cell per phase.
-        let d = if d["cells"].is_array() { &d["cells"][0] } else { &d };
+        let d = if d["cells"].is_array() {
+            &d["cells"][0]
+        } else {
+            &d
+        };
         assert_eq!(d["workload"], workload, "{d}");
         let counts = out.counts.as_ref().expect("profiled");
         assert!(!counts.windows.is_empty(), "{workload}: no windows");

@@ -429,7 +429,10 @@ mod tests {
         assert_eq!(unbundle(&b, 3).unwrap(), steps);
         // Wrapped in a frame and back, as the console carries it.
         let framed = encode(&b, 0, "7.1.3");
-        assert_eq!(unbundle(&decode(&framed, 1 << 20).unwrap().stdout, 3).unwrap(), steps);
+        assert_eq!(
+            unbundle(&decode(&framed, 1 << 20).unwrap().stdout, 3).unwrap(),
+            steps
+        );
         for (bytes, n) in [
             (&b[..b.len() - 1], 3),
             (&b[..], 2),

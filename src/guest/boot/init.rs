@@ -25,8 +25,10 @@ pub fn is_guest_init() -> bool {
     std::process::id() == 1 && Path::new(JOB_PATH).exists()
 }
 
-/// Run the guest's job and power off. Never returns.
-pub fn main() -> ! {
+/// Run the guest's job and power off. Never returns. `step_marker` tells the
+/// QEMU plugin that the next command starts (the measurement layer's
+/// marker, handed in by `main.rs` so that this layer does not import it).
+pub fn main(step_marker: fn()) -> ! {
     let problems = mount_all();
     ensure_stdio();
     for p in &problems {
@@ -35,7 +37,7 @@ pub fn main() -> ! {
     let (frame, symbols) = match read_job() {
         Ok(job) => {
             let frame = match prepare(&job) {
-                Ok(()) => run_job(&job),
+                Ok(()) => run_job(&job, step_marker),
                 Err(e) => {
                     eprintln!("ptelab-init: {e}; no command was run");
                     frame::encode(b"", 125, &release())
@@ -235,13 +237,13 @@ fn read_job() -> anyhow::Result<JobFile> {
 
 /// Run the job's commands one after the other and frame what they printed:
 /// one command's stdout as it is, several as a bundle (`frame::bundle`).
-fn run_job(job: &JobFile) -> Vec<u8> {
+fn run_job(job: &JobFile, step_marker: fn()) -> Vec<u8> {
     let mut answers = Vec::with_capacity(job.steps.len());
     let mut left = job.max_output;
     for (k, step) in job.steps.iter().enumerate() {
         if k > 0 {
             // The QEMU plugin numbers this command's windows from 0.
-            crate::measure::marker::step();
+            step_marker();
         }
         if step.mglru {
             eprintln!("ptelab-init: {}", ensure_mglru(Path::new(LRU_GEN)));

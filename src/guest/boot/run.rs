@@ -241,7 +241,11 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
     writeln!(log, "ptelab: {}", command_line(&emulator, &machine))?;
     for step in &job.steps {
         match &step.program {
-            Some(p) => writeln!(log, "ptelab: guest runs: /files/{p} {}", step.args.join(" "))?,
+            Some(p) => writeln!(
+                log,
+                "ptelab: guest runs: /files/{p} {}",
+                step.args.join(" ")
+            )?,
             None => writeln!(log, "ptelab: guest runs: ptelab {}", step.args.join(" "))?,
         }
     }
@@ -277,9 +281,8 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
     );
     match frame::decode(&console, MAX_OUTPUT) {
         Ok(a) => {
-            let parts = split_answer(a.stdout, a.exit_code, job.steps.len()).with_context(|| {
-                format!("console log: {}", job.log.display())
-            })?;
+            let parts = split_answer(a.stdout, a.exit_code, job.steps.len())
+                .with_context(|| format!("console log: {}", job.log.display()))?;
             let counts = counts_file.map(read_counts).transpose()?;
             let mut symbols = match job.profile.as_ref().is_some_and(|p| p.symbols) {
                 true => Some(

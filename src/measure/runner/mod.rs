@@ -547,7 +547,11 @@ impl CellRun {
                 ns_per_call: ns,
                 blocks: block_sizes.clone(),
                 probe_ns: self.blocks.iter().map(|b| b.probe_ns).collect(),
-                memory_probe_ns: self.blocks.iter().filter_map(|b| b.memory_probe_ns).collect(),
+                memory_probe_ns: self
+                    .blocks
+                    .iter()
+                    .filter_map(|b| b.memory_probe_ns)
+                    .collect(),
                 calls,
                 calls_per_sample: batch * self.calls_per_iteration,
                 pinned_cpu: plan.pinned_cpu,
