@@ -34,8 +34,12 @@ use crate::workload::{Arch, FolioSpec, WorkloadKind};
 /// Counters that are not columns: re-touch faults are outside the measured
 /// call; the young-bit counters belong to reclaim, which is not fitted (its
 /// figure includes the untimed refill's effects on caches); `calls` is the
-/// sum of the per-function `call:NAME` columns.
+/// sum of the per-function `call:NAME` columns; `tlb_flush_pages` is the
+/// size of the ranges asked for, which costs nothing by itself (an x86
+/// range above the ceiling is one full flush, and the per-page work of a
+/// shorter one is its INVLPGs or TLBIs, `tlbi_ops`).
 const NOT_COLUMNS: &[&str] = &[
+    "tlb_flush_pages",
     "write_faults",
     "young_tests",
     "young_clears",
@@ -49,20 +53,42 @@ fn call_column(name: &str) -> String {
     format!("call:{name}")
 }
 
-/// The columns for `cells`: `fixed` (one per call), every model counter
-/// that can cost instructions in the call in the model's display order, then
-/// `call:NAME` for each out-of-line function any of the cells calls.
+/// The fixed-part column of a workload's call: one per syscall, since the
+/// syscalls' own work (VMA lookups, splits and merges, locking, page-table
+/// allocation on the way down) differs.
+fn fixed_column(workload: WorkloadKind) -> &'static str {
+    match workload {
+        WorkloadKind::MremapMove => "fixed:mremap",
+        _ => "fixed:mprotect",
+    }
+}
+
+/// The columns for `cells`: `fixed:SYSCALL` (one per call of that syscall;
+/// mprotect's first), every model counter that can cost instructions in the
+/// call in the model's display order, then `call:NAME` for each out-of-line
+/// function any of the cells calls.
 pub fn columns_of<'a>(cells: impl IntoIterator<Item = &'a Cell>) -> Vec<String> {
     let mut calls: Vec<&String> = Vec::new();
+    let mut fixed: Vec<&String> = Vec::new();
     for c in cells {
-        for k in c.counters.keys().filter(|k| k.starts_with("call:")) {
-            if !calls.contains(&k) {
-                calls.push(k);
+        for k in c.counters.keys() {
+            let list = if k.starts_with("call:") {
+                &mut calls
+            } else if k.starts_with("fixed:") {
+                &mut fixed
+            } else {
+                continue;
+            };
+            if !list.contains(&k) {
+                list.push(k);
             }
         }
     }
     calls.sort();
-    std::iter::once("fixed".to_string())
+    fixed.sort_by_key(|k| (k.as_str() != "fixed:mprotect", k.as_str()));
+    fixed
+        .into_iter()
+        .cloned()
         .chain(
             Counters::NAMES
                 .iter()
@@ -240,7 +266,7 @@ pub fn model_row(
         .filter(|(k, _)| !NOT_COLUMNS.contains(k))
         .map(|(k, v)| (k.to_string(), v as f64 / n))
         .collect();
-    per_call.insert("fixed".into(), 1.0);
+    per_call.insert(fixed_column(workload).into(), 1.0);
     for (f, v) in &sum.functions {
         per_call.insert(call_column(f), *v as f64 / n);
     }
@@ -757,12 +783,52 @@ mod tests {
         assert!(!p[0].unseparated.is_empty(), "{:?}", p[0]);
     }
 
+    /// An mremap call pays its own syscall's fixed part, which no toggle
+    /// prices: refused, naming mremap-move as the workload that would.
+    #[test]
+    fn an_mremap_is_refused_by_a_toggle_fit_for_its_fixed_part() {
+        let x = model_row(
+            Arch::X86_64,
+            Strategy::V6_16,
+            WorkloadKind::MremapMove,
+            4 << 20,
+            FolioSpec::Base,
+            Some("mremap"),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(x.get("fixed:mremap"), Some(&1.0));
+        assert!(!x.contains_key("fixed:mprotect"), "{x:?}");
+        let mut o = obs(
+            Strategy::V6_16,
+            WorkloadKind::MremapMove,
+            4 << 20,
+            FolioSpec::Base,
+        );
+        o.phase = Some("mremap".into());
+        o.instructions = 11_000.0;
+        let mut t = vec![Cell::new(o, x)];
+        let m = fit_costs(Arch::X86_64, per_pte_toggles(), &mut t).unwrap();
+        let p = predict_all(&m, t).unwrap();
+        assert!(p[0].predicted.is_none(), "{:?}", p[0]);
+        assert!(
+            p[0].lacking.contains(&"fixed:mremap".to_string()),
+            "{:?}",
+            p[0]
+        );
+        assert!(
+            p[0].would_identify.contains(&WorkloadKind::MremapMove),
+            "{:?}",
+            p[0]
+        );
+    }
+
     #[test]
     fn columns_leave_out_what_the_call_does_not_pay() {
         let t = per_pte_toggles();
         let c = columns_of(&t);
-        assert_eq!(c[0], "fixed");
-        for out in ["write_faults", "calls", "young_tests"] {
+        assert_eq!(c[0], "fixed:mprotect");
+        for out in ["write_faults", "calls", "young_tests", "tlb_flush_pages"] {
             assert!(!c.iter().any(|n| n == out), "{out} in {c:?}");
         }
         assert!(c.iter().any(|n| n == "folio_lookups"));

@@ -254,7 +254,7 @@ impl Report {
             "cost model, {}: {} fitted on {} cells of {} on {}; figures are {}; \
              fit residuals within ±{}%",
             self.arch,
-            "instructions per call = fixed + Σ counter × cost",
+            "instructions per call = a fixed part per syscall + Σ counter × cost",
             self.fit_cells,
             workloads.join(", "),
             self.fit_kernels.join(", "),

@@ -96,6 +96,9 @@ counters! {
     ptes_changed,
     /// Loop iterations over present PTEs (batches; 1 PTE each when per-PTE).
     batches,
+    /// PTE tables mremap moved whole (`move_normal_pmd()`: an extent of a
+    /// full PMD at both ends), their PTEs neither read nor written.
+    pmd_moves,
     /// Entries of out-of-line kernel functions on the modelled paths, as a
     /// QEMU plugin counts them in a guest of the release's Debian build: the
     /// sum of `functions` (per-function figures there).

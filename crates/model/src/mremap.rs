@@ -119,6 +119,7 @@ fn move_normal_pmd<A: Arch>(cx: &mut Cx<A>, old: u64, new: u64, ptrs: u64) -> bo
             }
         }
     }
+    cx.counters.pmd_moves += 1;
     A::flush_tlb_range(cx, old, old + ptrs);
     true
 }

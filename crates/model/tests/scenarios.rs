@@ -688,6 +688,7 @@ fn mremap_of_whole_pmds_moves_page_tables() {
             (0, 0, 0, 0),
             "{s}"
         );
+        assert_eq!(c.pmd_moves, 2, "{s}");
         let f = &o.calls[0].flushes;
         assert_eq!(f.len(), 2, "{s}");
         assert!(f.iter().all(|f| f.pages == 512 && f.full), "{s}");
