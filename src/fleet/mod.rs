@@ -534,40 +534,40 @@ fn prune_logs(dir: &Path, keep: usize) {
     }
 }
 
-/// A guest answer for the tests of the fleet's callers: a kernel from the
-/// fake source under `dir` (no apt, no network), and one measured cell of
-/// its guest with `failed` beside it.
 #[cfg(test)]
-pub(crate) fn fake_answer(dir: &Path, failed: Value) -> (Kernel, Measured) {
-    let cache = Cache {
-        root: dir.to_owned(),
-    };
-    let k = crate::guest::source::fake::Fake::spec("6.16.12")
-        .resolve(&cache, &crate::guest::source::fake::Fake::options())
-        .unwrap();
-    let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
-    let host = crate::kernel::host::capture().unwrap();
-    let doc = serde_json::json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell],
-        "failed": failed});
-    let out = crate::guest::boot::run::GuestOutput {
-        stdout: Vec::new(),
-        exit_code: 0,
-        accel: Accel::Tcg,
-        qemu_version: "QEMU emulator version 9.2.0".into(),
-        kernel_release: "6.16.12-fake".into(),
-        boot_to_exit: Duration::from_secs(1),
-        counts: None,
-        symbols: None,
-        symbol_table: None,
-    };
-    let m = Measured::parse(doc.to_string().as_bytes(), &k, &out).unwrap();
-    (k, m)
-}
-
-#[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::guest::source::fake::Fake;
     use serde_json::json;
+
+    /// A guest answer for the tests of the fleet's callers: a kernel from the
+    /// fake source under `dir` (no apt, no network), and one measured cell of
+    /// its guest with `failed` beside it.
+    pub(crate) fn fake_answer(dir: &Path, failed: Value) -> (Kernel, Measured) {
+        let cache = Cache {
+            root: dir.to_owned(),
+        };
+        let k = Fake::spec("6.16.12")
+            .resolve(&cache, &Fake::options())
+            .unwrap();
+        let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
+        let host = crate::kernel::host::capture().unwrap();
+        let doc = json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell],
+            "failed": failed});
+        let out = crate::guest::boot::run::GuestOutput {
+            stdout: Vec::new(),
+            exit_code: 0,
+            accel: Accel::Tcg,
+            qemu_version: "QEMU emulator version 9.2.0".into(),
+            kernel_release: "6.16.12-fake".into(),
+            boot_to_exit: Duration::from_secs(1),
+            counts: None,
+            symbols: None,
+            symbol_table: None,
+        };
+        let m = Measured::parse(doc.to_string().as_bytes(), &k, &out).unwrap();
+        (k, m)
+    }
 
     #[test]
     fn old_logs_are_pruned_newest_kept() {

@@ -143,7 +143,7 @@ mod tests {
     #[test]
     fn cells_a_task_could_not_measure_reach_the_evidence() {
         let d = tempfile::tempdir().unwrap();
-        let (k, m) = crate::fleet::fake_answer(
+        let (k, m) = crate::fleet::tests::fake_answer(
             d.path(),
             serde_json::json!([{"cell": "mprotect-toggle 400K 2M", "error": "no 2M folio"}]),
         );
