@@ -434,6 +434,11 @@ pub struct Guest {
     pub kernel_source: String,
     /// sha256 of the kernel image booted, hex.
     pub kernel_sha256: String,
+    /// Cells the guest's command could not measure, each with its reason
+    /// (`mprotect-toggle 2M 2M: …`): what a reader of the stored run is told
+    /// in place of their figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_measured: Vec<String>,
 }
 
 impl Guest {
@@ -446,6 +451,7 @@ impl Guest {
             qemu_version: qemu_version.into(),
             kernel_source: kernel_source.into(),
             kernel_sha256: kernel_sha256.into(),
+            not_measured: Vec::new(),
         }
     }
 }

@@ -44,7 +44,7 @@ fn slurm_needs_a_shared_database_and_its_flags_need_slurm() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains(
-            "--executor slurm needs a database every node reaches",
+            "--executor slurm reads each task's run back from a database every node reaches",
         ));
     for flag in [
         &["--partition", "p"][..],
@@ -124,8 +124,14 @@ fn failed_tasks_are_reported_with_their_logs_and_resume_submits_only_those() {
     }
     // The task's own error, from its log.
     assert!(err.contains("  | ptelab: error: "), "{err}");
-    assert!(err.contains("2 of 2 tasks failed"), "{err}");
+    assert!(err.contains("2 of 2 tasks failed in Slurm job"), "{err}");
     assert!(err.contains("--resume submits only those"), "{err}");
+    // The failed batch stays, for its logs and --resume, and says where.
+    let kept = batch_dirs(&err);
+    assert!(
+        kept.len() == 1 && kept[0].is_dir() && err.contains(" kept in "),
+        "{err}"
+    );
     // The password never shows, and no task's command line holds it.
     assert!(!err.contains(crate::common::testserver::PASSWORD), "{err}");
     let script = std::fs::read_dir(cache.path().join("ptelab/slurm"))
@@ -211,6 +217,41 @@ fn sigint_cancels_the_array_and_leaves_nothing_queued() {
     );
 }
 
+/// The batch directories a submitting ptelab named on `stderr` ("logs in
+/// DIR").
+fn batch_dirs(stderr: &str) -> Vec<std::path::PathBuf> {
+    stderr
+        .lines()
+        .filter_map(|l| l.split_once(", logs in ").map(|(_, d)| d.into()))
+        .collect()
+}
+
+/// Assert that every batch of a successful run was removed once read back.
+fn assert_no_batch_left(stderr: &str) {
+    let dirs = batch_dirs(stderr);
+    assert!(!dirs.is_empty(), "{stderr}");
+    for d in dirs {
+        assert!(!d.exists(), "{} left behind\n{stderr}", d.display());
+    }
+}
+
+/// A `vm --json` document less what differs from run to run: run ids, log
+/// paths, boot times, and the figures (compared on their own, within
+/// TCG's repeatability).
+fn vm_shape(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| !["run_id", "log", "boot_to_exit_s"].contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), vm_shape(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(vm_shape).collect()),
+        Value::Number(_) => Value::from(0),
+        other => other.clone(),
+    }
+}
+
 /// The runs of `db` as `show --json` documents, by kernel tag.
 fn cells_by_kernel(db: &str, kernels: &[&str]) -> Vec<Vec<f64>> {
     kernels
@@ -269,12 +310,13 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
     ];
     let out = ptelab()
         .args(common)
-        .args(["--jobs", "2", "--db", local.path()])
+        .args(["--jobs", "2", "--json", "--db", local.path()])
         .args(command)
         .timeout(Duration::from_secs(1200))
         .output()
         .unwrap();
     assert_success(&out);
+    let here: Value = serde_json::from_slice(&out.stdout).unwrap();
     // The shared cache is the one the kernels are in.
     let list: Value = serde_json::from_slice(
         &ptelab()
@@ -294,21 +336,24 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("ptelab"));
     cmd.envs(slurm.env())
         .args(common)
-        .args(["--executor", "slurm", "--time", "30", "--cache"])
+        .args(["--executor", "slurm", "--time", "30", "--json", "--cache"])
         .arg(&root)
         .args(["--db", &pg])
         .args(command);
     let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let there: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The document of a local vm: every field, every string the same.
+    assert_eq!(
+        vm_shape(&here),
+        vm_shape(&there),
+        "local {here}\nslurm {there}"
     );
-    assert!(
-        text.contains("instr_per_call") && text.contains("stored as run"),
-        "{text}"
-    );
+    assert_eq!(there["guests"].as_array().map(Vec::len), Some(2), "{there}");
+    assert!(there["guests"][0]["run_id"].is_number(), "{there}");
+    // Read back in full: the batch's directory is gone.
+    assert_no_batch_left(&err);
     let (a, b) = (
         cells_by_kernel(local.path(), &KERNELS),
         cells_by_kernel(&pg, &KERNELS),
@@ -390,7 +435,7 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
         "tcg",
         "--json",
     ];
-    let run = |extra: &[&str], db: &str| -> Value {
+    let run = |extra: &[&str], db: &str| -> (Value, String) {
         let report = local.dir().join(format!("r{}.html", extra.len()));
         let out = Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
             .envs(slurm.env())
@@ -402,10 +447,14 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
             .output()
             .unwrap();
         assert_success(&out);
-        serde_json::from_slice(&out.stdout).unwrap()
+        (
+            serde_json::from_slice(&out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
-    let here = run(&["--jobs", "2"], local.path());
-    let there = run(&["--executor", "slurm", "--time", "30"], &pg);
+    let (here, _) = run(&["--jobs", "2"], local.path());
+    let (there, err) = run(&["--executor", "slurm", "--time", "30"], &pg);
+    assert_no_batch_left(&err);
     // The guests' figures: instruction counts under TCG, repeatable to a few
     // parts in 10^5.
     let guests = |doc: &Value| -> Vec<(String, Vec<f64>)> {
@@ -586,6 +635,7 @@ fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
         "{err}"
     );
     assert!(!err.contains("resuming"), "{err}");
+    assert_no_batch_left(&err);
     let (a, b) = (&here["bisect"], &there["bisect"]);
     assert_eq!(b["first_bad"][0]["id"], "6.17.8", "{b}");
     for key in ["id", "first_bad", "last_good", "classifier"] {

@@ -17,7 +17,6 @@ use super::state::Measurement;
 use super::{pick_cell, Setup};
 use crate::fleet::slurm::{self, Request, Stored, TaskState};
 use crate::fleet::ProfileRequest;
-use crate::guest::boot::qemu::AccelRequest;
 use crate::guest::source::Kernel;
 use crate::record::{Counter, Metric};
 use crate::store::{Store, StoredRun};
@@ -26,27 +25,22 @@ use crate::store::{Store, StoredRun};
 /// the kernel.
 pub type Item<'k> = (&'k str, &'k Kernel);
 
-/// The `--accel` of a task: what the fleet's settings ask for.
-fn accel_word(a: AccelRequest) -> &'static str {
-    match a {
-        AccelRequest::Auto => "auto",
-        AccelRequest::Kvm => "kvm",
-        AccelRequest::Tcg => "tcg",
-    }
-}
-
-/// The command line of the task measuring `kernel` once.
-pub fn task_line(setup: &Setup, kernel: &Kernel, tag: &str) -> Vec<String> {
+/// The command line of the task measuring `kernel` once, as `req` asks
+/// (its `--mirror`).
+pub fn task_line(setup: &Setup, req: &Request, kernel: &Kernel, tag: &str) -> Vec<String> {
     let mut tags = vec![tag.to_string()];
     tags.extend(setup.tags.iter().cloned());
-    slurm::vm_line(
-        &kernel.spec.to_string(),
-        kernel.arch,
-        accel_word(setup.settings.accel),
+    req.vm_line(
+        &slurm::VmTask {
+            kernel: &kernel.spec.to_string(),
+            arch: Some(kernel.arch),
+            accel: setup.settings.accel.flag(),
+            profile: setup.settings.profile == ProfileRequest::Required,
+            tags: &tags,
+            json: false,
+        },
         &setup.settings,
-        setup.settings.profile == ProfileRequest::Required,
-        &tags,
-        &setup.args,
+        &slurm::guest_command(&setup.args),
     )
 }
 
@@ -101,11 +95,11 @@ pub fn measure(
             .map(|&i| {
                 let (id, k) = items[i];
                 let name = format!("{} {}", super::build::short(id), k.arch.name());
-                (name, program.clone(), task_line(setup, k, tag))
+                (name, program.clone(), task_line(setup, req, k, tag))
             })
             .collect();
         let label = format!("bisect {tag} round {round} {}", req.db);
-        let mut stored = Stored::new(&setup.cache.root, &label, store, tasks, false);
+        let mut stored = Stored::new(&setup.cache.root, &label, Some(store), tasks, false);
         // `--resume` picks up an array this bisect submitted before; a step
         // it never reached is submitted afresh.
         let resume = opts.resume && stored.batch.submitted_before();
@@ -114,21 +108,17 @@ pub fn measure(
             resume,
             ..opts.clone()
         })?;
+        let mut all_read = true;
         for (t, &i) in todo.iter().enumerate() {
             let one = match (&outcome.states[t], stored.found(t)) {
                 (TaskState::Done, Some(run)) => {
                     let loaded = store.load(run)?;
                     from_run(setup, &loaded, run)
                 }
-                (state, _) => Err(format!(
-                    "its Slurm task {}; log {}",
-                    if *state == TaskState::Done {
-                        "stored no run".to_string()
-                    } else {
-                        format!("ended {state:?}")
-                    },
-                    stored.batch.logs(t).1.display()
-                )),
+                (state, _) => {
+                    all_read = false;
+                    Err(stored.no_run(t, state))
+                }
             };
             match one {
                 Ok(m) => match &mut got[i] {
@@ -143,6 +133,7 @@ pub fn measure(
                 }
             }
         }
+        stored.batch.close(all_read);
     }
     Ok(got
         .into_iter()
@@ -202,6 +193,7 @@ fn counted(counter: &Counter, cell: &crate::record::CellResult) -> Result<f64, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest::boot::qemu::AccelRequest;
     use crate::record::fixtures::fixture;
     use crate::workload::FolioSpec;
 
@@ -250,11 +242,16 @@ mod tests {
             line: String::new(),
             json: serde_json::Value::Null,
         };
+        // --mirror goes on: a task fetches what the cache does not hold.
+        let req = Request {
+            mirror: Some("http://mirror.lab/debian".into()),
+            ..Request::default()
+        };
         assert_eq!(
-            task_line(&setup, &kernel, "bisect:0123456789ab").join(" "),
+            task_line(&setup, &req, &kernel, "bisect:0123456789ab").join(" "),
             "vm --kernel debian:6.19.6 --arch arm64 --accel tcg --memory 1G --timeout 300s \
-             --profile --tag bisect:0123456789ab --tag lab -- bench prot-transition --size 4K \
-             --folio 4K"
+             --mirror http://mirror.lab/debian --profile --tag bisect:0123456789ab --tag lab -- \
+             bench prot-transition --size 4K --folio 4K"
         );
         // The plain figure, under whatever accelerator was asked: no --profile.
         let plain = Setup {
@@ -267,7 +264,7 @@ mod tests {
             tags: vec![],
             ..setup
         };
-        let line = task_line(&plain, &kernel, "bisect:x").join(" ");
+        let line = task_line(&plain, &Request::default(), &kernel, "bisect:x").join(" ");
         assert!(
             line.contains("--accel auto") && !line.contains("--profile"),
             "{line}"

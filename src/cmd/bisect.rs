@@ -56,7 +56,8 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         true => Some(super::slurm_request(
             &args.cluster,
             &args.out,
-            "each step's run",
+            &args.guest,
+            Some("each step's run"),
         )?),
         false => None,
     };

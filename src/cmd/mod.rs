@@ -54,18 +54,22 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--executor slurm`'s request (reproduce, bisect): the tasks' runs are
-/// read back from the database, which must be one every node reaches.
+/// `--executor slurm`'s request (vm, reproduce, bisect). `reads` names what
+/// is read back from the database (None: a command that stores nothing),
+/// which must then be one every node reaches.
 pub fn slurm_request(
     cluster: &crate::cli::cluster::ClusterOpts,
     out: &StoreOpts,
-    what: &str,
+    guest: &crate::cli::vm::GuestOpts,
+    reads: Option<&str>,
 ) -> anyhow::Result<crate::fleet::slurm::Request> {
-    if out.no_store || !out.db.is_shared() {
-        bail_usage!(
-            "--executor slurm reads {what} back from a database every node reaches: \
-             pass --db postgres://USER@HOST/DB (or set PTELAB_DB), and no --no-store"
-        );
+    if let Some(what) = reads {
+        if out.no_store || !out.db.is_shared() {
+            bail_usage!(
+                "--executor slurm reads {what} back from a database every node reaches: \
+                 pass --db postgres://USER@HOST/DB (or set PTELAB_DB), and no --no-store"
+            );
+        }
     }
     Ok(crate::fleet::slurm::Request {
         options: crate::fleet::slurm::Options {
@@ -79,6 +83,7 @@ pub fn slurm_request(
         },
         shared_cache: cluster.cache.is_some(),
         db: out.db.to_string(),
+        mirror: guest.mirror.clone(),
     })
 }
 

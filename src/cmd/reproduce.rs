@@ -82,7 +82,8 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         req.slurm = Some(super::slurm_request(
             &args.cluster,
             &args.out,
-            "the guests' runs",
+            &args.guest,
+            Some("the guests' runs"),
         )?);
         req.cache = match &args.cluster.cache {
             Some(dir) => Some(

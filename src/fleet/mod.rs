@@ -534,12 +534,10 @@ impl Measured {
                 }
             }
         }
-        m.host.guest = Some(Guest::new(
-            out.accel,
-            &out.qemu_version,
-            &kernel.source,
-            &kernel.sha256,
-        ));
+        m.host.guest = Some(Guest {
+            not_measured: m.failed.clone(),
+            ..Guest::new(out.accel, &out.qemu_version, &kernel.source, &kernel.sha256)
+        });
         Ok(m)
     }
 
@@ -632,10 +630,39 @@ fn prune_logs(dir: &Path, keep: usize) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::guest::source::fake::Fake;
     use serde_json::json;
+
+    /// A guest answer for the tests of the fleet's callers: a kernel from the
+    /// fake source under `dir` (no apt, no network), and one measured cell of
+    /// its guest with `failed` beside it.
+    pub(crate) fn fake_answer(dir: &Path, failed: Value) -> (Kernel, Measured) {
+        let cache = Cache {
+            root: dir.to_owned(),
+        };
+        let k = Fake::spec("6.16.12")
+            .resolve(&cache, &Fake::options())
+            .unwrap();
+        let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
+        let host = crate::kernel::host::capture().unwrap();
+        let doc = json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell],
+            "failed": failed});
+        let out = crate::guest::boot::run::GuestOutput {
+            stdout: Vec::new(),
+            exit_code: 0,
+            accel: Accel::Tcg,
+            qemu_version: "QEMU emulator version 9.2.0".into(),
+            kernel_release: "6.16.12-fake".into(),
+            boot_to_exit: Duration::from_secs(1),
+            counts: None,
+            symbols: None,
+            symbol_table: None,
+        };
+        let m = Measured::parse(doc.to_string().as_bytes(), &k, &out).unwrap();
+        (k, m)
+    }
 
     #[test]
     fn old_logs_are_pruned_newest_kept() {
@@ -743,31 +770,11 @@ mod tests {
     #[test]
     fn the_fleet_records_and_tags_a_kernel_by_its_source() {
         let d = tempfile::tempdir().unwrap();
-        // A kernel from the fake source: no apt, no network.
-        let cache = Cache {
-            root: d.path().to_owned(),
-        };
-        let k = Fake::spec("6.16.12")
-            .resolve(&cache, &Fake::options())
-            .unwrap();
-        let cell = crate::record::fixtures::fixture(400, 1000.0, crate::workload::FolioSpec::Base);
-        let host = crate::kernel::host::capture().unwrap();
-        let doc = serde_json::json!({"schema": "ptelab/sweep/v1", "host": host, "cells": [cell]});
-        let out = crate::guest::boot::run::GuestOutput {
-            stdout: Vec::new(),
-            exit_code: 0,
-            accel: Accel::Tcg,
-            qemu_version: "QEMU emulator version 9.2.0".into(),
-            kernel_release: "6.16.12-fake".into(),
-            boot_to_exit: Duration::from_secs(1),
-            counts: None,
-            symbols: None,
-            symbol_table: None,
-        };
-        let m = Measured::parse(doc.to_string().as_bytes(), &k, &out).unwrap();
+        let (k, m) = fake_answer(d.path(), json!([]));
         let guest = m.host.guest.clone().unwrap();
         assert_eq!(guest.kernel_source, "fake:6.16.12 fake-image-6.16.12");
         assert_eq!(guest.kernel_sha256, k.sha256);
+        assert!(guest.not_measured.is_empty());
         let store = crate::store::Store::open(d.path().join("ptelab.db")).unwrap();
         let id = m.store(&store, "sweep", &k, &[]).unwrap();
         assert_eq!(store.resolve("fake:6.16.12").unwrap(), id);

@@ -38,6 +38,11 @@ const CANCEL_WAIT: Duration = Duration::from_secs(60);
 /// Lines of a failed task's log shown in the report.
 const LOG_TAIL: usize = 20;
 
+/// Batch directories kept under `CACHE/slurm`: a batch read back in full
+/// removes its own, so these are the ones whose logs or `--resume` may
+/// still be wanted; the oldest go first.
+const KEEP_BATCHES: usize = 20;
+
 /// One task of the array: a program and its arguments.
 #[derive(Clone, Debug)]
 pub struct Task {
@@ -267,7 +272,8 @@ impl Batch {
         if interrupted {
             anyhow::bail!(
                 "interrupted: Slurm job {job} cancelled, nothing of it is left queued; `--resume` \
-                 runs the tasks that did not finish"
+                 runs the tasks that did not finish (batch kept in {})",
+                self.dir.display()
             );
         }
         for &i in &todo {
@@ -281,9 +287,35 @@ impl Batch {
         })
     }
 
+    /// Once the caller has read its tasks' results back: remove the
+    /// batch's directory when every one was (no log or `--resume` needs
+    /// it), else keep it and say where.
+    pub fn close(&self, all_read: bool) {
+        if !self.dir.exists() {
+            return;
+        }
+        if all_read {
+            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+                eprintln!(
+                    "ptelab: cannot remove batch directory {}: {e}",
+                    self.dir.display()
+                );
+            }
+        } else {
+            eprintln!(
+                "ptelab: batch {} kept in {}: its tasks' logs, and what --resume needs",
+                self.key,
+                self.dir.display()
+            );
+        }
+    }
+
     fn submit(&self, opts: &Options, todo: &[usize]) -> anyhow::Result<String> {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("creating {}", self.dir.display()))?;
+        if let Some(parent) = self.dir.parent() {
+            prune_batches(parent, KEEP_BATCHES, &self.dir);
+        }
         let script = self.dir.join("job.sh");
         std::fs::write(&script, self.script())
             .and_then(|_| std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)))
@@ -443,6 +475,27 @@ impl Batch {
     }
 }
 
+/// Remove all but the `keep` most recently changed batch directories of
+/// `dir` (a task writing its log, a state saved, changes a batch's
+/// directory), never `current`.
+fn prune_batches(dir: &Path, keep: usize, current: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut batches: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| e.path() != current)
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    batches.sort();
+    // `current` is one of the kept.
+    let old = batches.len().saturating_sub(keep.saturating_sub(1));
+    for (_, p) in &batches[..old] {
+        let _ = std::fs::remove_dir_all(p);
+    }
+}
+
 /// A Slurm client command, with the batch's environment (which may say
 /// where the cluster is: `SLURM_CONF`).
 fn client(tool: &str, opts: &Options) -> Command {
@@ -532,59 +585,91 @@ pub struct Request {
     pub shared_cache: bool,
     /// How the database is shown (never with its password).
     pub db: String,
+    /// `--mirror`: where a task fetches a Debian kernel the shared cache
+    /// does not hold.
+    pub mirror: Option<String>,
 }
 
-/// The `ptelab vm` command line of one guest run: `kernel` booted as
-/// `arch` under `accel` (`auto`, `kvm`, `tcg`), with the fleet's memory and
-/// timeout, profiled or not, stored with `tags`; `args` is the guest
-/// command as the fleet would give it, less what only a guest answering its
-/// host needs (the task's vm stores the run itself).
-pub fn vm_line(
-    kernel: &str,
-    arch: Arch,
-    accel: &str,
-    settings: &super::Settings,
-    profile: bool,
-    tags: &[String],
-    args: &[String],
-) -> Vec<String> {
-    let mut a: Vec<String> = vec![
-        "vm".into(),
-        "--kernel".into(),
-        kernel.into(),
-        "--arch".into(),
-        arch.name().into(),
-        "--accel".into(),
-        accel.into(),
-        "--memory".into(),
-        crate::workload::size::format_size(settings.memory),
-        "--timeout".into(),
-        format!("{}s", settings.timeout.as_secs_f64()),
-    ];
-    if profile {
-        a.push("--profile".into());
+/// One guest run as its task's `ptelab vm` boots it.
+pub struct VmTask<'a> {
+    pub kernel: &'a str,
+    /// None: the task's vm picks it, as a local vm would.
+    pub arch: Option<Arch>,
+    /// `auto`, `kvm` or `tcg`.
+    pub accel: &'a str,
+    pub profile: bool,
+    /// Tags of the stored run (the batch adds its own).
+    pub tags: &'a [String],
+    /// The task prints vm's JSON document.
+    pub json: bool,
+}
+
+impl Request {
+    /// The `ptelab vm` command line of `task`, booted with the fleet's
+    /// `settings`, running the guest `command`.
+    pub fn vm_line(
+        &self,
+        task: &VmTask,
+        settings: &super::Settings,
+        command: &[String],
+    ) -> Vec<String> {
+        let mut a: Vec<String> = vec!["vm".into(), "--kernel".into(), task.kernel.into()];
+        if let Some(arch) = task.arch {
+            a.extend(["--arch".into(), arch.name().into()]);
+        }
+        a.extend([
+            "--accel".into(),
+            task.accel.into(),
+            "--memory".into(),
+            crate::workload::size::format_size(settings.memory),
+            "--timeout".into(),
+            format!("{}s", settings.timeout.as_secs_f64()),
+        ]);
+        if let Some(m) = &self.mirror {
+            a.extend(["--mirror".into(), m.clone()]);
+        }
+        if task.profile {
+            a.push("--profile".into());
+        }
+        for f in &settings.files {
+            let f = std::path::absolute(f).unwrap_or_else(|_| f.clone());
+            a.extend(["--file".into(), f.display().to_string()]);
+        }
+        for p in &settings.append {
+            a.extend(["--append".into(), p.clone()]);
+        }
+        for t in task.tags {
+            a.extend(["--tag".into(), t.clone()]);
+        }
+        if task.json {
+            a.push("--json".into());
+        }
+        a.push("--".into());
+        a.extend(command.iter().cloned());
+        a
     }
-    for t in tags {
-        a.extend(["--tag".into(), t.clone()]);
-    }
-    a.push("--".into());
-    a.extend(
-        args.iter()
-            .filter(|w| *w != "--no-store" && *w != "--json")
-            .cloned(),
-    );
-    a
+}
+
+/// The guest command of a fleet's job (`args`) as a task's vm takes it:
+/// less what only a guest answering its host needs (the task's vm asks for
+/// it, and stores the run itself).
+pub fn guest_command(args: &[String]) -> Vec<String> {
+    args.iter()
+        .filter(|w| *w != "--no-store" && *w != "--json")
+        .cloned()
+        .collect()
 }
 
 /// A batch whose task I stores one run in `store`, tagged `slurm-KEY-I`
 /// (the tag goes before the guest command's `--`), which is how its run is
 /// found again: the one stored after this submission, or with `--resume`
-/// the one stored before.
+/// the one stored before. Without a store (a command that stores nothing)
+/// the tasks are tagged all the same, and no run is found.
 pub struct Stored<'s> {
     pub batch: Batch,
     tags: Vec<String>,
     before: Vec<Option<crate::store::RunId>>,
-    store: &'s crate::store::Store,
+    store: Option<&'s crate::store::Store>,
     resume: bool,
 }
 
@@ -594,7 +679,7 @@ impl<'s> Stored<'s> {
     pub fn new(
         root: &Path,
         label: &str,
-        store: &'s crate::store::Store,
+        store: Option<&'s crate::store::Store>,
         tasks: Vec<(String, PathBuf, Vec<String>)>,
         resume: bool,
     ) -> Stored<'s> {
@@ -616,7 +701,10 @@ impl<'s> Stored<'s> {
                 }
             })
             .collect();
-        let before = tags.iter().map(|t| store.resolve(t).ok()).collect();
+        let before = tags
+            .iter()
+            .map(|t| store.and_then(|s| s.resolve(t).ok()))
+            .collect();
         Stored {
             batch: Batch::new(root, key, tasks),
             tags,
@@ -634,13 +722,25 @@ impl<'s> Stored<'s> {
 
     /// Task `i`'s run, once it stored one.
     pub fn found(&self, i: usize) -> Option<crate::store::RunId> {
-        let id = self.store.resolve(&self.tags[i]).ok()?;
+        let id = self.store?.resolve(&self.tags[i]).ok()?;
         (Some(id) != self.before[i] || self.resume).then_some(id)
     }
 
     /// Submit, wait, and say what became of every task (`Batch::run`).
     pub fn run(&self, opts: &Options) -> anyhow::Result<Outcome> {
         self.batch.run(opts, &|i| self.found(i).is_some())
+    }
+
+    /// Why task `i`, in `state`, gave no run: a line naming its log.
+    pub fn no_run(&self, i: usize, state: &TaskState) -> String {
+        let what = match state {
+            TaskState::Done => format!("stored no run tagged {}", self.tags[i]),
+            state => format!("ended {state:?}"),
+        };
+        format!(
+            "its Slurm task {what}; log {}",
+            self.batch.logs(i).1.display()
+        )
     }
 }
 

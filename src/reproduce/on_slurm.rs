@@ -5,8 +5,8 @@
 //! database into the same evidence a local reproduce gathers, so verdicts
 //! and reports come out as they do locally (docs/cluster.md).
 //!
-//! Cells a guest could not measure are not stored, so they are missing from
-//! the evidence here rather than named (a local reproduce names them).
+//! Cells a guest could not measure are named in its stored run's guest
+//! record, and so in the evidence, as a local reproduce names them.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ use crate::fleet::slurm::{self, Stored, TaskState};
 use crate::fleet::{Job, Settings};
 use crate::guest::source::cache::Cache;
 use crate::record::Accel;
-use crate::store::Store;
+use crate::store::{RunId, Store, StoredRun};
 use crate::workload::Arch;
 
 pub use crate::fleet::slurm::Request as SlurmRequest;
@@ -51,14 +51,18 @@ pub fn measure(
     let tasks: Vec<(String, PathBuf, Vec<String>)> = planned
         .iter()
         .map(|p| {
-            let line = slurm::vm_line(
-                &p.job.kernel.spec.to_string(),
-                p.arch,
-                p.accel.name(),
+            let line = req.vm_line(
+                &slurm::VmTask {
+                    kernel: &p.job.kernel.spec.to_string(),
+                    arch: Some(p.arch),
+                    accel: p.accel.name(),
+                    profile: p.accel == Accel::Tcg
+                        && settings.profile != crate::fleet::ProfileRequest::Off,
+                    tags,
+                    json: false,
+                },
                 settings,
-                p.accel == Accel::Tcg && settings.profile != crate::fleet::ProfileRequest::Off,
-                tags,
-                &p.job.args,
+                &slurm::guest_command(&p.job.args),
             );
             let name = format!(
                 "{} {} {}",
@@ -72,43 +76,48 @@ pub fn measure(
     let stored = Stored::new(
         &cache.root,
         &format!("reproduce {}", req.db),
-        store,
+        Some(store),
         tasks,
         opts.resume,
     );
-    let batch = &stored.batch;
-    let found = |i| stored.found(i);
     let outcome = stored.run(&opts)?;
+    let mut all_read = true;
     for (i, (p, state)) in planned.iter().zip(&outcome.states).enumerate() {
-        let seeds = p.run.seeds.join(",");
-        let guest = format!("{} guest {}", p.arch.name(), p.job.kernel.spec);
-        let id = match (state, found(i)) {
+        let id = match (state, stored.found(i)) {
             (TaskState::Done, Some(id)) => id,
             (state, _) => {
-                let what = if *state == TaskState::Done {
-                    "stored no run".to_string()
-                } else {
-                    format!("ended {state:?}")
-                };
-                let log = batch.logs(i).1.display().to_string();
-                ev.notes
-                    .push((seeds, format!("{guest}: its Slurm task {what}; log {log}")));
+                all_read = false;
+                let guest = format!("{} guest {}", p.arch.name(), p.job.kernel.spec);
+                ev.notes.push((
+                    p.run.seeds.join(","),
+                    format!("{guest}: {}", stored.no_run(i, state)),
+                ));
                 continue;
             }
         };
-        let stored = store.load(id)?;
-        ev.runs.push(GuestRun {
-            arch: p.arch,
-            kernel: p.job.kernel.spec.to_string(),
-            release: stored.run.kernel_release.clone(),
-            metric: stored.run.metric(),
-            workload: p.run.workload,
-            cells: stored.kernel_cells().cloned().collect(),
-            failed: Vec::new(),
-            run_id: Some(id),
-        });
+        ev.runs.push(guest_run(p, &store.load(id)?, id));
     }
+    stored.batch.close(all_read);
     Ok(())
+}
+
+/// A task's stored run as the guest run a local reproduce gathers, with
+/// the cells its guest could not measure (kept in the run's guest record).
+fn guest_run(p: &Planned, stored: &StoredRun, id: RunId) -> GuestRun {
+    GuestRun {
+        arch: p.arch,
+        kernel: p.job.kernel.spec.to_string(),
+        release: stored.run.kernel_release.clone(),
+        metric: stored.run.metric(),
+        workload: p.run.workload,
+        cells: stored.kernel_cells().cloned().collect(),
+        failed: stored
+            .run
+            .guest
+            .as_ref()
+            .map_or_else(Vec::new, |g| g.not_measured.clone()),
+        run_id: Some(id),
+    }
 }
 
 /// `--cache DIR`: the kernels are in it already (resolved there); put the
@@ -122,4 +131,47 @@ fn stage(
     arches.sort();
     arches.dedup();
     slurm::stage_binaries(&cache.root, &arches, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{FolioSpec, WorkloadKind};
+
+    /// A cell the task's guest could not measure is stored with its run
+    /// and comes back into the evidence, as a local reproduce has it.
+    #[test]
+    fn cells_a_task_could_not_measure_reach_the_evidence() {
+        let d = tempfile::tempdir().unwrap();
+        let (k, m) = crate::fleet::tests::fake_answer(
+            d.path(),
+            serde_json::json!([{"cell": "mprotect-toggle 400K 2M", "error": "no 2M folio"}]),
+        );
+        let store = Store::open(d.path().join("ptelab.db")).unwrap();
+        let id = m.store(&store, "sweep", &k, &[]).unwrap();
+        let run = PlannedRun {
+            arch: k.arch,
+            version: crate::guest::source::Version::parse("6.16.12").unwrap(),
+            workload: WorkloadKind::MprotectToggle,
+            sizes: vec![400 << 10],
+            folios: vec![FolioSpec::Base],
+            seeds: vec!["001"],
+        };
+        let p = Planned {
+            arch: k.arch,
+            accel: Accel::Tcg,
+            run: &run,
+            job: Job {
+                kernel: &k,
+                name: "mprotect-toggle".into(),
+                args: vec![],
+                program: None,
+                disk: None,
+                setup: Default::default(),
+            },
+        };
+        let g = guest_run(&p, &store.load(id).unwrap(), id);
+        assert_eq!(g.failed, ["mprotect-toggle 400K 2M: no 2M folio"]);
+        assert_eq!((g.cells.len(), g.run_id), (1, Some(id)));
+    }
 }

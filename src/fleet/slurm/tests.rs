@@ -77,6 +77,82 @@ fn batch_keys_follow_the_command_lines() {
 }
 
 #[test]
+fn a_batch_read_back_is_removed_one_that_was_not_is_kept() {
+    let root = tempfile::tempdir().unwrap();
+    let batch = Batch::new(root.path(), "b".into(), vec![sh("x", "true")]);
+    std::fs::create_dir_all(&batch.dir).unwrap();
+    std::fs::write(batch.logs(0).1, "boom").unwrap();
+    batch.close(false);
+    assert!(batch.logs(0).1.is_file());
+    batch.close(true);
+    assert!(!batch.dir.exists());
+    assert!(root.path().join("slurm").is_dir());
+    // Nothing to remove: no error.
+    batch.close(true);
+}
+
+#[test]
+fn old_batches_are_pruned_newest_and_current_kept() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("slurm");
+    let t0 = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("state.json"), "{}").unwrap();
+        std::fs::File::open(&d)
+            .unwrap()
+            .set_modified(t0 + Duration::from_secs(60 * i as u64))
+            .unwrap();
+    }
+    // "a", the oldest, is the batch being submitted.
+    prune_batches(&dir, 3, &dir.join("a"));
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a", "c", "d"]);
+}
+
+#[test]
+fn a_task_line_is_the_vm_command_a_local_guest_boots() {
+    let req = Request {
+        mirror: Some("http://mirror.lab/debian".into()),
+        ..Request::default()
+    };
+    let settings = crate::fleet::Settings {
+        accel: crate::guest::boot::qemu::AccelRequest::Tcg,
+        memory: 1 << 30,
+        timeout: Duration::from_secs(300),
+        jobs: 1,
+        files: vec!["/lab/prog".into()],
+        append: vec!["quiet".into()],
+        profile: crate::fleet::ProfileRequest::Off,
+    };
+    let task = VmTask {
+        kernel: "debian:6.17.13",
+        arch: None,
+        accel: "tcg",
+        profile: false,
+        tags: &["lab".into()],
+        json: true,
+    };
+    let command = guest_command(&[
+        "sweep".into(),
+        "mprotect-toggle".into(),
+        "--no-store".into(),
+        "--json".into(),
+    ]);
+    assert_eq!(
+        req.vm_line(&task, &settings, &command).join(" "),
+        "vm --kernel debian:6.17.13 --accel tcg --memory 1G --timeout 300s --mirror \
+         http://mirror.lab/debian --file /lab/prog --append quiet --tag lab --json -- sweep \
+         mprotect-toggle"
+    );
+}
+
+#[test]
 fn an_array_runs_reports_its_failures_and_resumes_only_those() {
     let Some(slurm) = TestSlurm::start_or_skip("an_array_runs_and_resumes") else {
         return;

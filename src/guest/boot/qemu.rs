@@ -29,6 +29,17 @@ pub enum AccelRequest {
     Tcg,
 }
 
+impl AccelRequest {
+    /// The word `--accel` takes for it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            AccelRequest::Auto => "auto",
+            AccelRequest::Kvm => "kvm",
+            AccelRequest::Tcg => "tcg",
+        }
+    }
+}
+
 /// The accelerator a guest of `arch` gets, and why (one line for progress
 /// and provenance). `--accel kvm` where KVM cannot run the guest is a usage
 /// error that says why and suggests tcg.
