@@ -445,6 +445,7 @@ fn reclaim_job(args: &[&str], timeout: Duration, dir: &std::path::Path) -> Optio
     }
     j.disk = Some(super::disk::DiskSpec::for_data(8 << 20, dir.join("disks")));
     j.steps[0].mglru = true;
+    j.steps[0].disk = true;
     Some(j)
 }
 

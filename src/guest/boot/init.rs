@@ -34,17 +34,9 @@ pub fn main(step_marker: fn()) -> ! {
     for p in &problems {
         eprintln!("ptelab-init: {p}");
     }
+    fixed_layout();
     let (frame, symbols) = match read_job() {
-        Ok(job) => {
-            let frame = match prepare(&job) {
-                Ok(()) => run_job(&job, step_marker),
-                Err(e) => {
-                    eprintln!("ptelab-init: {e}; no command was run");
-                    frame::encode(b"", 125, &release())
-                }
-            };
-            (frame, job.symbols.then(symbols_frame))
-        }
+        Ok(job) => (run_job(&job, step_marker), job.symbols.then(symbols_frame)),
         Err(e) => {
             eprintln!("ptelab-init: cannot read {JOB_PATH}: {e}");
             (frame::encode(b"", 125, &release()), None)
@@ -120,17 +112,34 @@ fn mount_all() -> Vec<String> {
 /// MGLRU's switch.
 const LRU_GEN: &str = "/sys/kernel/mm/lru_gen/enabled";
 
-/// What the job needs before its commands: its disk mounted. An error
-/// means no command can run as asked (MGLRU is a command's own, `run_job`).
-fn prepare(job: &JobFile) -> Result<(), String> {
-    if let Some(d) = &job.disk {
-        let waited = wait_for(Path::new(&d.device))?;
-        mount_disk(d)?;
+/// Place the commands' mappings without randomization (inherited by every
+/// child). The measured calls walk the process's VMA tree, and with
+/// randomized placement its shape follows the kernel's random state, which
+/// a guest's disk interrupts move (they arrive when the host's I/O
+/// completes): the figures of a guest then repeat exactly, disk or not.
+fn fixed_layout() {
+    // SAFETY: personality(2) takes a flag word and touches no memory.
+    if unsafe { libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong) } == -1 {
         eprintln!(
-            "ptelab-init: {} ({}) mounted on {} ({waited} ms after init started)",
-            d.device, d.fstype, d.mount
+            "ptelab-init: cannot turn address randomization off: {}",
+            std::io::Error::last_os_error()
         );
     }
+}
+
+/// Mount the job's disk, for the first command that needs it (not before:
+/// a mounted ext4 works in the background).
+fn mount_for(job: &JobFile) -> Result<(), String> {
+    let d = job
+        .disk
+        .as_ref()
+        .ok_or("the command needs a disk and the job has none")?;
+    let waited = wait_for(Path::new(&d.device))?;
+    mount_disk(d)?;
+    eprintln!(
+        "ptelab-init: {} ({}) mounted on {} ({waited} ms after init started)",
+        d.device, d.fstype, d.mount
+    );
     Ok(())
 }
 
@@ -240,10 +249,21 @@ fn read_job() -> anyhow::Result<JobFile> {
 fn run_job(job: &JobFile, step_marker: fn()) -> Vec<u8> {
     let mut answers = Vec::with_capacity(job.steps.len());
     let mut left = job.max_output;
+    let mut mounted: Option<Result<(), String>> = None;
     for (k, step) in job.steps.iter().enumerate() {
         if k > 0 {
             // The QEMU plugin numbers this command's windows from 0.
             step_marker();
+        }
+        if step.disk {
+            if let Err(e) = mounted.get_or_insert_with(|| mount_for(job)) {
+                eprintln!("ptelab-init: {e}; the command was not run");
+                answers.push(frame::StepAnswer {
+                    exit_code: 125,
+                    stdout: Vec::new(),
+                });
+                continue;
+            }
         }
         if step.mglru {
             eprintln!("ptelab-init: {}", ensure_mglru(Path::new(LRU_GEN)));

@@ -40,8 +40,8 @@ pub struct JobFile {
     /// The most stdout the guest sends back, all commands together; more is
     /// an error.
     pub max_output: u64,
-    /// A disk the init mounts before the first command runs (`disk`); no
-    /// command runs without it.
+    /// A disk the init mounts for the first command that needs it (`disk`);
+    /// such a command does not run without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<JobDisk>,
     /// Environment of the commands, besides `PATH`, `HOME` and `TERM`.
@@ -65,6 +65,9 @@ pub struct JobStep {
     /// (it stays on for the commands after this one).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mglru: bool,
+    /// Mount the job's disk first (it stays mounted).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disk: bool,
 }
 
 /// A block device the guest's init mounts.
@@ -299,6 +302,7 @@ mod tests {
                 args: vec!["doctor".into(), "--json".into()],
                 program: None,
                 mglru: false,
+                disk: false,
             }],
             max_output: 1 << 20,
             disk: None,
@@ -421,6 +425,7 @@ mod tests {
             args: vec!["sweep".into(), "reclaim".into()],
             program: None,
             mglru: true,
+            disk: true,
         });
         j.env
             .insert("PTELAB_RECLAIM_DIR".into(), "/mnt/ptelab".into());

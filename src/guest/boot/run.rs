@@ -74,6 +74,8 @@ pub struct GuestStep {
     /// Turn the guest's multi-gen LRU on first if it is off (seed 004 is
     /// about MGLRU reclaim).
     pub mglru: bool,
+    /// Mount the job's disk first.
+    pub disk: bool,
 }
 
 #[cfg(test)]
@@ -160,6 +162,7 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
                 args: s.args.clone(),
                 program: s.program.clone(),
                 mglru: s.mglru,
+                disk: s.disk,
             })
             .collect(),
         max_output: MAX_OUTPUT,
