@@ -268,7 +268,12 @@ pub const TCG_RTC: &str = "base=2025-01-01T00:00:00,clock=vm";
 /// QEMU's arguments (after the emulator's name).
 pub fn args(m: &Machine) -> Vec<OsString> {
     let (machine, tcg_cpu) = match m.arch {
-        Arch::X86_64 => ("pc", "max"),
+        // -erms,-fsrm: the kernel's string copies and clears then move 8
+        // bytes per `rep` iteration instead of 1, and TCG executes (and
+        // icount counts) every iteration, so a guest's page clears and
+        // write() copies cost an eighth; the mm calls measured run no string
+        // instruction but a few small memsets (docs/guests.md).
+        Arch::X86_64 => ("pc", "max,-erms,-fsrm"),
         // pauth-impdef: QEMU's cheap pointer-authentication hash instead of
         // QARMA; same instructions executed, several times faster under TCG.
         Arch::Arm64 => ("virt", "max,pauth-impdef=on"),
