@@ -21,7 +21,7 @@ use crate::error::bail_usage;
 use crate::guest::boot::binary::guest_binary;
 use crate::guest::boot::profile::Symbols;
 pub use crate::guest::boot::qemu::Setup;
-use crate::guest::boot::qemu::{choose_accel, AccelRequest};
+use crate::guest::boot::qemu::{choose_accel, narrow_strings, AccelRequest};
 use crate::guest::boot::run::{run_boot, GuestJob, GuestOutput, GuestStep};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
@@ -219,8 +219,8 @@ impl Fleet {
     /// As [`Fleet::run`], but the jobs of one kernel (and boot setup) share
     /// one boot, run one after the other in it: booting a kernel under TCG
     /// costs as much as a short sweep. Jobs with a disk go last in their
-    /// boot: the disk is mounted for them, and the page cache they leave
-    /// does not crowd the others.
+    /// boot (the disk is mounted for them), or boot apart where they run on
+    /// another CPU model (`qemu::narrow_strings`: x86-64).
     pub fn run_per_kernel(&self, jobs: &[Job]) -> anyhow::Result<Vec<Finished>> {
         self.run_boots(jobs, per_kernel(jobs))
     }
@@ -436,9 +436,10 @@ impl Fleet {
     }
 }
 
-/// The boots of `jobs` when each kernel (and boot setup) boots once: groups
-/// of indices in job order, jobs with a disk last in theirs.
+/// The boots of `jobs` when each kernel (and boot setup, and CPU model)
+/// boots once: groups of indices in job order, jobs with a disk last.
 fn per_kernel(jobs: &[Job]) -> Vec<Vec<usize>> {
+    let cpu = |j: &Job| narrow_strings(j.kernel.arch, j.disk.is_some());
     let mut boots: Vec<Vec<usize>> = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         let same = |b: &&mut Vec<usize>| {
@@ -447,6 +448,7 @@ fn per_kernel(jobs: &[Job]) -> Vec<Vec<usize>> {
                 && first.kernel.sha256 == job.kernel.sha256
                 && first.kernel.spec.to_string() == job.kernel.spec.to_string()
                 && first.setup == job.setup
+                && cpu(first) == cpu(job)
         };
         match boots.iter_mut().find(|b| same(b)) {
             Some(b) => b.push(i),
@@ -722,7 +724,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_kernel_boots_once_with_its_disk_jobs_last() {
+    fn a_kernel_boots_once_and_its_x86_disk_jobs_once_more() {
         let d = tempfile::tempdir().unwrap();
         let cache = Cache {
             root: d.path().to_owned(),
@@ -755,9 +757,17 @@ pub(crate) mod tests {
         ];
         assert_eq!(
             per_kernel(&jobs),
-            [vec![0, 3, 2, 6], vec![1, 4], vec![5]],
-            "one boot per kernel and setup, the disk jobs last"
+            [vec![0, 3], vec![1, 4], vec![2, 6], vec![5]],
+            "one boot per kernel, setup and CPU model"
         );
+        // arm64 has one CPU model: the disk job joins the boot, last.
+        let mut arm = a.clone();
+        arm.arch = Arch::Arm64;
+        let jobs = [
+            job(&arm, "reclaim", Some(16 << 20), None),
+            job(&arm, "toggle", None, None),
+        ];
+        assert_eq!(per_kernel(&jobs), [vec![1, 0]]);
     }
 
     #[test]

@@ -198,6 +198,19 @@ pub struct Machine<'a> {
     pub plugin: Option<String>,
     /// What this boot varies beside the kernel path (`calibrate --guest`).
     pub setup: &'a Setup,
+    /// x86-64 under TCG: a CPU without fast short `rep movsb`/`stosb`
+    /// (ERMS, FSRM), for guests whose untimed work is mostly page clears
+    /// and `write()` copies (`run::GuestJob`).
+    pub narrow_strings: bool,
+}
+
+/// Whether a guest of `arch` runs on a CPU without fast short string
+/// instructions ([`Machine::narrow_strings`]): an x86-64 guest with a disk,
+/// the reclaim workload's, which spends its time refilling the page cache
+/// (page clears and `write()` copies, untimed) while its measured call runs
+/// no string instruction but a few small memsets (docs/guests.md).
+pub fn narrow_strings(arch: Arch, disk: bool) -> bool {
+    arch == Arch::X86_64 && disk
 }
 
 /// What a boot may vary that the kernel path under test does not depend
@@ -268,12 +281,11 @@ pub const TCG_RTC: &str = "base=2025-01-01T00:00:00,clock=vm";
 /// QEMU's arguments (after the emulator's name).
 pub fn args(m: &Machine) -> Vec<OsString> {
     let (machine, tcg_cpu) = match m.arch {
-        // -erms,-fsrm: the kernel's string copies and clears then move 8
-        // bytes per `rep` iteration instead of 1, and TCG executes (and
-        // icount counts) every iteration, so a guest's page clears and
-        // write() copies cost an eighth; the mm calls measured run no string
-        // instruction but a few small memsets (docs/guests.md).
-        Arch::X86_64 => ("pc", "max,-erms,-fsrm"),
+        // Without ERMS/FSRM the kernel's string copies and clears move 8
+        // bytes per `rep` iteration instead of 1; TCG executes (and icount
+        // counts) each iteration.
+        Arch::X86_64 if m.narrow_strings => ("pc", "max,-erms,-fsrm"),
+        Arch::X86_64 => ("pc", "max"),
         // pauth-impdef: QEMU's cheap pointer-authentication hash instead of
         // QARMA; same instructions executed, several times faster under TCG.
         Arch::Arm64 => ("virt", "max,pauth-impdef=on"),
@@ -424,6 +436,7 @@ mod tests {
             disk: None,
             plugin: None,
             setup: &Setup::default(),
+            narrow_strings: false,
         };
         args(&m)
             .iter()
@@ -462,6 +475,7 @@ mod tests {
             disk: None,
             plugin: None,
             setup: &Setup::default(),
+            narrow_strings: false,
         };
         let a = args(&m);
         assert_eq!(a[a.len() - 1], OsString::from(kernel_cmdline(Arch::X86_64)));
@@ -495,6 +509,7 @@ mod tests {
             disk: None,
             plugin: None,
             setup: &setup,
+            narrow_strings: false,
         });
         let at = padded.iter().position(|x| x == "-seed").unwrap();
         assert_eq!(padded[at + 1], OsString::from("7"));

@@ -235,6 +235,7 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
         disk: image_path.as_deref(),
         plugin: plugin_arg,
         setup: &job.setup,
+        narrow_strings: qemu::narrow_strings(job.arch, job.disk.is_some()),
     };
     if let Some(dir) = job.log.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
