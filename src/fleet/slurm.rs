@@ -43,6 +43,11 @@ const LOG_TAIL: usize = 20;
 /// still be wanted; the oldest go first.
 const KEEP_BATCHES: usize = 20;
 
+/// Staged copies of each binary kept under `CACHE/bin` (about 75 MB each):
+/// the most recently used, so that a task still queued from a recent build
+/// finds its own.
+const KEEP_BINARIES: usize = 4;
+
 /// One task of the array: a program and its arguments.
 #[derive(Clone, Debug)]
 pub struct Task {
@@ -766,17 +771,51 @@ pub fn stage_binaries(
 
 /// Copy `file` into `dir` as `NAME-SHA12` (once: the name says the
 /// content), atomically; returns the copy. How a shared cache gets the
-/// binaries its tasks run.
+/// binaries its tasks run. Each build adds one, so all but the
+/// [`KEEP_BINARIES`] most recently used copies of `NAME` are removed.
 pub fn copy_by_content(file: &Path, dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let sha = crate::guest::source::sha256_file(file)?;
     let dest = dir.join(format!("{name}-{}", &sha[..12]));
-    if !dest.exists() {
+    if dest.exists() {
+        // Used now: the pruning keeps the most recently used.
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(&dest)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    } else {
         let tmp = dir.join(format!(".{name}.{}", std::process::id()));
         std::fs::copy(file, &tmp)
             .and_then(|_| std::fs::rename(&tmp, &dest))
             .with_context(|| format!("copying {} to {}", file.display(), dest.display()))?;
     }
+    prune_copies(dir, name, KEEP_BINARIES, &dest);
     Ok(dest)
+}
+
+/// Remove all but the `keep` most recently changed `NAME-SHA12` copies in
+/// `dir`, never `current`.
+fn prune_copies(dir: &Path, name: &str, keep: usize, current: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let ours = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(name)?.strip_prefix('-'))
+            .is_some_and(|sha| sha.len() == 12 && sha.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let mut copies: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != current && ours(p))
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .collect();
+    copies.sort();
+    // `current` is one of the kept.
+    let old = copies.len().saturating_sub(keep.saturating_sub(1));
+    for (_, p) in &copies[..old] {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 /// Quote for the POSIX shell.

@@ -116,6 +116,64 @@ fn old_batches_are_pruned_newest_and_current_kept() {
 }
 
 #[test]
+fn staged_binaries_are_pruned_to_the_most_recently_used() {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let t0 = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let names = [
+        "ptelab-aaaaaaaaaaa1",
+        "ptelab-aaaaaaaaaaa2",
+        "ptelab-aaaaaaaaaaa3",
+        "ptelab-aaaaaaaaaaa4",
+        "ptelab-aaaaaaaaaaa5",
+        "ptelab-guest-arm64-aaaaaaaaaaa0",
+        "ptelab-notes",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let p = bin.join(name);
+        std::fs::write(&p, "old build").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(t0 + Duration::from_secs(60 * i as u64))
+            .unwrap();
+    }
+    // The oldest copy is this build's: used again, it becomes the newest.
+    let src = root.path().join("ptelab");
+    std::fs::write(&src, "this build").unwrap();
+    let sha = crate::guest::source::sha256_file(&src).unwrap();
+    let reused = bin.join(format!("ptelab-{}", &sha[..12]));
+    std::fs::write(&reused, "this build").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&reused)
+        .unwrap()
+        .set_modified(t0 - Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(copy_by_content(&src, &bin, "ptelab").unwrap(), reused);
+    let mut left: Vec<String> = std::fs::read_dir(&bin)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    let mut want = vec![
+        "ptelab-aaaaaaaaaaa3".to_string(),
+        "ptelab-aaaaaaaaaaa4".into(),
+        "ptelab-aaaaaaaaaaa5".into(),
+        "ptelab-guest-arm64-aaaaaaaaaaa0".into(),
+        "ptelab-notes".into(),
+        format!("ptelab-{}", &sha[..12]),
+    ];
+    want.sort();
+    assert_eq!(
+        left, want,
+        "the 4 most recently used copies of ptelab, other names untouched"
+    );
+}
+
+#[test]
 fn a_task_line_is_the_vm_command_a_local_guest_boots() {
     let req = Request {
         mirror: Some("http://mirror.lab/debian".into()),
