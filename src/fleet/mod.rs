@@ -19,10 +19,11 @@ use serde_json::Value;
 
 use crate::error::bail_usage;
 use crate::guest::boot::binary::guest_binary;
+use crate::guest::boot::initramfs::JobStep;
 use crate::guest::boot::profile::Symbols;
 pub use crate::guest::boot::qemu::Setup;
 use crate::guest::boot::qemu::{choose_accel, narrow_strings, AccelRequest};
-use crate::guest::boot::run::{run_boot, GuestJob, GuestOutput, GuestStep};
+use crate::guest::boot::run::{run_boot, GuestJob, GuestOutput};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
 use crate::kernel::procfs::MEM_SHARE;
@@ -392,7 +393,7 @@ impl Fleet {
     }
 
     /// One job's command as its guest runs it.
-    fn guest_step(&self, job: &Job, setup: &ArchSetup) -> GuestStep {
+    fn guest_step(&self, job: &Job, setup: &ArchSetup) -> JobStep {
         let mut args = job.args.clone();
         // Every measuring guest reports its windows, counted or not, so that
         // a profiled guest runs exactly what a plain one does (same argv):
@@ -412,7 +413,7 @@ impl Fleet {
         {
             args.insert(1, "--icount".into());
         }
-        GuestStep {
+        JobStep {
             args,
             program: job.program.clone(),
             // Seed 004, the one workload with a disk, is about MGLRU reclaim.

@@ -10,8 +10,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::initramfs::JobStep;
 use super::qemu;
-use super::run::{choose_accel, run_guest, AccelRequest, GuestJob, GuestStep};
+use super::run::{choose_accel, run_guest, AccelRequest, GuestJob};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::spec::debian_name;
 use crate::workload::Arch;
@@ -79,7 +80,7 @@ fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<Gue
         arch,
         kernel,
         binary,
-        steps: vec![GuestStep::ptelab(
+        steps: vec![JobStep::ptelab(
             args.iter().map(|s| s.to_string()).collect(),
         )],
         files: Vec::new(),
@@ -291,8 +292,8 @@ fn two_commands_share_one_boot_and_each_gets_its_windows() {
         symbols: false,
     });
     j.steps = vec![
-        GuestStep::ptelab(bench("mprotect-toggle", "64")),
-        GuestStep::ptelab(bench("prot-transition", "32")),
+        JobStep::ptelab(bench("mprotect-toggle", "64")),
+        JobStep::ptelab(bench("prot-transition", "32")),
     ];
     let outs = super::run::run_boot(&j).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(outs.len(), 2);

@@ -54,7 +54,7 @@ pub struct JobFile {
 }
 
 /// One command of a job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStep {
     /// Arguments of `/init` (ptelab) run as an ordinary child process.
     pub args: Vec<String>,
@@ -76,6 +76,17 @@ pub struct JobDisk {
     pub device: String,
     pub fstype: String,
     pub mount: String,
+}
+
+#[cfg(test)]
+impl JobStep {
+    /// ptelab with `args`.
+    pub fn ptelab(args: Vec<String>) -> JobStep {
+        JobStep {
+            args,
+            ..JobStep::default()
+        }
+    }
 }
 
 pub const JOB_SCHEMA: &str = "ptelab/guest-job/v2";

@@ -41,7 +41,7 @@ pub struct GuestJob {
     /// only) dynamic, with the shared libraries `ldd` lists copied along.
     pub binary: PathBuf,
     /// The commands, run one after the other in this boot.
-    pub steps: Vec<GuestStep>,
+    pub steps: Vec<JobStep>,
     /// Static executables for the guest's arch, put in `/files/NAME`.
     pub files: Vec<PathBuf>,
     /// Kernel parameters added to ptelab's (`transparent_hugepage=never`).
@@ -61,32 +61,6 @@ pub struct GuestJob {
     pub profile: Option<Profiling>,
     /// What this boot varies beside the kernel path (`calibrate --guest`).
     pub setup: qemu::Setup,
-}
-
-/// One command of a guest run.
-#[derive(Clone, Debug, Default)]
-pub struct GuestStep {
-    /// ptelab's arguments in the guest (`bench …`), or the program's.
-    pub args: Vec<String>,
-    /// Run `/files/NAME ARGS` instead of ptelab (a reference program, e.g.
-    /// a seed's own reproducer, measured in the same guest).
-    pub program: Option<String>,
-    /// Turn the guest's multi-gen LRU on first if it is off (seed 004 is
-    /// about MGLRU reclaim).
-    pub mglru: bool,
-    /// Mount the job's disk first.
-    pub disk: bool,
-}
-
-#[cfg(test)]
-impl GuestStep {
-    /// ptelab with `args`.
-    pub fn ptelab(args: Vec<String>) -> GuestStep {
-        GuestStep {
-            args,
-            ..GuestStep::default()
-        }
-    }
 }
 
 /// What a profiled guest run loads and asks for.
@@ -155,16 +129,7 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
     let mkfs = job.disk.as_ref().map(|_| disk::find_mkfs()).transpose()?;
     let mut jobfile = JobFile {
         schema: JOB_SCHEMA.into(),
-        steps: job
-            .steps
-            .iter()
-            .map(|s| JobStep {
-                args: s.args.clone(),
-                program: s.program.clone(),
-                mglru: s.mglru,
-                disk: s.disk,
-            })
-            .collect(),
+        steps: job.steps.clone(),
         max_output: MAX_OUTPUT,
         disk: None,
         env: Default::default(),
