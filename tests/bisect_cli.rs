@@ -23,12 +23,12 @@ const BENCH: [&str; 8] = [
 
 /// A kernel-looking git tree: commits 0 ..= n on branch `work`, commit i
 /// writing `KERNEL` with `kernel(i)`.
-struct Tree {
-    dir: tempfile::TempDir,
-    ids: Vec<String>,
+pub struct Tree {
+    pub dir: tempfile::TempDir,
+    pub ids: Vec<String>,
 }
 
-fn sh(dir: &Path, cmd: &str) -> String {
+pub fn sh(dir: &Path, cmd: &str) -> String {
     let out = Command::new("sh")
         .args(["-c", cmd])
         .current_dir(dir)
@@ -47,7 +47,7 @@ fn sh(dir: &Path, cmd: &str) -> String {
 }
 
 impl Tree {
-    fn new(n: usize, kernel: impl Fn(usize) -> String) -> Tree {
+    pub fn new(n: usize, kernel: impl Fn(usize) -> String) -> Tree {
         let dir = tempfile::tempdir().unwrap();
         sh(
             dir.path(),
@@ -71,12 +71,12 @@ impl Tree {
         Tree { dir, ids }
     }
 
-    fn path(&self) -> &str {
+    pub fn path(&self) -> &str {
         self.dir.path().to_str().unwrap()
     }
 
     /// Branch, HEAD, status and bisect state: what must be as found.
-    fn state(&self) -> String {
+    pub fn state(&self) -> String {
         sh(
             self.dir.path(),
             "git symbolic-ref HEAD; git rev-parse HEAD; git status --porcelain; \

@@ -699,3 +699,204 @@ fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
     );
     assert_eq!(again["bisect"]["first_bad"], b["first_bad"]);
 }
+
+/// The Slurm job (and task) that `stderr` reports `task` in: from
+/// "ptelab: job J task I (TASK): …".
+fn job_of(stderr: &str, task: &str) -> Option<(String, String)> {
+    stderr.lines().find_map(|l| {
+        let rest = l.strip_prefix("ptelab: job ")?;
+        let (job, rest) = rest.split_once(" task ")?;
+        let (i, rest) = rest.split_once(' ')?;
+        rest.starts_with(&format!("({task})"))
+            .then(|| (job.to_string(), i.to_string()))
+    })
+}
+
+/// A git-tree bisect through Slurm builds on the nodes: the endpoints'
+/// builds as one job array of two tasks, each step's build as a job of one
+/// task, into the shared cache. Commit 2 does not build: its task is
+/// reported with its log and the step is skipped, as locally, and the
+/// report (first bad, verdicts, exact counter figures) is the local one.
+/// A good endpoint that does not build is bad input, with its task's log.
+/// The tree's builds copy cached Debian images (`--build-cmd`): no kernel
+/// is compiled.
+#[test]
+fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_what_a_local_one_finds() {
+    use crate::bisect_cli::Tree;
+    let Some((_server, slurm, pg, local)) = end_to_end("tree_bisect_through_slurm", "tree") else {
+        return;
+    };
+    let (Some(good), Some(bad)) = (
+        crate::common::cached_x86_image("6.16.12"),
+        crate::common::cached_x86_image("6.17.8"),
+    ) else {
+        return;
+    };
+    // Commit 1 changes the kernel; commit 2 does not build. `git bisect`
+    // tests 2 first (skipped), then 1.
+    let t = Tree::new(3, |i| if i >= 1 { bad.clone() } else { good.clone() });
+    let before = t.state();
+    let build = |fails: usize| {
+        format!(
+            "if [ \"$(cat n)\" = {fails} ]; then echo \"error: commit {fails} does not compile\" >&2; \
+             exit 1; fi; cp \"$(cat KERNEL)\" \"$OUT\""
+        )
+    };
+    let bench = [
+        "--",
+        "bench",
+        "mprotect-toggle",
+        "--size",
+        "400K",
+        "--folio",
+        "4K",
+    ];
+    let shared = tempfile::tempdir().unwrap();
+    let cache = shared.path().display().to_string();
+    let run = |build_cmd: &str, extra: &[&str], db: &str| {
+        let home = local.dir().join("xdg");
+        Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+            .envs(slurm.env())
+            .env("XDG_CACHE_HOME", &home)
+            .args([
+                "bisect",
+                "--repo",
+                t.path(),
+                "--good",
+                &t.ids[0],
+                "--bad",
+                &t.ids[3],
+            ])
+            .args([
+                "--arch",
+                "x86_64",
+                "--metric",
+                "calls:vm_normal_page",
+                "--json",
+            ])
+            .args(["--build-cmd", build_cmd, "--db", db])
+            .args(extra)
+            .args(bench)
+            .output()
+            .unwrap()
+    };
+    // One guest at a time on the test cluster's 2 CPUs (the machine is
+    // shared); the endpoints still go as one array.
+    let on_slurm = [
+        "--executor",
+        "slurm",
+        "--time",
+        "30",
+        "--cache",
+        &cache,
+        "--sbatch=--cpus-per-task=2",
+    ];
+    let short = |i: usize| format!("build {} x86_64", &t.ids[i][..12]);
+
+    // A good endpoint that does not build: no guest boots.
+    let out = run(&build(0), &on_slurm, &pg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(": 2 tasks (0,1)"), "{err}");
+    let (job, task) = job_of(&err, &short(0)).expect("good's build task");
+    assert_eq!(
+        job_of(&err, &short(3)),
+        Some((job.clone(), "1".into())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "job {job} task {task} ({}) failed: FAILED",
+            short(0)
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("  | error: commit 0 does not compile"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("--good {} (", t.ids[0]))
+            && err.contains("gave no kernel to measure"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("booting") && !err.contains("vm --kernel"),
+        "{err}"
+    );
+    assert_eq!(t.state(), before, "the tree is left as found");
+
+    // Locally, then through Slurm.
+    let out = run(&build(2), &[], local.path());
+    assert_success(&out);
+    let here: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run(&build(2), &on_slurm, &pg);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let there: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!err.contains("resuming"), "{err}");
+    // The endpoints: one array of two build tasks, then one of two guests.
+    let (ends, _) = job_of(&err, &short(0)).expect("good's build task");
+    assert_eq!(
+        job_of(&err, &short(3)),
+        Some((ends.clone(), "1".into())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("submitted Slurm job {ends}: 2 tasks (0,1)")),
+        "{err}"
+    );
+    // Each step: a build of its own; commit 2's fails with its log.
+    let (two, _) = job_of(&err, &short(2)).expect("commit 2's build task");
+    let (one, _) = job_of(&err, &short(1)).expect("commit 1's build task");
+    for job in [&two, &one] {
+        assert!(
+            err.contains(&format!("submitted Slurm job {job}: 1 tasks (0)")),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains(&format!("job {two} task 0 ({}) failed: FAILED", short(2))),
+        "{err}"
+    );
+    assert!(
+        err.contains("  | error: commit 2 does not compile"),
+        "{err}"
+    );
+    assert_eq!(t.state(), before, "the tree is left as found");
+    let (a, b) = (&here["bisect"], &there["bisect"]);
+    assert_eq!(b["first_bad"][0]["id"], t.ids[1].as_str(), "{b}");
+    for key in ["id", "first_bad", "last_good", "classifier"] {
+        assert_eq!(a[key], b[key], "{key}: local {a} vs slurm {b}");
+    }
+    let steps = |s: &Value| -> Vec<(Value, Value, Value)> {
+        s["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["id"].clone(),
+                    s["verdict"]["verdict"].clone(),
+                    s["measurement"]["figures"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(steps(a), steps(b));
+    let ids: Vec<&str> = [0, 3, 2, 1].iter().map(|&i| t.ids[i].as_str()).collect();
+    let verdicts: Vec<(Value, Value)> = steps(b).into_iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(
+        verdicts,
+        ids.iter()
+            .zip(["good", "bad", "skip", "bad"])
+            .map(|(id, v)| (Value::from(*id), Value::from(v)))
+            .collect::<Vec<_>>()
+    );
+    // The skip names the build's log, in the shared cache.
+    let why = b["steps"][2]["verdict"]["why"].as_str().unwrap();
+    assert!(
+        why.contains("the build failed") && why.contains(&format!("log {cache}/bisect/logs/")),
+        "{why}"
+    );
+}

@@ -131,26 +131,75 @@ impl Builder {
             }))
     }
 
+    /// The cached image of `commit`, if it was built before (said on stderr).
+    pub fn cached(&self, commit: &str) -> anyhow::Result<Option<PathBuf>> {
+        let image = self.image(commit)?;
+        if !image.is_file() {
+            return Ok(None);
+        }
+        eprintln!(
+            "ptelab: {} is built already: {}",
+            short(commit),
+            image.display()
+        );
+        Ok(Some(image))
+    }
+
+    /// The log of `commit`'s build.
+    pub fn log(&self, commit: &str) -> PathBuf {
+        self.root
+            .join("logs")
+            .join(format!("build-{}-{}.log", short(commit), self.arch.name()))
+    }
+
+    /// The same builder on another work tree of the repository (its own
+    /// build directory, since that is kept per tree).
+    pub fn in_tree(&self, tree: &Path) -> Builder {
+        Builder {
+            repo: tree.to_path_buf(),
+            ..self.clone()
+        }
+    }
+
+    /// The hidden `ptelab kernel build` command line that runs `build` of
+    /// `commit`, checked out in this builder's tree, as a Slurm task
+    /// (`bisect::build_on_slurm`).
+    pub fn task_args(&self, commit: &str) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "kernel".into(),
+            "build".into(),
+            "--repo".into(),
+            self.repo.display().to_string(),
+            "--commit".into(),
+            commit.into(),
+            "--arch".into(),
+            self.arch.name().into(),
+            "--root".into(),
+            self.root.display().to_string(),
+        ];
+        if let Config::File(f) = &self.config {
+            a.extend(["--config".into(), f.display().to_string()]);
+        }
+        if let Some(c) = &self.command {
+            a.extend(["--build-cmd".into(), c.clone()]);
+        }
+        a
+    }
+
     /// The image of the commit checked out in the tree: cached, or built
     /// now. `Ok(Err(why))` is a failed build (the log named in `why`).
     pub fn build(&self, commit: &str) -> anyhow::Result<Result<PathBuf, String>> {
-        let image = self.image(commit)?;
-        if image.is_file() {
-            eprintln!(
-                "ptelab: {} is built already: {}",
-                short(commit),
-                image.display()
-            );
+        if let Some(image) = self.cached(commit)? {
             return Ok(Ok(image));
         }
+        let image = self.image(commit)?;
         let dir = image.parent().expect("image in a directory");
         let staging = dir.with_extension(format!("partial-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging)
             .with_context(|| format!("creating {}", staging.display()))?;
-        let logs = self.root.join("logs");
-        std::fs::create_dir_all(&logs)?;
-        let log = logs.join(format!("build-{}-{}.log", short(commit), self.arch.name()));
+        let log = self.log(commit);
+        std::fs::create_dir_all(log.parent().expect("logs/"))?;
         let out = staging.join(image.file_name().expect("a name"));
         eprintln!(
             "ptelab: building {} ({}) -- log {}",
@@ -190,13 +239,10 @@ impl Builder {
     /// config, so steps build incrementally.
     fn make(&self, log: &Path, out: &Path) -> anyhow::Result<bool> {
         let key = self.key()?;
-        let build = self.root.join("build").join(format!(
-            "{}-{key}",
-            &format!(
-                "{:x}",
-                Sha256::digest(self.repo.as_os_str().as_encoded_bytes())
-            )[..12]
-        ));
+        let build = self
+            .root
+            .join("build")
+            .join(format!("{}-{key}", path_hash(&self.repo)));
         std::fs::create_dir_all(&build)?;
         let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut vars = vec![
@@ -286,6 +332,11 @@ impl Builder {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
+}
+
+/// A short hash of a path: what names the directories kept per tree.
+pub fn path_hash(path: &Path) -> String {
+    format!("{:x}", Sha256::digest(path.as_os_str().as_encoded_bytes()))[..12].to_string()
 }
 
 /// A commit's id as tables print it.
@@ -378,6 +429,56 @@ mod tests {
         let img = b.build("00000000000000000002").unwrap().unwrap();
         let cfg = std::fs::read_to_string(img.with_file_name(".config")).unwrap();
         assert!(cfg.ends_with("defconfig x86_64\n"), "{cfg}");
+    }
+
+    /// What a Slurm task runs is the hidden `kernel build`, whose flags
+    /// give back the same builder: the same image, log and build directory.
+    #[test]
+    fn a_task_line_parses_back_into_the_same_build() {
+        use crate::cli::flags::{Cli, Command};
+        use crate::cli::kernel::KernelCommand;
+        use clap::Parser;
+        let mut b = builder(
+            Path::new("/shared/ptelab/bisect"),
+            Path::new("/lab/linux"),
+            Arch::Arm64,
+            Some("cp \"$(cat KERNEL)\" \"$OUT\""),
+        );
+        b.config = Config::File("/lab/my config".into());
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let line = b.task_args(commit);
+        let cli = Cli::try_parse_from(std::iter::once("ptelab".to_string()).chain(line))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Kernel(k) = cli.command else {
+            panic!("not kernel build")
+        };
+        let KernelCommand::Build(a) = k.command else {
+            panic!("not kernel build")
+        };
+        assert_eq!(
+            (
+                a.repo,
+                a.commit.as_str(),
+                a.arch,
+                a.root,
+                a.config,
+                a.build_cmd
+            ),
+            (
+                b.repo.clone(),
+                commit,
+                b.arch,
+                b.root.clone(),
+                Some("/lab/my config".into()),
+                b.command.clone()
+            )
+        );
+        // Another tree of the repository builds in a directory of its own,
+        // into the same image cache.
+        b.config = Config::Defconfig;
+        let side = b.in_tree(Path::new("/shared/ptelab/bisect/trees/x-1"));
+        assert_ne!(path_hash(&side.repo), path_hash(&b.repo));
+        assert_eq!(side.image(commit).unwrap(), b.image(commit).unwrap());
     }
 
     #[test]

@@ -158,6 +158,40 @@ impl Repo {
             .to_string())
     }
 
+    /// A work tree of this repository at `dir` (made there, or reused),
+    /// with `commit` checked out, detached: where a commit builds while the
+    /// tree itself holds another. `git checkout` rewrites only the files
+    /// that differ, so a build directory kept for it builds incrementally.
+    pub fn worktree(&self, dir: &Path, commit: &str) -> anyhow::Result<Repo> {
+        if dir.join(".git").exists() {
+            let tree = Repo {
+                dir: dir.to_path_buf(),
+            };
+            // Ours, under the cache: what a build left in it is not the user's.
+            if tree
+                .git(&["checkout", "-q", "--force", "--detach", commit])
+                .is_ok()
+            {
+                return Ok(tree);
+            }
+            std::fs::remove_dir_all(dir)
+                .with_context(|| format!("removing the stale work tree {}", dir.display()))?;
+        }
+        // A registered work tree whose directory is gone would refuse `add`.
+        self.git(&["worktree", "prune"])?;
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let path = dir
+            .to_str()
+            .with_context(|| format!("{} is not a UTF-8 path", dir.display()))?;
+        self.git(&["worktree", "add", "-q", "--detach", path, commit])?;
+        Ok(Repo {
+            dir: dir.to_path_buf(),
+        })
+    }
+
     /// HEAD as found: the branch checked out, else the detached commit.
     #[cfg(test)]
     pub fn head(&self) -> anyhow::Result<String> {
@@ -309,6 +343,28 @@ pub mod tests {
             assert!(crate::error::is_usage(&repo.check_usable().unwrap_err()));
         }
         assert_eq!(steps, 3);
+        assert_eq!(repo.head().unwrap(), before);
+        repo.check_usable().unwrap();
+    }
+
+    #[test]
+    fn a_side_work_tree_holds_its_commit_and_leaves_the_tree_alone() {
+        let (_d, repo, ids) = tree(3);
+        let before = repo.head().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let dir = cache.path().join("trees/t-1");
+        let side = repo.worktree(&dir, &ids[1]).unwrap();
+        let at = |r: &Repo| r.git(&["rev-parse", "HEAD"]).unwrap().trim().to_string();
+        assert_eq!(at(&side), ids[1]);
+        assert_eq!(std::fs::read_to_string(dir.join("f")).unwrap(), "1\n");
+        // Reused for another commit, also with a build's leftovers in it.
+        std::fs::write(dir.join("f"), "scribbled").unwrap();
+        let side = repo.worktree(&dir, &ids[3]).unwrap();
+        assert_eq!(at(&side), ids[3]);
+        assert_eq!(std::fs::read_to_string(dir.join("f")).unwrap(), "3\n");
+        // Removed behind git's back: made again.
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(at(&repo.worktree(&dir, &ids[2]).unwrap()), ids[2]);
         assert_eq!(repo.head().unwrap(), before);
         repo.check_usable().unwrap();
     }

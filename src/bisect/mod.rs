@@ -9,9 +9,11 @@
 //! The figure is the cell's, or one of its mechanism counters
 //! (`--metric`), which every step's guest then counts under TCG.
 //! With `--executor slurm` the guest runs are Slurm tasks (`on_slurm`),
-//! read back from the shared database into the same measurements.
+//! read back from the shared database into the same measurements, and so
+//! are a tree's builds (`build_on_slurm`), into the shared cache.
 
 pub mod build;
+pub mod build_on_slurm;
 pub mod classify;
 pub mod git;
 pub mod on_slurm;

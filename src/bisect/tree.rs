@@ -1,13 +1,18 @@
 //! Bisect over a git tree: `git bisect` in the user's tree picks each
-//! commit; ptelab builds it (`build`), boots it through the fleet,
+//! commit; ptelab builds it (`build`; with `--executor slurm` as Slurm
+//! tasks, `build_on_slurm`, the endpoints together), boots it through the fleet,
 //! measures and marks it good or bad, or skips it when it does not build,
 //! boot or classify. The tree is put back as found on every exit
 //! (`git::Bisecting`).
 
+use std::path::PathBuf;
+
 use crate::error::bail_usage;
+use crate::fleet::slurm::Request;
 use crate::guest::source::{self, Kernel, KernelSpec};
 
-use super::build::{short, Builder};
+use super::build::{path_hash, short, Builder};
+use super::build_on_slurm;
 use super::classify::Verdict;
 use super::git::{Bisecting, Next, Repo};
 use super::{bisect_id, endpoints, probe_step, Found, Prober, Report, Role, Setup, Step};
@@ -46,9 +51,13 @@ impl Plan {
     }
 }
 
-/// Build the commit checked out, resolved as a guest kernel.
-fn kernel(setup: &Setup, plan: &Plan, commit: &str) -> anyhow::Result<Result<Kernel, String>> {
-    let image = match plan.builder.build(commit)? {
+/// An image (or why there is none) resolved as a guest kernel.
+fn kernel(
+    setup: &Setup,
+    plan: &Plan,
+    image: Result<PathBuf, String>,
+) -> anyhow::Result<Result<Kernel, String>> {
+    let image = match image {
         Ok(i) => i,
         Err(why) => return Ok(Err(why)),
     };
@@ -61,6 +70,51 @@ fn kernel(setup: &Setup, plan: &Plan, commit: &str) -> anyhow::Result<Result<Ker
         Ok(k) => Ok(Ok(k)),
         Err(e) => Ok(Err(format!("the build's image was refused: {e:#}"))),
     }
+}
+
+/// With `--executor slurm`: the images of `commits`, cached or built by the
+/// tasks of one job array. The first to build does so in the tree (checked
+/// out there), in the build directory a local bisect keeps, so later steps
+/// build incrementally on it as they do locally; each other one in a work
+/// tree of its own under the cache (`bisect/trees/`), since one tree holds
+/// one commit and one build directory serves one build at a time.
+fn slurm_images(
+    setup: &Setup,
+    req: &Request,
+    plan: &Plan,
+    bisecting: &Bisecting,
+    commits: &[&str],
+) -> anyhow::Result<Vec<Result<PathBuf, String>>> {
+    let mut images: Vec<Option<Result<PathBuf, String>>> = Vec::new();
+    let mut builds = Vec::new();
+    for &c in commits {
+        let cached = plan.builder.cached(c)?;
+        if cached.is_none() {
+            let builder = if builds.is_empty() {
+                bisecting.checkout(c)?;
+                plan.builder.clone()
+            } else {
+                let dir = plan.builder.root.join("trees").join(format!(
+                    "{}-{}",
+                    path_hash(&plan.repo.dir),
+                    builds.len()
+                ));
+                plan.builder.in_tree(&plan.repo.worktree(&dir, c)?.dir)
+            };
+            builds.push((c, builder));
+        }
+        images.push(cached.map(Ok));
+    }
+    let mut built = if builds.is_empty() {
+        Vec::new()
+    } else {
+        build_on_slurm::build(setup, req, &builds)?
+    }
+    .into_iter();
+    Ok(images
+        .into_iter()
+        .map(|i| i.unwrap_or_else(|| built.next().expect("one per build")))
+        .collect())
 }
 
 /// Bisect `plan`'s commits.
@@ -91,9 +145,21 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
     );
     let bisecting = Bisecting::start(repo)?;
     let subject = |c: &str| repo.subject(c).ok();
-    let endpoint = |c: &str, name: &str| -> anyhow::Result<Kernel> {
-        bisecting.checkout(c)?;
-        match kernel(setup, plan, c)? {
+    // Through Slurm the endpoints build together; locally each in turn.
+    let mut ends = match &setup.slurm {
+        Some(req) => slurm_images(setup, req, plan, &bisecting, &[&plan.good, &plan.bad])?,
+        None => Vec::new(),
+    }
+    .into_iter();
+    let mut endpoint = |c: &str, name: &str| -> anyhow::Result<Kernel> {
+        let image = match ends.next() {
+            Some(image) => image,
+            None => {
+                bisecting.checkout(c)?;
+                plan.builder.build(c)?
+            }
+        };
+        match kernel(setup, plan, image)? {
             Ok(k) => Ok(k),
             Err(why) => bail_usage!("{name} ({}) gave no kernel to measure: {why}", short(c)),
         }
@@ -122,7 +188,14 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
             Next::Found(c) => break vec![c],
             Next::OnlySkipped(cs) => break cs,
         };
-        let step = match kernel(setup, plan, &commit)? {
+        // Checked out by `git bisect`.
+        let image = match &setup.slurm {
+            Some(req) => slurm_images(setup, req, plan, &bisecting, &[&commit])?
+                .pop()
+                .expect("one commit"),
+            None => plan.builder.build(&commit)?,
+        };
+        let step = match kernel(setup, plan, image)? {
             Ok(k) => probe_step(&mut prober, &classifier, &commit, subject(&commit), &k)?,
             Err(why) => {
                 eprintln!("ptelab: {}: skip ({why})", short(&commit));

@@ -63,8 +63,9 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     };
     if slurm.is_some() && args.repo.is_some() && args.cluster.cache.is_none() {
         bail_usage!(
-            "--executor slurm with --repo boots the images built here: pass --cache DIR on a file \
-             system every node mounts, so that the builds land where the tasks read them"
+            "--executor slurm with --repo builds and boots every commit on the nodes: pass --cache \
+             DIR on a file system every node mounts (the builds' images, build directories and \
+             logs go there), with --repo on one they mount too"
         );
     }
     // With --cache, kernels, builds and state live in the shared cache.

@@ -1,5 +1,6 @@
 //! `ptelab kernel fetch|list`: guest kernels in the user's cache
-//! (docs/guests.md).
+//! (docs/guests.md); the hidden `kernel build`, a bisect's build of one
+//! commit as a Slurm task runs it (docs/cluster.md).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,7 +9,9 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use super::{print_json, print_text};
-use crate::cli::kernel::{KernelArgs, KernelCommand, KernelFetchArgs, KernelListArgs};
+use crate::cli::kernel::{
+    KernelArgs, KernelBuildArgs, KernelCommand, KernelFetchArgs, KernelListArgs,
+};
 use crate::guest::source::cache::{Cache, Cached};
 use crate::guest::source::{self, Offered};
 use crate::workload::Arch;
@@ -18,6 +21,53 @@ pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
         KernelCommand::Fetch(a) => fetch_cmd(a),
         KernelCommand::List(a) if a.available => available_cmd(a),
         KernelCommand::List(a) => list_cmd(a),
+        KernelCommand::Build(a) => build_cmd(a),
+    }
+}
+
+/// Lines of a failed build's log a task prints: its stderr's tail is what
+/// the submitting ptelab shows of a failed task.
+const BUILD_LOG_TAIL: usize = 15;
+
+/// Build `--commit`, checked out in `--repo`, as a local bisect step
+/// would; print the image's path. A failed build is exit 1 with the tail
+/// of its log on stderr.
+fn build_cmd(a: &KernelBuildArgs) -> anyhow::Result<ExitCode> {
+    use crate::bisect::build::{Builder, Config};
+    // The tree must hold the commit: the build reads whatever is checked out.
+    let repo = crate::bisect::git::Repo::open(&a.repo)?;
+    let head = repo.git(&["rev-parse", "HEAD"])?;
+    if head.trim() != a.commit {
+        crate::error::bail_usage!(
+            "{} has {} checked out, not {}: the submitting ptelab checks the commit out \
+             before the task starts; was the tree changed meanwhile?",
+            repo.dir.display(),
+            head.trim(),
+            a.commit
+        );
+    }
+    let builder = Builder {
+        repo: repo.dir.clone(),
+        arch: a.arch,
+        config: a.config.clone().map_or(Config::Defconfig, Config::File),
+        command: a.build_cmd.clone(),
+        root: a.root.clone(),
+    };
+    builder.check()?;
+    match builder.build(&a.commit)? {
+        Ok(image) => {
+            print_text(&format!("{}\n", image.display()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(why) => {
+            let log = std::fs::read_to_string(builder.log(&a.commit)).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            for l in &lines[lines.len().saturating_sub(BUILD_LOG_TAIL)..] {
+                eprintln!("{l}");
+            }
+            eprintln!("ptelab: {}: {why}", crate::bisect::build::short(&a.commit));
+            Ok(ExitCode::from(1))
+        }
     }
 }
 
