@@ -431,56 +431,6 @@ mod tests {
         assert!(cfg.ends_with("defconfig x86_64\n"), "{cfg}");
     }
 
-    /// What a Slurm task runs is the hidden `kernel build`, whose flags
-    /// give back the same builder: the same image, log and build directory.
-    #[test]
-    fn a_task_line_parses_back_into_the_same_build() {
-        use crate::cli::flags::{Cli, Command};
-        use crate::cli::kernel::KernelCommand;
-        use clap::Parser;
-        let mut b = builder(
-            Path::new("/shared/ptelab/bisect"),
-            Path::new("/lab/linux"),
-            Arch::Arm64,
-            Some("cp \"$(cat KERNEL)\" \"$OUT\""),
-        );
-        b.config = Config::File("/lab/my config".into());
-        let commit = "0123456789abcdef0123456789abcdef01234567";
-        let line = b.task_args(commit);
-        let cli = Cli::try_parse_from(std::iter::once("ptelab".to_string()).chain(line))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let Command::Kernel(k) = cli.command else {
-            panic!("not kernel build")
-        };
-        let KernelCommand::Build(a) = k.command else {
-            panic!("not kernel build")
-        };
-        assert_eq!(
-            (
-                a.repo,
-                a.commit.as_str(),
-                a.arch,
-                a.root,
-                a.config,
-                a.build_cmd
-            ),
-            (
-                b.repo.clone(),
-                commit,
-                b.arch,
-                b.root.clone(),
-                Some("/lab/my config".into()),
-                b.command.clone()
-            )
-        );
-        // Another tree of the repository builds in a directory of its own,
-        // into the same image cache.
-        b.config = Config::Defconfig;
-        let side = b.in_tree(Path::new("/shared/ptelab/bisect/trees/x-1"));
-        assert_ne!(path_hash(&side.repo), path_hash(&b.repo));
-        assert_eq!(side.image(commit).unwrap(), b.image(commit).unwrap());
-    }
-
     #[test]
     fn a_missing_cross_compiler_names_its_package() {
         let other = if Arch::host() == Some(Arch::Arm64) {

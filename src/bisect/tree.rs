@@ -1,8 +1,8 @@
 //! Bisect over a git tree: `git bisect` in the user's tree picks each
 //! commit; ptelab builds it (`build`; with `--executor slurm` as Slurm
-//! tasks, `build_on_slurm`, the endpoints together), boots it through the fleet,
-//! measures and marks it good or bad, or skips it when it does not build,
-//! boot or classify. The tree is put back as found on every exit
+//! tasks, `build_on_slurm`, the endpoints together), boots it through the
+//! fleet, measures and marks it good or bad, or skips it when it does not
+//! build, boot or classify. The tree is put back as found on every exit
 //! (`git::Bisecting`).
 
 use std::path::PathBuf;
