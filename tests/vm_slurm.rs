@@ -423,8 +423,11 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
         return;
     };
     let kernels = KERNELS.join(",");
+    // Two seeds, two workloads on each kernel: one task per kernel, as a
+    // local run boots each kernel once.
     let common = [
         "reproduce",
+        "000",
         "001",
         "--quick",
         "--kernels",
@@ -455,6 +458,13 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
     let (here, _) = run(&["--jobs", "2"], local.path());
     let (there, err) = run(&["--executor", "slurm", "--time", "30"], &pg);
     assert_no_batch_left(&err);
+    assert!(err.contains("submitted Slurm job") && err.contains(": 2 tasks"), "{err}");
+    for k in KERNELS {
+        assert!(
+            err.contains(&format!("({k}-x86_64 x86_64 mprotect-ro-rw+mprotect-toggle)")),
+            "one task boots {k} for both workloads: {err}"
+        );
+    }
     // The guests' figures: instruction counts under TCG, repeatable to a few
     // parts in 10^5.
     let guests = |doc: &Value| -> Vec<(String, Vec<f64>)> {
