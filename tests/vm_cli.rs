@@ -53,9 +53,20 @@ fn bad_input_is_refused_before_booting() {
         &with(&["bench", "mprotect-toggle", "--then", "doctor"]),
         "--then joins commands whose results are stored (bench, sweep); doctor runs alone",
     );
-    refused(&with(&["bench", "mprotect-toggle", "--then"]), "--then joins two guest commands");
     refused(
-        &with(&["bench", "mprotect-toggle", "--then", "sweep", "mprotect-toggle", "--sizes", "4Q"]),
+        &with(&["bench", "mprotect-toggle", "--then"]),
+        "--then joins two guest commands",
+    );
+    refused(
+        &with(&[
+            "bench",
+            "mprotect-toggle",
+            "--then",
+            "sweep",
+            "mprotect-toggle",
+            "--sizes",
+            "4Q",
+        ]),
         "in the guest command",
     );
 }
@@ -175,21 +186,46 @@ fn commands_joined_by_then_share_one_boot_and_store_a_run_each() {
     }
     let db = TempDb::new();
     let out = ptelab()
-        .args(["vm", "--kernel", KERNEL, "--arch", "x86_64", "--db", db.path()])
+        .args([
+            "vm",
+            "--kernel",
+            KERNEL,
+            "--arch",
+            "x86_64",
+            "--db",
+            db.path(),
+        ])
         .args(["--tag", "joined", "--json", "--"])
         .args(["bench", "mprotect-toggle", "--size", "40K", "--blocks", "1"])
-        .args(["--then", "bench", "prot-transition", "--size", "4K", "--blocks", "1"])
+        .args([
+            "--then",
+            "bench",
+            "prot-transition",
+            "--size",
+            "4K",
+            "--blocks",
+            "1",
+        ])
         .timeout(Duration::from_secs(600))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let boots: Vec<&str> = err.lines().filter(|l| l.contains("ptelab: booting")).collect();
+    let boots: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("ptelab: booting"))
+        .collect();
     assert_eq!(boots.len(), 1, "{err}");
-    assert!(boots[0].contains("for mprotect-toggle, prot-transition"), "{err}");
+    assert!(
+        boots[0].contains("for mprotect-toggle, prot-transition"),
+        "{err}"
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let guests = doc["guests"].as_array().unwrap();
-    let commands: Vec<&str> = guests.iter().map(|g| g["command"].as_str().unwrap()).collect();
+    let commands: Vec<&str> = guests
+        .iter()
+        .map(|g| g["command"].as_str().unwrap())
+        .collect();
     assert_eq!(
         commands,
         [
@@ -202,7 +238,10 @@ fn commands_joined_by_then_share_one_boot_and_store_a_run_each() {
         .map(|g| g["cells"][0]["workload"].as_str().unwrap())
         .collect();
     assert_eq!(workloads, ["mprotect-toggle", "prot-transition"]);
-    let ids: Vec<i64> = guests.iter().map(|g| g["run_id"].as_i64().unwrap()).collect();
+    let ids: Vec<i64> = guests
+        .iter()
+        .map(|g| g["run_id"].as_i64().unwrap())
+        .collect();
     assert!(ids[0] < ids[1], "stored in the order given: {ids:?}");
     for (id, workload) in ids.iter().zip(workloads) {
         let show = ptelab()

@@ -458,10 +458,15 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
     let (here, _) = run(&["--jobs", "2"], local.path());
     let (there, err) = run(&["--executor", "slurm", "--time", "30"], &pg);
     assert_no_batch_left(&err);
-    assert!(err.contains("submitted Slurm job") && err.contains(": 2 tasks"), "{err}");
+    assert!(
+        err.contains("submitted Slurm job") && err.contains(": 2 tasks"),
+        "{err}"
+    );
     for k in KERNELS {
         assert!(
-            err.contains(&format!("({k}-x86_64 x86_64 mprotect-ro-rw+mprotect-toggle)")),
+            err.contains(&format!(
+                "({k}-x86_64 x86_64 mprotect-ro-rw+mprotect-toggle)"
+            )),
             "one task boots {k} for both workloads: {err}"
         );
     }

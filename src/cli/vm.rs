@@ -93,10 +93,7 @@ pub struct VmArgs {
 /// one is a usage error.
 pub fn split_commands(words: &[String]) -> anyhow::Result<Vec<Vec<String>>> {
     use crate::fleet::THEN;
-    let commands: Vec<Vec<String>> = words
-        .split(|w| w == THEN)
-        .map(|c| c.to_vec())
-        .collect();
+    let commands: Vec<Vec<String>> = words.split(|w| w == THEN).map(|c| c.to_vec()).collect();
     if commands.iter().any(|c| c.is_empty()) {
         crate::error::bail_usage!(
             "{THEN} joins two guest commands: `-- bench … {THEN} sweep …`, nothing before, after or between two"
@@ -148,7 +145,11 @@ mod tests {
             [words("bench a --size 4M"), words("sweep b")]
         );
         assert_eq!(split_commands(&words("doctor")).unwrap(), [words("doctor")]);
-        for bad in ["--then sweep b", "bench a --then", "bench a --then --then sweep b"] {
+        for bad in [
+            "--then sweep b",
+            "bench a --then",
+            "bench a --then --then sweep b",
+        ] {
             let e = split_commands(&words(bad)).unwrap_err();
             assert!(crate::error::is_usage(&e), "{bad}");
             assert!(e.to_string().contains("--then joins"), "{e}");

@@ -117,7 +117,8 @@ pub fn measure(
     for ((p, run), note) in planned.iter().zip(runs).zip(notes) {
         if let Some(why) = note {
             let guest = format!("{} guest {}", p.arch.name(), p.job.kernel.spec);
-            ev.notes.push((p.run.seeds.join(","), format!("{guest}: {why}")));
+            ev.notes
+                .push((p.run.seeds.join(","), format!("{guest}: {why}")));
         }
         ev.runs.extend(run);
     }

@@ -78,7 +78,11 @@ pub fn run(
                 json: args.out.json,
             };
             let line = req.vm_line(&task, &settings, &words);
-            (format!("{kernel} {}", names.join("+")), program.clone(), line)
+            (
+                format!("{kernel} {}", names.join("+")),
+                program.clone(),
+                line,
+            )
         })
         .collect();
     let stored = Stored::new(
