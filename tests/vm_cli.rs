@@ -49,6 +49,26 @@ fn bad_input_is_refused_before_booting() {
         &["vm", "--kernel", "debian:6.17.13-sparc", "--", "doctor"],
         "",
     );
+    refused(
+        &with(&["bench", "mprotect-toggle", "--then", "doctor"]),
+        "--then joins commands whose results are stored (bench, sweep); doctor runs alone",
+    );
+    refused(
+        &with(&["bench", "mprotect-toggle", "--then"]),
+        "--then joins two guest commands",
+    );
+    refused(
+        &with(&[
+            "bench",
+            "mprotect-toggle",
+            "--then",
+            "sweep",
+            "mprotect-toggle",
+            "--sizes",
+            "4Q",
+        ]),
+        "in the guest command",
+    );
 }
 
 #[test]
@@ -155,6 +175,84 @@ fn a_guest_bench_is_stored_in_instructions_with_its_provenance() {
     assert_eq!(cell["unit"], "instructions");
     let per_call = cell["per_call"]["median"].as_f64().unwrap();
     assert!((5_000.0..5_000_000.0).contains(&per_call), "{per_call}");
+}
+
+/// Commands joined by `--then` run in one boot of the kernel, one after
+/// the other, each stored as its own run.
+#[test]
+fn commands_joined_by_then_share_one_boot_and_store_a_run_each() {
+    if cached_kernel().is_none() {
+        return;
+    }
+    let db = TempDb::new();
+    let out = ptelab()
+        .args([
+            "vm",
+            "--kernel",
+            KERNEL,
+            "--arch",
+            "x86_64",
+            "--db",
+            db.path(),
+        ])
+        .args(["--tag", "joined", "--json", "--"])
+        .args(["bench", "mprotect-toggle", "--size", "40K", "--blocks", "1"])
+        .args([
+            "--then",
+            "bench",
+            "prot-transition",
+            "--size",
+            "4K",
+            "--blocks",
+            "1",
+        ])
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let boots: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("ptelab: booting"))
+        .collect();
+    assert_eq!(boots.len(), 1, "{err}");
+    assert!(
+        boots[0].contains("for mprotect-toggle, prot-transition"),
+        "{err}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let guests = doc["guests"].as_array().unwrap();
+    let commands: Vec<&str> = guests
+        .iter()
+        .map(|g| g["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "bench mprotect-toggle --size 40K --blocks 1",
+            "bench prot-transition --size 4K --blocks 1"
+        ]
+    );
+    let workloads: Vec<&str> = guests
+        .iter()
+        .map(|g| g["cells"][0]["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(workloads, ["mprotect-toggle", "prot-transition"]);
+    let ids: Vec<i64> = guests
+        .iter()
+        .map(|g| g["run_id"].as_i64().unwrap())
+        .collect();
+    assert!(ids[0] < ids[1], "stored in the order given: {ids:?}");
+    for (id, workload) in ids.iter().zip(workloads) {
+        let show = ptelab()
+            .args(["show", &id.to_string(), "--json", "--db", db.path()])
+            .output()
+            .unwrap();
+        let run: Value = serde_json::from_slice(&show.stdout).unwrap();
+        assert_eq!(run["cells"][0]["cell"]["workload"], workload, "{run}");
+        let tags = run["run"]["tags"].as_array().unwrap();
+        assert!(tags.iter().any(|t| t == "joined"), "{run}");
+    }
 }
 
 /// QEMU processes whose parent is `pid`.

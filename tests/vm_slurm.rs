@@ -276,12 +276,16 @@ fn cells_by_kernel(db: &str, kernels: &[&str]) -> Vec<Vec<f64>> {
 /// The kernels the end-to-end tests boot.
 const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
 
+/// Seed 001's pair, as the reproduce test boots it: the release before its
+/// change and the first Debian build after it.
+const SEED_001_KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.8"];
+
 /// What an end-to-end test needs: the kernels cached, a PostgreSQL server
 /// (kept alive by the first field) with database `db`, a single-node Slurm
 /// and a local database to compare with; None, having said why, when one is
 /// missing.
 fn end_to_end(test: &str, db: &str) -> Option<(TestServer, TestSlurm, String, TempDb)> {
-    for k in KERNELS {
+    for k in KERNELS.iter().chain(&SEED_001_KERNELS) {
         crate::common::cached_x86_image(k.trim_start_matches("debian:"))?;
     }
     let server = TestServer::start_or_skip(test)?;
@@ -422,9 +426,12 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
     else {
         return;
     };
-    let kernels = KERNELS.join(",");
+    let kernels = SEED_001_KERNELS.join(",");
+    // Two seeds, two workloads on each kernel: one task per kernel, as a
+    // local run boots each kernel once.
     let common = [
         "reproduce",
+        "000",
         "001",
         "--quick",
         "--kernels",
@@ -455,6 +462,18 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
     let (here, _) = run(&["--jobs", "2"], local.path());
     let (there, err) = run(&["--executor", "slurm", "--time", "30"], &pg);
     assert_no_batch_left(&err);
+    assert!(
+        err.contains("submitted Slurm job") && err.contains(": 2 tasks"),
+        "{err}"
+    );
+    for k in SEED_001_KERNELS {
+        assert!(
+            err.contains(&format!(
+                "({k}-x86_64 x86_64 mprotect-ro-rw+mprotect-toggle)"
+            )),
+            "one task boots {k} for both workloads: {err}"
+        );
+    }
     // The guests' figures: instruction counts under TCG, repeatable to a few
     // parts in 10^5.
     let guests = |doc: &Value| -> Vec<(String, Vec<f64>)> {

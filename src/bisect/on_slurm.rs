@@ -40,7 +40,7 @@ pub fn task_line(setup: &Setup, req: &Request, kernel: &Kernel, tag: &str) -> Ve
             json: false,
         },
         &setup.settings,
-        &slurm::guest_command(&setup.args),
+        &[slurm::guest_command(&setup.args)],
     )
 }
 

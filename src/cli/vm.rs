@@ -82,9 +82,24 @@ pub struct VmArgs {
     /// The command run in each guest, after `--`: bench, sweep, crosscheck,
     /// doctor or model, with its own flags (e.g. `-- bench mprotect-toggle
     /// --size 4M`), or `exec NAME ARGS…` for a program given with --file.
-    /// Results of bench and sweep are stored on this host.
+    /// Results of bench and sweep are stored on this host. Several bench and
+    /// sweep commands joined by `--then` run one after the other in one boot
+    /// of each kernel, one stored run each.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// The guest commands of `words` (after `--`), split at `--then`; an empty
+/// one is a usage error.
+pub fn split_commands(words: &[String]) -> anyhow::Result<Vec<Vec<String>>> {
+    use crate::fleet::THEN;
+    let commands: Vec<Vec<String>> = words.split(|w| w == THEN).map(|c| c.to_vec()).collect();
+    if commands.iter().any(|c| c.is_empty()) {
+        crate::error::bail_usage!(
+            "{THEN} joins two guest commands: `-- bench … {THEN} sweep …`, nothing before, after or between two"
+        );
+    }
+    Ok(commands)
 }
 
 /// A guest's `--arch` flag, typed: a usage error names what is accepted.
@@ -104,8 +119,40 @@ impl VmArgs {
         guest_arch(&self.arch)
     }
 
+    /// The guest commands, in the order one boot runs them.
+    pub fn commands(&self) -> anyhow::Result<Vec<Vec<String>>> {
+        split_commands(&self.command)
+    }
+
     /// `--kernel`, typed (the raw specs travel on to a cluster's tasks).
     pub fn kernel_specs(&self) -> anyhow::Result<Vec<KernelSpec>> {
         kernel_specs(&self.kernels)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn then_splits_the_guest_commands_and_refuses_an_empty_one() {
+        assert_eq!(
+            split_commands(&words("bench a --size 4M --then sweep b")).unwrap(),
+            [words("bench a --size 4M"), words("sweep b")]
+        );
+        assert_eq!(split_commands(&words("doctor")).unwrap(), [words("doctor")]);
+        for bad in [
+            "--then sweep b",
+            "bench a --then",
+            "bench a --then --then sweep b",
+        ] {
+            let e = split_commands(&words(bad)).unwrap_err();
+            assert!(crate::error::is_usage(&e), "{bad}");
+            assert!(e.to_string().contains("--then joins"), "{e}");
+        }
     }
 }

@@ -27,23 +27,38 @@ use crate::guest::source::{self, Kernel};
 use crate::report::cells;
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
-    let mut command = GuestCommand::parse("vm", &args.command, &args.files)?;
+    let mut commands = args
+        .commands()?
+        .iter()
+        .map(|words| GuestCommand::parse("vm", words, &args.files))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if commands.len() > 1 {
+        if let Some(c) = commands.iter().find(|c| !c.measures) {
+            crate::error::bail_usage!(
+                "{} joins commands whose results are stored (bench, sweep); {} runs alone",
+                crate::fleet::THEN,
+                c.program.as_ref().map_or(c.name.as_str(), |_| "exec")
+            );
+        }
+    }
     // `vm --json` asks every guest command for its JSON document too.
-    if args.out.json
-        && !command.measures
-        && command.program.is_none()
-        && !command.args.iter().any(|a| a == "--json")
-    {
-        command.args.push("--json".into());
+    for command in &mut commands {
+        if args.out.json
+            && !command.measures
+            && command.program.is_none()
+            && !command.args.iter().any(|a| a == "--json")
+        {
+            command.args.push("--json".into());
+        }
     }
     let arch_flag = args.guest_arch()?;
     let specs = args.kernel_specs()?;
-    if let Some(need) = command.need {
+    for need in commands.iter().filter_map(|c| c.need) {
         fleet::check_fits(need, args.memory)?;
     }
     args.cluster.check()?;
     if args.cluster.slurm() {
-        return slurm::run(args, &command, specs, arch_flag);
+        return slurm::run(args, &commands, specs, arch_flag);
     }
 
     // Everything that can fail on bad input happens before the first boot.
@@ -65,36 +80,48 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         args.files.clone(),
         args.append.clone(),
     );
-    if command.disk.is_some() {
+    if commands.iter().any(|c| c.disk.is_some()) {
         // No boot without the tool that formats the guest's disk.
         crate::guest::boot::disk::find_mkfs()?;
     }
     let fleet = Fleet::prepare(&cache, settings, &kernels)?;
-    let store = if command.measures && !args.out.no_store {
+    let store = if commands[0].measures && !args.out.no_store {
         Some(crate::store::Store::open(&args.out.db)?)
     } else {
         None
     };
-    let jobs: Vec<Job> = kernels
+    // Kernel by kernel, each kernel's commands in the order given.
+    let runs: Vec<(&Kernel, &GuestCommand)> = kernels
         .iter()
-        .map(|k| Job {
+        .flat_map(|k| commands.iter().map(move |c| (k, c)))
+        .collect();
+    let jobs: Vec<Job> = runs
+        .iter()
+        .map(|&(k, command)| Job {
             kernel: k,
-            name: command.name.clone(),
+            // What the boot's progress line and log name call it.
+            name: command
+                .workload
+                .map_or_else(|| command.name.clone(), |w| w.name().to_string()),
             args: command.args.clone(),
             program: command.program.clone(),
             disk: command.disk,
             setup: Default::default(),
         })
         .collect();
-    let finished = fleet.run(&jobs)?;
+    // Several commands share their kernel's boot.
+    let finished = match commands.len() {
+        1 => fleet.run(&jobs)?,
+        _ => fleet.run_per_kernel(&jobs)?,
+    };
 
     let mut text = String::new();
     let mut docs = Vec::new();
     let mut crosschecks = Vec::new();
     let mut code = ExitCode::SUCCESS;
-    for (k, done) in kernels.iter().zip(finished) {
+    for (&(k, command), done) in runs.iter().zip(finished) {
         let out = done.answer?;
-        let heading = format!(
+        let mut heading = format!(
             "== {}: Linux {} ({} guest, {}, {})",
             k.spec,
             out.kernel_release,
@@ -102,6 +129,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             out.accel.name(),
             out.accel.metric().per_call_words()
         );
+        if commands.len() > 1 {
+            heading.push_str(&format!(": {}", shown_command(command)));
+        }
         if out.exit_code != 0 {
             eprintln!(
                 "ptelab: the guest command exited {} on {}; console log: {}",
@@ -161,7 +191,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             None => None,
         };
         if args.out.json {
-            docs.push(json!({
+            let mut doc = json!({
                 "kernel": k.spec.to_string(),
                 "kernel_source": k.source,
                 "kernel_sha256": k.sha256,
@@ -173,7 +203,11 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
                 "cells": crate::report::json::cells(&m.cells, m.host.metric()),
                 "failed": m.failed,
-            }));
+            });
+            if commands.len() > 1 {
+                doc["command"] = Value::String(shown_command(command));
+            }
+            docs.push(doc);
         } else {
             text.push_str(&heading);
             text.push_str("\n\n");
@@ -202,6 +236,11 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         print_text(&text)?;
     }
     Ok(code)
+}
+
+/// A measuring guest command as the user gave it (less what vm adds).
+fn shown_command(c: &GuestCommand) -> String {
+    crate::fleet::slurm::guest_command(&c.args).join(" ")
 }
 
 /// `vm --json`'s entry for a guest whose command printed `output`.

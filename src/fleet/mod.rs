@@ -99,6 +99,10 @@ pub enum ProfileRequest {
     WhereTcg,
 }
 
+/// The word of a `ptelab vm` command line that joins the guest commands
+/// one boot runs in turn (`-- sweep … --then sweep …`).
+pub const THEN: &str = "--then";
+
 /// One guest boot: a command on a kernel.
 #[derive(Clone, Debug)]
 pub struct Job<'a> {
@@ -223,15 +227,13 @@ impl Fleet {
     /// boot (the disk is mounted for them), or boot apart where they run on
     /// another CPU model (`qemu::narrow_strings`: x86-64).
     pub fn run_per_kernel(&self, jobs: &[Job]) -> anyhow::Result<Vec<Finished>> {
-        self.run_boots(jobs, per_kernel(jobs))
+        self.run_boots(jobs, boots_per_kernel(jobs))
     }
 
     /// Boot each group of `boots` (indices into `jobs`) once, the longest
     /// first; answers come back in job order.
     fn run_boots(&self, jobs: &[Job], mut boots: Vec<Vec<usize>>) -> anyhow::Result<Vec<Finished>> {
-        // Longest first (stable: the caller's order among equals), so that
-        // the last guests to finish are short ones.
-        boots.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        longest_first(&mut boots);
         let logs: Vec<PathBuf> = boots
             .iter()
             .map(|b| self.log_path(&b.iter().map(|&i| &jobs[i]).collect::<Vec<_>>()))
@@ -435,6 +437,21 @@ impl Fleet {
             SEQ.fetch_add(1, Ordering::SeqCst)
         ))
     }
+}
+
+/// The boots [`Fleet::run_per_kernel`] makes of `jobs`, in the order it
+/// starts them: what a cluster runs as one task each, so that its guests
+/// are a local run's.
+pub fn boots_per_kernel(jobs: &[Job]) -> Vec<Vec<usize>> {
+    let mut boots = per_kernel(jobs);
+    longest_first(&mut boots);
+    boots
+}
+
+/// Longest first (stable: the caller's order among equals), so that the
+/// last guests to finish are short ones.
+fn longest_first(boots: &mut [Vec<usize>]) {
+    boots.sort_by_key(|b| std::cmp::Reverse(b.len()));
 }
 
 /// The boots of `jobs` when each kernel (and boot setup, and CPU model)

@@ -611,12 +611,13 @@ pub struct VmTask<'a> {
 
 impl Request {
     /// The `ptelab vm` command line of `task`, booted with the fleet's
-    /// `settings`, running the guest `command`.
+    /// `settings`, running the guest `commands` in turn (joined by
+    /// [`super::THEN`]).
     pub fn vm_line(
         &self,
         task: &VmTask,
         settings: &super::Settings,
-        command: &[String],
+        commands: &[Vec<String>],
     ) -> Vec<String> {
         let mut a: Vec<String> = vec!["vm".into(), "--kernel".into(), task.kernel.into()];
         if let Some(arch) = task.arch {
@@ -650,7 +651,7 @@ impl Request {
             a.push("--json".into());
         }
         a.push("--".into());
-        a.extend(command.iter().cloned());
+        a.extend(commands.join(&super::THEN.to_string()));
         a
     }
 }
@@ -674,6 +675,9 @@ pub struct Stored<'s> {
     pub batch: Batch,
     tags: Vec<String>,
     before: Vec<Option<crate::store::RunId>>,
+    /// Runs task I stores: more than one where its vm runs several commands
+    /// (`--then`), stored in their order.
+    steps: Vec<usize>,
     store: Option<&'s crate::store::Store>,
     resume: bool,
 }
@@ -712,11 +716,19 @@ impl<'s> Stored<'s> {
             .collect();
         Stored {
             batch: Batch::new(root, key, tasks),
+            steps: vec![1; tags.len()],
             tags,
             before,
             store,
             resume,
         }
+    }
+
+    /// Task I stores `steps[I]` runs (a vm joining that many commands).
+    pub fn with_steps(mut self, steps: Vec<usize>) -> Stored<'s> {
+        assert_eq!(steps.len(), self.tags.len(), "a step count per task");
+        self.steps = steps;
+        self
     }
 
     /// Take the runs stored before this submission as the tasks' (a batch
@@ -725,10 +737,21 @@ impl<'s> Stored<'s> {
         self.resume = resume;
     }
 
-    /// Task `i`'s run, once it stored one.
+    /// Task `i`'s run (its last), once it stored all of them.
     pub fn found(&self, i: usize) -> Option<crate::store::RunId> {
-        let id = self.store?.resolve(&self.tags[i]).ok()?;
-        (Some(id) != self.before[i] || self.resume).then_some(id)
+        self.found_runs(i)?.last().copied()
+    }
+
+    /// Task `i`'s runs in the order it stored them, once it stored all of
+    /// them: those stored after this submission, or with `--resume` the
+    /// last ones stored.
+    pub fn found_runs(&self, i: usize) -> Option<Vec<crate::store::RunId>> {
+        let mut ids = self.store?.resolve_runs(&self.tags[i], true).ok()?;
+        if !self.resume {
+            ids.retain(|&id| Some(id) > self.before[i]);
+        }
+        let n = self.steps[i];
+        (ids.len() >= n).then(|| ids.split_off(ids.len() - n))
     }
 
     /// Submit, wait, and say what became of every task (`Batch::run`).
@@ -739,6 +762,10 @@ impl<'s> Stored<'s> {
     /// Why task `i`, in `state`, gave no run: a line naming its log.
     pub fn no_run(&self, i: usize, state: &TaskState) -> String {
         let what = match state {
+            TaskState::Done if self.steps[i] > 1 => format!(
+                "stored fewer than its {} runs tagged {}",
+                self.steps[i], self.tags[i]
+            ),
             TaskState::Done => format!("stored no run tagged {}", self.tags[i]),
             state => format!("ended {state:?}"),
         };

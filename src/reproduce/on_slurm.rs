@@ -1,6 +1,7 @@
 //! `reproduce --kernels … --executor slurm`: the seeds' guest runs as the
-//! tasks of one Slurm job array (`fleet::slurm`), each the `ptelab vm
-//! --kernel K -- sweep …` that boots the guest a local reproduce would, its
+//! tasks of one Slurm job array (`fleet::slurm`), one task per boot a local
+//! reproduce makes: the `ptelab vm --kernel K -- sweep … --then sweep …`
+//! that runs a kernel's workloads one after the other in one guest, each
 //! run stored in the shared database; the runs are then read back from the
 //! database into the same evidence a local reproduce gathers, so verdicts
 //! and reports come out as they do locally (docs/cluster.md).
@@ -15,7 +16,7 @@ use anyhow::Context;
 
 use super::guests::{GuestEvidence, GuestRun, PlannedRun};
 use crate::fleet::slurm::{self, Stored, TaskState};
-use crate::fleet::{Job, Settings};
+use crate::fleet::{self, Job, Settings};
 use crate::guest::source::cache::Cache;
 use crate::record::Accel;
 use crate::store::{RunId, Store, StoredRun};
@@ -48,9 +49,18 @@ pub fn measure(
     } else {
         std::env::current_exe().context("finding this ptelab")?
     };
-    let tasks: Vec<(String, PathBuf, Vec<String>)> = planned
+    // One task per boot a local reproduce makes (a kernel's workloads one
+    // after the other, joined by `--then`), started in the same order.
+    let jobs: Vec<Job> = planned.iter().map(|p| p.job.clone()).collect();
+    let boots = fleet::boots_per_kernel(&jobs);
+    let tasks: Vec<(String, PathBuf, Vec<String>)> = boots
         .iter()
-        .map(|p| {
+        .map(|boot| {
+            let p = &planned[boot[0]];
+            let commands: Vec<Vec<String>> = boot
+                .iter()
+                .map(|&i| slurm::guest_command(&planned[i].job.args))
+                .collect();
             let line = req.vm_line(
                 &slurm::VmTask {
                     kernel: &p.job.kernel.spec.to_string(),
@@ -62,13 +72,17 @@ pub fn measure(
                     json: false,
                 },
                 settings,
-                &slurm::guest_command(&p.job.args),
+                &commands,
             );
+            let workloads: Vec<&str> = boot
+                .iter()
+                .map(|&i| planned[i].run.workload.name())
+                .collect();
             let name = format!(
                 "{} {} {}",
                 p.job.kernel.spec,
                 p.arch.name(),
-                p.run.workload.name()
+                workloads.join("+")
             );
             (name, program.clone(), line)
         })
@@ -79,23 +93,34 @@ pub fn measure(
         Some(store),
         tasks,
         opts.resume,
-    );
+    )
+    .with_steps(boots.iter().map(Vec::len).collect());
     let outcome = stored.run(&opts)?;
-    let mut all_read = true;
-    for (i, (p, state)) in planned.iter().zip(&outcome.states).enumerate() {
-        let id = match (state, stored.found(i)) {
-            (TaskState::Done, Some(id)) => id,
-            (state, _) => {
-                all_read = false;
-                let guest = format!("{} guest {}", p.arch.name(), p.job.kernel.spec);
-                ev.notes.push((
-                    p.run.seeds.join(","),
-                    format!("{guest}: {}", stored.no_run(i, state)),
-                ));
-                continue;
+    // Runs and notes in the planned order, as a local reproduce has them.
+    let mut runs: Vec<Option<GuestRun>> = planned.iter().map(|_| None).collect();
+    let mut notes: Vec<Option<String>> = planned.iter().map(|_| None).collect();
+    for (t, (boot, state)) in boots.iter().zip(&outcome.states).enumerate() {
+        match (state, stored.found_runs(t)) {
+            (TaskState::Done, Some(ids)) => {
+                for (&i, id) in boot.iter().zip(ids) {
+                    runs[i] = Some(guest_run(&planned[i], &store.load(id)?, id));
+                }
             }
-        };
-        ev.runs.push(guest_run(p, &store.load(id)?, id));
+            (state, _) => {
+                for &i in boot {
+                    notes[i] = Some(stored.no_run(t, state));
+                }
+            }
+        }
+    }
+    let all_read = notes.iter().all(Option::is_none);
+    for ((p, run), note) in planned.iter().zip(runs).zip(notes) {
+        if let Some(why) = note {
+            let guest = format!("{} guest {}", p.arch.name(), p.job.kernel.spec);
+            ev.notes
+                .push((p.run.seeds.join(","), format!("{guest}: {why}")));
+        }
+        ev.runs.extend(run);
     }
     stored.batch.close(all_read);
     Ok(())

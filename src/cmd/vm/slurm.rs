@@ -6,7 +6,8 @@
 //! the `--json` document are a local `vm`'s (docs/cluster.md).
 //!
 //! Each task's run is tagged `slurm-BATCH-I` besides the kernel and any
-//! `--tag`, which is how its run is found again.
+//! `--tag`, which is how its run is found again (its runs, one per command,
+//! where commands are joined by `--then`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -27,19 +28,20 @@ use crate::workload::Arch;
 
 pub fn run(
     args: &VmArgs,
-    command: &GuestCommand,
+    commands: &[GuestCommand],
     specs: Vec<KernelSpec>,
     arch: Option<Arch>,
 ) -> anyhow::Result<ExitCode> {
+    let measures = commands[0].measures;
     let req = super::super::slurm_request(
         &args.cluster,
         &args.out,
         &args.guest,
-        command.measures.then_some("each task's run"),
+        measures.then_some("each task's run"),
     )?;
     // Bad input (an unreachable server, another application's database) is
     // refused before anything is submitted.
-    let store = match command.measures {
+    let store = match measures {
         true => Some(Store::open(&args.out.db)?),
         false => None,
     };
@@ -61,6 +63,8 @@ pub fn run(
         args.files.clone(),
         args.append.clone(),
     );
+    let words = args.commands()?;
+    let names: Vec<&str> = commands.iter().map(|c| c.name.as_str()).collect();
     let tasks = args
         .kernels
         .iter()
@@ -73,8 +77,12 @@ pub fn run(
                 tags: &args.out.tags,
                 json: args.out.json,
             };
-            let line = req.vm_line(&task, &settings, &args.command);
-            (format!("{kernel} {}", command.name), program.clone(), line)
+            let line = req.vm_line(&task, &settings, &words);
+            (
+                format!("{kernel} {}", names.join("+")),
+                program.clone(),
+                line,
+            )
         })
         .collect();
     let stored = Stored::new(
@@ -83,7 +91,8 @@ pub fn run(
         store.as_ref(),
         tasks,
         opts.resume,
-    );
+    )
+    .with_steps(vec![commands.len(); args.kernels.len()]);
     let outcome = stored.run(&opts)?;
 
     let mut text = String::new();
@@ -91,7 +100,7 @@ pub fn run(
     let mut failed = 0;
     for (i, state) in outcome.states.iter().enumerate() {
         let ran = match state {
-            TaskState::Done if command.measures && stored.found(i).is_none() => {
+            TaskState::Done if measures && stored.found(i).is_none() => {
                 Err(stored.no_run(i, state))
             }
             TaskState::Done => output(&stored, i),
