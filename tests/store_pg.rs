@@ -217,3 +217,126 @@ fn bad_credentials_and_foreign_databases_are_bad_input() {
         "a table was created in another application's database"
     );
 }
+
+/// libpq's variables that a test sets itself, removed from what a child
+/// inherits.
+const PG_VARS: [&str; 5] = [
+    "PGPASSWORD",
+    "PGPASSFILE",
+    "PGSSLMODE",
+    "PGSSLROOTCERT",
+    "PTELAB_DB",
+];
+
+/// ptelab with `vars` as its only libpq variables and HOME `home` (so that
+/// no real ~/.pgpass is read).
+fn with_vars(home: &std::path::Path, vars: &[(&str, &str)]) -> assert_cmd::Command {
+    let mut cmd = ptelab();
+    for v in PG_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env("HOME", home).envs(vars.iter().copied());
+    cmd
+}
+
+#[test]
+fn a_password_file_and_tls_from_the_environment() {
+    let certs = crate::common::testserver::Certs::new(&["127.0.0.1"]);
+    let Some(server) = TestServer::start_or_skip_with("password_file_and_tls", Some(&certs)) else {
+        return;
+    };
+    let db = "tls";
+    server.create_database(db);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let ca = path("ca.pem", &certs.ca_pem);
+    let other_ca = crate::common::testserver::Certs::new(&["127.0.0.1"]).ca_pem;
+    let wrong_ca = path("wrong.pem", &other_ca);
+    let port = server.port;
+    let passfile = |name: &str, pw: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        let p = path(name, &format!("127.0.0.1:{port}:{db}:ptelab:{pw}\n"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    };
+    let good = passfile("pgpass", PASSWORD, 0o600);
+    let wrong = passfile("wrong", "wrong", 0o600);
+    let open = passfile("open", PASSWORD, 0o644);
+    let url = format!("postgres://ptelab@127.0.0.1:{port}/{db}");
+    let store = ["model", "mprotect-toggle", "--size", "64K", "--db", &url];
+    let refused = |vars: &[(&str, &str)], says: &[&str], lines: usize| {
+        let out = with_vars(dir.path(), vars).args(store).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{vars:?}: {err}");
+        assert_eq!(err.lines().count(), lines, "{err}");
+        for s in says {
+            assert!(err.contains(s), "{s:?} not in {err}");
+        }
+        assert!(!err.contains(PASSWORD), "{err}");
+    };
+    let verify = [("PGSSLMODE", "verify-full"), ("PGSSLROOTCERT", ca.as_str())];
+    refused(
+        &[
+            ("PGSSLMODE", "verify-full"),
+            ("PGSSLROOTCERT", &wrong_ca),
+            ("PGPASSFILE", &good),
+        ],
+        &["TLS handshake failed", "not signed by a CA of sslrootcert"],
+        1,
+    );
+    refused(
+        &[verify[0], verify[1], ("PGPASSFILE", &wrong)],
+        &[
+            "refused user 'ptelab''s password, which came from the password file",
+            &wrong,
+        ],
+        1,
+    );
+    refused(
+        &[verify[0], verify[1], ("PGPASSFILE", &open)],
+        &[
+            "warning: password file",
+            "has group or world access",
+            "asks for user 'ptelab''s password",
+        ],
+        2,
+    );
+    refused(
+        &[("PGSSLMODE", "allow"), ("PGPASSFILE", &good)],
+        &["sslmode=allow is not accepted", "verify-full"],
+        1,
+    );
+    let tables: i64 = server
+        .client(db)
+        .query_one(
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "a refused connection wrote");
+    // The password file and the roots from the environment; the database
+    // from PTELAB_DB too.
+    let ok = [verify[0], verify[1], ("PGPASSFILE", good.as_str())];
+    assert_success(&with_vars(dir.path(), &ok).args(store).output().unwrap());
+    let mut env_db = ok.to_vec();
+    env_db.push(("PTELAB_DB", &url));
+    let out = with_vars(dir.path(), &env_db)
+        .args(["runs", "--json"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(1), "{runs}");
+    // ~/.pgpass when PGPASSFILE is not set, and the URL's sslmode.
+    std::fs::copy(&good, dir.path().join(".pgpass")).unwrap();
+    let out = with_vars(dir.path(), &[])
+        .args(["runs", "--db", &format!("{url}?sslmode=require")])
+        .output()
+        .unwrap();
+    assert_success(&out);
+}

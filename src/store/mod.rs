@@ -39,6 +39,10 @@ mod bias;
 mod db;
 mod location;
 #[cfg(feature = "store")]
+mod pgpass;
+#[cfg(feature = "store")]
+mod pgtls;
+#[cfg(feature = "store")]
 mod postgres;
 #[cfg(feature = "store")]
 mod rows;

@@ -12,6 +12,7 @@ use super::roundtrip::{check, run_spec, same, write, CASES};
 use super::tests::{cell, host};
 use super::testserver::{free_port, TestServer};
 use super::*;
+use super::{pgtls, postgres};
 use crate::workload::FolioSpec;
 
 fn store_at(url: &str) -> Store {
@@ -344,4 +345,223 @@ fn a_run_reads_running_while_its_owner_lives_on_any_machine() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(reader.runs().unwrap()[0].status, RunStatus::Interrupted);
+}
+
+/// Connect with `env` as the whole environment; whether the connection is
+/// encrypted, or the error's message (a usage error, without the password).
+fn tls_of(url: &str, env: &postgres::PgEnv) -> Result<bool, String> {
+    match postgres::connect_with(url, env) {
+        Ok(pg) => {
+            let rows = pg
+                .query(
+                    "SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .unwrap();
+            Ok(rows[0].int(0).unwrap() != 0)
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            assert!(crate::error::is_usage(&e), "not a usage error: {msg}");
+            assert!(!msg.contains(super::testserver::PASSWORD), "{msg}");
+            Err(msg)
+        }
+    }
+}
+
+#[track_caller]
+fn refused_with(got: Result<bool, String>, says: &[&str]) {
+    let msg = got.expect_err("connected");
+    for part in says {
+        assert!(msg.contains(part), "{part:?} not in {msg}");
+    }
+}
+
+#[test]
+fn tls_modes_on_a_server_with_tls() {
+    // The certificate names localhost only: 127.0.0.1 passes verify-ca, not
+    // verify-full.
+    let certs = super::testserver::Certs::new(&["localhost"]);
+    let Some(server) = TestServer::start_or_skip_with("tls_modes", Some(&certs)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &certs.ca_pem).unwrap();
+    let wrong = dir.path().join("wrong.pem");
+    std::fs::write(&wrong, super::testserver::Certs::new(&["localhost"]).ca_pem).unwrap();
+    let (ca, wrong) = (ca.display().to_string(), wrong.display().to_string());
+    let pw = super::testserver::PASSWORD;
+    let at = |host: &str, query: &str| {
+        format!(
+            "postgres://ptelab:{pw}@{host}:{}/postgres{query}",
+            server.port
+        )
+    };
+    let none = postgres::PgEnv::default();
+    let ip = "127.0.0.1";
+    assert_eq!(
+        tls_of(&at(ip, ""), &none),
+        Ok(true),
+        "prefer is the default"
+    );
+    assert_eq!(tls_of(&at(ip, "?sslmode=prefer"), &none), Ok(true));
+    assert_eq!(tls_of(&at(ip, "?sslmode=disable"), &none), Ok(false));
+    assert_eq!(tls_of(&at(ip, "?sslmode=require"), &none), Ok(true));
+    let verify = |mode: &str, root: &str| format!("?sslmode={mode}&sslrootcert={root}");
+    assert_eq!(
+        tls_of(&at("localhost", &verify("verify-full", &ca)), &none),
+        Ok(true)
+    );
+    assert_eq!(tls_of(&at(ip, &verify("verify-ca", &ca)), &none), Ok(true));
+    refused_with(
+        tls_of(&at(ip, &verify("verify-full", &ca)), &none),
+        &[
+            "TLS handshake failed under sslmode=verify-full",
+            "does not name '127.0.0.1'",
+            "sslmode=verify-ca",
+            "ptelab:***@",
+        ],
+    );
+    for mode in ["verify-full", "verify-ca", "require"] {
+        refused_with(
+            tls_of(&at("localhost", &verify(mode, &wrong)), &none),
+            &[
+                "TLS handshake failed",
+                "not signed by a CA of sslrootcert",
+                &wrong,
+            ],
+        );
+    }
+    // The environment's, when the URL has none; the URL's win.
+    let env = postgres::PgEnv {
+        sslmode: Some("verify-full".into()),
+        sslrootcert: Some(ca.clone()),
+        ..Default::default()
+    };
+    assert_eq!(tls_of(&at("localhost", ""), &env), Ok(true));
+    assert_eq!(tls_of(&at(ip, "?sslmode=disable"), &env), Ok(false));
+    refused_with(
+        tls_of(&at("localhost", &format!("?sslrootcert={wrong}")), &env),
+        &["not signed by a CA"],
+    );
+    refused_with(
+        tls_of(&at(ip, "?sslmode=allow"), &none),
+        &["sslmode=allow is not accepted", pgtls::ACCEPTED],
+    );
+    // The socket has no TLS and asks for none, whatever the mode (libpq's
+    // way), and trusts the user.
+    let socket = format!(
+        "postgres://ptelab@{}:{}/postgres?sslmode=verify-full",
+        server.dir().display().to_string().replace('/', "%2F"),
+        server.port
+    );
+    assert_eq!(tls_of(&socket, &none), Ok(false));
+    // A server whose TLS versions rustls does not speak: prefer goes on in
+    // the clear (libpq's way), require says what failed.
+    let mut c = server.client("postgres");
+    for sql in [
+        "ALTER SYSTEM SET ssl_min_protocol_version = 'TLSv1'",
+        "ALTER SYSTEM SET ssl_max_protocol_version = 'TLSv1.1'",
+        "SELECT pg_reload_conf()",
+    ] {
+        c.batch_execute(sql).unwrap();
+    }
+    let start = std::time::Instant::now();
+    while tls_of(&at(ip, ""), &none) != Ok(false) {
+        assert!(start.elapsed().as_secs() < 10, "the server kept TLS 1.2");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    refused_with(
+        tls_of(&at(ip, "?sslmode=require"), &none),
+        &[
+            "TLS handshake failed under sslmode=require",
+            "check the server's TLS settings",
+        ],
+    );
+}
+
+#[test]
+fn require_is_refused_by_a_server_without_tls_and_prefer_goes_plain() {
+    let Some(server) = TestServer::start_or_skip("require_without_tls") else {
+        return;
+    };
+    let url = |mode: &str| format!("{}?sslmode={mode}", server.url("postgres"));
+    let none = postgres::PgEnv::default();
+    assert_eq!(tls_of(&url("prefer"), &none), Ok(false));
+    for mode in ["require", "verify-ca", "verify-full"] {
+        refused_with(
+            tls_of(&url(mode), &none),
+            &[
+                &format!("the server does not accept TLS, which sslmode={mode} asks for"),
+                "ssl on",
+            ],
+        );
+    }
+}
+
+#[test]
+fn the_password_comes_from_pgpassword_then_the_password_file() {
+    let Some(server) = TestServer::start_or_skip("password_file") else {
+        return;
+    };
+    let port = server.port;
+    let pw = super::testserver::PASSWORD;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pgpass");
+    let write = |text: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let url = format!("postgres://ptelab@127.0.0.1:{port}/postgres?sslmode=disable");
+    let env = postgres::PgEnv {
+        passfile: Some(file.clone()),
+        ..Default::default()
+    };
+    // A line for another port comes first; the first line that matches wins.
+    write(
+        &format!("127.0.0.1:1:*:ptelab:nope\n# x\n127.0.0.1:{port}:*:ptelab:{pw}\n*:*:*:*:wrong\n"),
+        0o600,
+    );
+    assert_eq!(tls_of(&url, &env), Ok(false));
+    // ~/.pgpass when PGPASSFILE is not set.
+    std::fs::copy(&file, dir.path().join(".pgpass")).unwrap();
+    let home = postgres::PgEnv {
+        home: Some(dir.path().into()),
+        ..Default::default()
+    };
+    assert_eq!(tls_of(&url, &home), Ok(false));
+    // A wrong one: the bad-credentials error, naming the file.
+    write(&format!("*:{port}:postgres:ptelab:wrong\n"), 0o600);
+    refused_with(
+        tls_of(&url, &env),
+        &[
+            "refused user 'ptelab''s password",
+            "came from the password file",
+            &file.display().to_string(),
+        ],
+    );
+    // PGPASSWORD comes before the file.
+    let both = postgres::PgEnv {
+        password: Some(pw.into()),
+        ..env.clone()
+    };
+    assert_eq!(tls_of(&url, &both), Ok(false));
+    // A file others may read is ignored (with a warning): no password.
+    write(&format!("*:*:*:*:{pw}\n"), 0o644);
+    refused_with(
+        tls_of(&url, &env),
+        &["the server asks for user 'ptelab''s password", "~/.pgpass"],
+    );
+    write(&format!("*:*:*:*:{pw}\n"), 0o600);
+    assert_eq!(tls_of(&url, &env), Ok(false));
+    // The URL's passfile= wins over PGPASSFILE.
+    let other = dir.path().join("other");
+    std::fs::copy(&file, &other).unwrap();
+    write("*:*:*:*:wrong\n", 0o600);
+    assert_eq!(
+        tls_of(&format!("{url}&passfile={}", other.display()), &env),
+        Ok(false)
+    );
 }

@@ -13,29 +13,45 @@
 //!   written to it.
 //! - Ids come from identity columns (sequences): concurrent writers never get
 //!   the same one, and a rolled-back insert never gives its id out again.
-//! - A server that cannot be reached, refused credentials or a missing
-//!   database are bad input (exit 2) with a remedy; none writes anything.
+//! - A server that cannot be reached, refused credentials, a missing
+//!   database, a server without TLS under `sslmode=require` and a failed TLS
+//!   handshake are bad input (exit 2) with a remedy; none writes anything.
+//! - The connection is set up as libpq sets it up, for a server a team
+//!   already runs: a URL without a password takes `PGPASSWORD`, then the
+//!   password file (`passfile=`, `PGPASSFILE`, `~/.pgpass`; [`pgpass`]);
+//!   `sslmode` and `sslrootcert` (or `PGSSLMODE`, `PGSSLROOTCERT`) choose TLS
+//!   and what of the server's certificate is checked ([`pgtls`]: rustls, the
+//!   system's roots by default). tokio-postgres parses the rest of the URL;
+//!   it knows only three of libpq's modes, so [`connect_with`] takes these
+//!   parameters off the URL first. The environment comes in as a [`PgEnv`].
 //!
-//! Left out: TLS (the connection is plain; use a Unix socket, a private
-//! network or an SSH tunnel) and `~/.pgpass` (`PGPASSWORD` is read).
+//! Left out: client certificates (`sslcert`, `sslkey`), `sslmode=allow`,
+//! `~/.postgresql/root.crt` as the default roots, and the service file.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use bytes::BytesMut;
+use postgres::config::Host;
 use postgres::error::SqlState;
 use postgres::types::{IsNull, ToSql, Type};
-use postgres::{Client, Config, NoTls, Statement};
+use postgres::{Client, Config, Statement};
 
 use super::db::{Value, NOW};
 use super::location::without_password;
+use super::{pgpass, pgtls};
 use crate::error::usage;
 
 /// How long to wait for a server that does not answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// PostgreSQL's port, where the URL names none.
+const DEFAULT_PORT: u16 = 5432;
 
 /// The key of the advisory lock that serializes opening (identify and
 /// migrate): "ptlb", the SQLite application id.
@@ -244,48 +260,226 @@ impl ToSql for Value {
     postgres::types::to_sql_checked!();
 }
 
+/// What a connection reads of the environment, as libpq reads it; passed in
+/// so that tests give their own instead of changing the process's.
+#[derive(Clone, Debug, Default)]
+pub(super) struct PgEnv {
+    /// `PGPASSWORD`.
+    pub password: Option<OsString>,
+    /// `PGPASSFILE`: the password file instead of `~/.pgpass`.
+    pub passfile: Option<PathBuf>,
+    /// `HOME`, where `.pgpass` is.
+    pub home: Option<PathBuf>,
+    /// `USER`: the user when the URL names none (libpq's login name).
+    pub user: Option<String>,
+    /// `PGSSLMODE`.
+    pub sslmode: Option<String>,
+    /// `PGSSLROOTCERT`.
+    pub sslrootcert: Option<String>,
+}
+
+impl PgEnv {
+    pub fn from_process() -> PgEnv {
+        let var = |name| std::env::var(name).ok();
+        PgEnv {
+            password: std::env::var_os("PGPASSWORD"),
+            passfile: std::env::var_os("PGPASSFILE").map(PathBuf::from),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            user: var("USER"),
+            sslmode: var("PGSSLMODE"),
+            sslrootcert: var("PGSSLROOTCERT"),
+        }
+    }
+
+    /// The password file: `PGPASSFILE`, else `~/.pgpass`.
+    fn passfile(&self) -> Option<PathBuf> {
+        match &self.passfile {
+            Some(f) if !f.as_os_str().is_empty() => Some(f.clone()),
+            _ => self.home.as_ref().map(|h| h.join(".pgpass")),
+        }
+    }
+}
+
+/// The URL parameters of libpq that tokio-postgres does not take (it refuses
+/// `sslmode=verify-*` and any key it does not know): read here and removed
+/// from the URL it parses.
+const OWN_PARAMETERS: [&str; 3] = ["sslmode", "sslrootcert", "passfile"];
+
+/// Where the password came from, for the message when the server refuses it.
+enum PasswordFrom {
+    /// The URL or `PGPASSWORD`.
+    Given,
+    File(PathBuf),
+    Nowhere,
+}
+
 /// Connect to the server `url` names. Every way this fails is bad input
 /// (exit 2): the message names the server without its password and says
 /// what to check.
 pub(super) fn connect(url: &str) -> anyhow::Result<Pg> {
+    connect_with(url, &PgEnv::from_process())
+}
+
+/// [`connect`] with the environment `env`.
+pub(super) fn connect_with(url: &str, env: &PgEnv) -> anyhow::Result<Pg> {
     let shown = without_password(url);
-    let mut config: Config = url.parse().map_err(|e| {
+    let bad_url = |e: &dyn std::fmt::Display| {
         usage(format!(
-            "--db {shown} is not a PostgreSQL URL ({e}): give postgres://USER[:PASSWORD]@HOST[:PORT]/DB"
+            "--db {shown} is not a PostgreSQL URL ({e}): give \
+             postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=MODE&sslrootcert=FILE]"
         ))
-    })?;
-    if config.get_password().is_none() {
-        if let Some(pw) = std::env::var_os("PGPASSWORD") {
-            config.password(pw.as_encoded_bytes());
-        }
-    }
+    };
+    let (rest, own) = take_parameters(url, &OWN_PARAMETERS).map_err(|e| bad_url(&e))?;
+    let param = |key| {
+        own.iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let mut config: Config = rest.parse().map_err(|e| bad_url(&e))?;
+    let mut tls = pgtls::Tls::resolve(
+        param("sslmode"),
+        param("sslrootcert"),
+        env.sslmode.as_deref(),
+        env.sslrootcert.as_deref(),
+    )
+    .map_err(|e| usage(format!("--db {shown}: {e}")))?;
     if config.get_user().is_none() {
-        // libpq's default: the login name.
-        if let Ok(user) = std::env::var("USER") {
-            config.user(&user);
+        if let Some(user) = &env.user {
+            config.user(user);
         }
     }
+    let from = password(&mut config, env, param("passfile").map(PathBuf::from));
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
     config.application_name("ptelab");
-    let client = config
-        .connect(NoTls)
-        .map_err(|e| connect_error(&shown, &config, &e))?;
+    let all_sockets = !config.get_hosts().is_empty()
+        && config
+            .get_hosts()
+            .iter()
+            .all(|h| !matches!(h, Host::Tcp(_)));
+    if all_sockets {
+        // libpq never asks for TLS on a Unix socket (the server would refuse).
+        tls.mode = pgtls::SslMode::Disable;
+    }
+    let connector = tls
+        .connector()
+        .map_err(|e| usage(format!("results database {shown}: {e}")))?;
+    config.ssl_mode(tls.mode.wire());
+    let mut tried = config.connect(connector.clone());
+    // libpq's prefer: a handshake that fails is tried again in the clear.
+    if tls.mode == pgtls::SslMode::Prefer {
+        if let Err(e) = &tried {
+            if matches!(pgtls::failure(e), Some(pgtls::Failure::Handshake(..))) {
+                config.ssl_mode(pgtls::SslMode::Disable.wire());
+                tried = config.connect(connector);
+            }
+        }
+    }
+    let client = tried.map_err(|e| connect_error(&shown, &config, &tls, &from, &e))?;
     Ok(Pg {
         client: RefCell::new(client),
         statements: RefCell::new(HashMap::new()),
     })
 }
 
-fn connect_error(shown: &str, config: &Config, e: &postgres::Error) -> anyhow::Error {
+/// Give `config` a password when its URL has none, the way libpq looks:
+/// `PGPASSWORD`, then the password file (`passfile=` in the URL,
+/// `PGPASSFILE`, `~/.pgpass`). A password file that is ignored gets a
+/// warning, as libpq gives.
+fn password(config: &mut Config, env: &PgEnv, url_passfile: Option<PathBuf>) -> PasswordFrom {
+    if config.get_password().is_some() {
+        return PasswordFrom::Given;
+    }
+    if let Some(pw) = env.password.as_ref().filter(|pw| !pw.is_empty()) {
+        config.password(pw.as_encoded_bytes());
+        return PasswordFrom::Given;
+    }
+    let Some(file) = url_passfile.or_else(|| env.passfile()) else {
+        return PasswordFrom::Nowhere;
+    };
+    let host = match (config.get_hosts().first(), config.get_hostaddrs().first()) {
+        (Some(Host::Tcp(name)), _) => name.clone(),
+        (Some(Host::Unix(dir)), _) => dir.display().to_string(),
+        (None, Some(addr)) => addr.to_string(),
+        (None, None) => String::new(),
+    };
+    let user = config.get_user().unwrap_or_default();
+    let key = pgpass::Key::new(
+        &host,
+        config.get_ports().first().copied().unwrap_or(DEFAULT_PORT),
+        config.get_dbname().unwrap_or(user),
+        user,
+    );
+    match pgpass::lookup(&file, &key) {
+        Ok(Some(pw)) => {
+            config.password(pw);
+            PasswordFrom::File(file)
+        }
+        Ok(None) => PasswordFrom::Nowhere,
+        Err(warning) => {
+            eprintln!("ptelab: warning: {warning}; it is ignored");
+            PasswordFrom::Nowhere
+        }
+    }
+}
+
+/// Split the parameters `keys` off `url`'s query: the URL without them, and
+/// each one's (key, percent-decoded value) in order.
+fn take_parameters(url: &str, keys: &[&str]) -> Result<(String, Vec<(String, String)>), String> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), vec![]));
+    };
+    let mut kept = vec![];
+    let mut taken = vec![];
+    for kv in query.split('&') {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        if keys.contains(&k) {
+            let v = percent_encoding::percent_decode_str(v)
+                .decode_utf8()
+                .map_err(|_| format!("{k} is not UTF-8"))?;
+            taken.push((k.to_string(), v.into_owned()));
+        } else {
+            kept.push(kv);
+        }
+    }
+    let rest = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((rest, taken))
+}
+
+fn connect_error(
+    shown: &str,
+    config: &Config,
+    tls: &pgtls::Tls,
+    from: &PasswordFrom,
+    e: &postgres::Error,
+) -> anyhow::Error {
     let user = config.get_user().unwrap_or("?");
     let db = config.get_dbname().unwrap_or(user);
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "?".into(),
+    };
     let why = match e.code() {
-        Some(c) if *c == SqlState::INVALID_PASSWORD => format!(
-            "the server refused user '{user}''s password: give the right one in the URL \
-             (postgres://{user}:PASSWORD@...) or in PGPASSWORD"
-        ),
+        Some(c) if *c == SqlState::INVALID_PASSWORD => match from {
+            PasswordFrom::File(file) => format!(
+                "the server refused user '{user}''s password, which came from the password \
+                 file {}: correct its line for this server, or give the password in the URL \
+                 or in PGPASSWORD",
+                file.display()
+            ),
+            _ => format!(
+                "the server refused user '{user}''s password: give the right one in the URL \
+                 (postgres://{user}:PASSWORD@...), in PGPASSWORD or in the password file \
+                 (PGPASSFILE, else ~/.pgpass)"
+            ),
+        },
         Some(c) if *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => format!(
             "the server refused user '{user}' ({}): check the user name, and that the \
              server's pg_hba.conf lets it in from this machine",
@@ -300,18 +494,62 @@ fn connect_error(shown: &str, config: &Config, e: &postgres::Error) -> anyhow::E
             e.as_db_error().map_or("", |d| d.message())
         ),
         _ if e.as_db_error().is_some() => format!("the server refused the connection: {e}"),
-        _ if e.to_string().contains("password missing") => format!(
-            "the server asks for user '{user}''s password: give it in the URL or in PGPASSWORD"
-        ),
-        _ => {
-            let cause = e.source().map_or_else(|| e.to_string(), |s| s.to_string());
-            format!(
-                "cannot reach the server ({cause}): check the host and port, that PostgreSQL \
-                 runs there and that it listens on that address"
-            )
-        }
+        _ => match pgtls::failure(e) {
+            Some(pgtls::Failure::Refused) => format!(
+                "the server does not accept TLS, which sslmode={} asks for: turn ssl on in \
+                 its postgresql.conf, or give sslmode=prefer or disable",
+                tls.mode.name()
+            ),
+            Some(pgtls::Failure::Handshake(rustls_error, text)) => {
+                tls_error(tls, &host, rustls_error.as_ref(), &text)
+            }
+            None => {
+                let cause = e.source().map_or_else(|| e.to_string(), |s| s.to_string());
+                if cause == "password missing" {
+                    format!(
+                        "the server asks for user '{user}''s password: give it in the URL, \
+                         in PGPASSWORD or in the password file (PGPASSFILE, else ~/.pgpass)"
+                    )
+                } else {
+                    format!(
+                        "cannot reach the server ({cause}): check the host and port, that \
+                         PostgreSQL runs there and that it listens on that address"
+                    )
+                }
+            }
+        },
     };
     usage(format!("results database {shown}: {why}"))
+}
+
+/// The message of a failed TLS handshake, with what to change.
+fn tls_error(tls: &pgtls::Tls, host: &str, e: Option<&rustls::Error>, text: &str) -> String {
+    use rustls::CertificateError as C;
+    let mode = tls.mode.name();
+    let remedy = match e {
+        Some(rustls::Error::InvalidCertificate(
+            C::NotValidForName | C::NotValidForNameContext { .. },
+        )) => {
+            format!(
+                "the server's certificate does not name '{host}': connect by a name it holds, \
+                 or give sslmode=verify-ca to check only who signed it"
+            )
+        }
+        Some(rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature)) => format!(
+            "the server's certificate is not signed by a CA of {}: give sslrootcert=FILE \
+             with the CA that signed it",
+            tls.roots
+        ),
+        Some(rustls::Error::InvalidCertificate(_)) => {
+            "the server's certificate is not acceptable (expired, not yet valid, or of a \
+             kind rustls refuses): replace it on the server"
+                .to_string()
+        }
+        _ => "check the server's TLS settings: this client speaks TLS 1.2 and 1.3 \
+             (ssl_min_protocol_version, ssl_max_protocol_version)"
+            .to_string(),
+    };
+    format!("the TLS handshake failed under sslmode={mode} ({text}): {remedy}")
 }
 
 /// The owner and schema version of the database, from `ptelab_meta`, and the
@@ -421,6 +659,49 @@ mod tests {
         assert!(run.contains("id             BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"));
         assert!(run.contains("ns_median            DOUBLE PRECISION,"));
         assert!(run.contains("size_bytes           BIGINT NOT NULL"));
+    }
+
+    #[test]
+    fn libpq_parameters_come_off_the_url_decoded() {
+        let (rest, own) = take_parameters(
+            "postgres://u@h/db?options=-csearch_path%3Dlab&sslmode=verify-full\
+             &sslrootcert=%2Fetc%2Fca%20x.pem&passfile=/p",
+            &OWN_PARAMETERS,
+        )
+        .unwrap();
+        assert_eq!(rest, "postgres://u@h/db?options=-csearch_path%3Dlab");
+        assert_eq!(
+            own,
+            [
+                ("sslmode".to_string(), "verify-full".to_string()),
+                ("sslrootcert".into(), "/etc/ca x.pem".into()),
+                ("passfile".into(), "/p".into()),
+            ]
+        );
+        let (rest, own) =
+            take_parameters("postgres://u@h/db?sslmode=disable", &OWN_PARAMETERS).unwrap();
+        assert_eq!((rest.as_str(), own.len()), ("postgres://u@h/db", 1));
+        let (rest, own) = take_parameters("postgres://u@h/db", &OWN_PARAMETERS).unwrap();
+        assert_eq!((rest.as_str(), own.len()), ("postgres://u@h/db", 0));
+        assert!(take_parameters("postgres://h/d?sslrootcert=%FF", &OWN_PARAMETERS).is_err());
+    }
+
+    #[test]
+    fn the_password_file_is_pgpassfile_else_the_homes() {
+        let env = |passfile: Option<&str>, home: Option<&str>| PgEnv {
+            passfile: passfile.map(PathBuf::from),
+            home: home.map(PathBuf::from),
+            ..Default::default()
+        };
+        assert_eq!(
+            env(Some("/f"), Some("/home/u")).passfile(),
+            Some(PathBuf::from("/f"))
+        );
+        assert_eq!(
+            env(Some(""), Some("/home/u")).passfile(),
+            Some(PathBuf::from("/home/u/.pgpass"))
+        );
+        assert_eq!(env(None, None).passfile(), None);
     }
 
     #[test]

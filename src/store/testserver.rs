@@ -1,7 +1,9 @@
 //! A throwaway PostgreSQL server for tests: `initdb` into a temporary
 //! directory, `pg_ctl start` on a free port of 127.0.0.1 (and a Unix socket in
-//! that directory), a superuser `ptelab` with a password. Dropping it stops
-//! the server and removes its files, also when the test panics.
+//! that directory), a superuser `ptelab` with a password (scram-sha-256 over
+//! TCP; a socket trusts), optionally with TLS on ([`TestServer::start_with`],
+//! certificates from [`Certs`]). Dropping it stops the server and removes its
+//! files, also when the test panics.
 //!
 //! As root (CI), the server runs as the `postgres` user, since PostgreSQL
 //! refuses to run as root. Where PostgreSQL is not installed the test skips,
@@ -29,9 +31,53 @@ pub struct TestServer {
     pub port: u16,
 }
 
+/// A throwaway CA and a server certificate it signed.
+pub struct Certs {
+    /// The CA's certificate (PEM): what a client trusts.
+    pub ca_pem: String,
+    /// The server's certificate (PEM) and its key.
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Certs {
+    /// A new CA, and a certificate for `names` (host names or IP
+    /// addresses) signed by it.
+    pub fn new(names: &[&str]) -> Certs {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "ptelab test CA");
+        ca.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let ca =
+            rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut server = rcgen::CertificateParams::new(names).unwrap();
+        server
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "ptelab test server");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = server.signed_by(&key, &ca).unwrap();
+        Certs {
+            ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+}
+
 impl TestServer {
     /// Start a server, or say why one cannot be started here.
     pub fn start() -> Result<TestServer, String> {
+        TestServer::start_with(None)
+    }
+
+    /// Start a server, with TLS on (`ssl = on`) presenting the server
+    /// certificate of `tls` when given.
+    pub fn start_with(tls: Option<&Certs>) -> Result<TestServer, String> {
         let bin = bindir().ok_or(
             "PostgreSQL's initdb and pg_ctl are not installed (./setup installs Debian's \
              postgresql)",
@@ -66,6 +112,27 @@ impl TestServer {
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).map_err(|e| e.to_string())?;
         }
+        let mut ssl = String::new();
+        if let Some(certs) = tls {
+            for (name, pem) in [
+                ("server.crt", &certs.cert_pem),
+                ("server.key", &certs.key_pem),
+            ] {
+                let path = server.dir.path().join(name);
+                std::fs::write(&path, pem).map_err(|e| e.to_string())?;
+                // The server refuses a key others may read.
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| e.to_string())?;
+                if let Some((uid, gid)) = owner {
+                    std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+            ssl = format!(
+                " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                path_str(server.dir.path())
+            );
+        }
         let data = server.data();
         server.run(
             "initdb",
@@ -89,7 +156,7 @@ impl TestServer {
             server.port = free_port()?;
             let opts = format!(
                 "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c \
-                 synchronous_commit=off -c full_page_writes=off -c max_connections=60",
+                 synchronous_commit=off -c full_page_writes=off -c max_connections=60{ssl}",
                 server.port,
                 path_str(server.dir.path())
             );
@@ -119,7 +186,13 @@ impl TestServer {
     /// Start a server, or skip the test (None) saying why: on CI, where
     /// `./setup` installs PostgreSQL, failing instead.
     pub fn start_or_skip(test: &str) -> Option<TestServer> {
-        match TestServer::start() {
+        TestServer::start_or_skip_with(test, None)
+    }
+
+    /// [`TestServer::start_with`], or skip the test as
+    /// [`TestServer::start_or_skip`] does.
+    pub fn start_or_skip_with(test: &str, tls: Option<&Certs>) -> Option<TestServer> {
+        match TestServer::start_with(tls) {
             Ok(s) => Some(s),
             Err(why) if std::env::var_os("CI").is_some() => {
                 panic!("{test}: no PostgreSQL server on CI: {why}")

@@ -196,12 +196,9 @@ impl<A: Arch> Cx<A> {
     pub fn tlb_fill(&mut self, start: u64, end: u64) {
         let arch = self.arch;
         if let Some(tlb) = self.tlb.as_mut() {
-            for addr in start..end {
-                let pte = self.mm.pt.get(addr);
-                if arch.pte_hw_valid(pte) {
-                    tlb.cache(addr, pte);
-                }
-            }
+            tlb.cache_all(start, self.mm.pt.slice(start, end), |p| {
+                arch.pte_hw_valid(p)
+            });
         }
     }
 

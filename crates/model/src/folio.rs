@@ -119,18 +119,26 @@ impl Folio {
 
 impl Memmap {
     /// Allocate the struct pages of a folio at `head` (naturally aligned);
-    /// `exclusive(i)` gives `PageAnonExclusive` of page `i`. A folio
-    /// overlapping ones allocated before replaces them.
-    pub fn add_folio(&mut self, head: u64, order: u8, anon: bool, exclusive: impl Fn(u64) -> bool) {
+    /// `exclusive[i]` gives `PageAnonExclusive` of page `i`, pages past its
+    /// end are exclusive. A folio overlapping ones allocated before replaces
+    /// them.
+    #[inline]
+    pub fn add_folio(&mut self, head: u64, order: u8, anon: bool, exclusive: &[bool]) {
         let n = 1u64 << order;
         let excl = self.nbits;
         self.nbits += n;
         self.exclusive.resize(self.nbits.div_ceil(64) as usize, 0);
-        for i in 0..n {
-            if anon && exclusive(i) {
-                let bit = excl + i;
+        if anon {
+            let listed = (exclusive.len() as u64).min(n);
+            for (i, _) in exclusive[..listed as usize]
+                .iter()
+                .enumerate()
+                .filter(|(_, &e)| e)
+            {
+                let bit = excl + i as u64;
                 self.exclusive[(bit / 64) as usize] |= 1 << (bit % 64);
             }
+            self.set_bits(excl + listed, excl + n);
         }
         if self.runs.last().is_none_or(|r| r.end() <= head) {
             self.push(head, order, anon, excl);
@@ -151,6 +159,17 @@ impl Memmap {
         folios.insert(at, (head, order, anon, excl));
         for (h, o, a, e) in folios {
             self.push(h, o, a, e);
+        }
+    }
+
+    /// Set the `exclusive` bits `[lo, hi)`, a word at a time.
+    fn set_bits(&mut self, lo: u64, hi: u64) {
+        let mut bit = lo;
+        while bit < hi {
+            let (w, b) = ((bit / 64) as usize, bit % 64);
+            let n = (64 - b).min(hi - bit);
+            self.exclusive[w] |= (u64::MAX >> (64 - n)) << b;
+            bit += n;
         }
     }
 
@@ -233,6 +252,7 @@ impl Memmap {
 
 /// `vm_normal_page()`: the page mapped by a present `pte`, or `None` for
 /// special mappings and PFNs without a struct page. Out of line (mm/memory.c).
+#[inline]
 pub fn vm_normal_page<A: Arch>(cx: &mut Cx<A>, _vma: &Vma, _addr: u64, pte: A::Pte) -> Option<Pfn> {
     cx.counters.folio_lookups += 1;
     cx.call(KFn::VmNormalPage);
@@ -247,6 +267,7 @@ pub fn vm_normal_page<A: Arch>(cx: &mut Cx<A>, _vma: &Vma, _addr: u64, pte: A::P
 }
 
 /// `page_folio()`: reads `page->compound_head`.
+#[inline]
 pub fn page_folio<A: Arch>(cx: &mut Cx<A>, page: Pfn) -> Folio {
     cx.touch_page(page);
     cx.mm
@@ -256,24 +277,28 @@ pub fn page_folio<A: Arch>(cx: &mut Cx<A>, page: Pfn) -> Folio {
 }
 
 /// `folio_test_large()`: reads the head page's flags.
+#[inline]
 pub fn folio_test_large<A: Arch>(cx: &mut Cx<A>, folio: &Folio) -> bool {
     cx.touch_page(folio.head);
     folio.is_large()
 }
 
 /// `folio_test_anon()`: reads `folio->mapping`.
+#[inline]
 pub fn folio_test_anon<A: Arch>(cx: &mut Cx<A>, folio: &Folio) -> bool {
     cx.touch_page(folio.head);
     folio.anon
 }
 
 /// `PageAnon()` on any page: `folio_test_anon(page_folio(page))`.
+#[inline]
 pub fn page_anon<A: Arch>(cx: &mut Cx<A>, page: Pfn) -> bool {
     let folio = page_folio(cx, page);
     folio_test_anon(cx, &folio)
 }
 
 /// `PageAnonExclusive()`: `PG_anon_exclusive` of this very page.
+#[inline]
 pub fn page_anon_exclusive<A: Arch>(cx: &mut Cx<A>, page: Pfn) -> bool {
     cx.counters.anon_exclusive_tests += 1;
     cx.touch_page(page);
@@ -432,6 +457,7 @@ mod tests {
             ascending in any::<bool>(),
             uniform in any::<bool>(),
             spread in 0u32..12,
+            cut in 0usize..1100,
             flips in proptest::collection::vec((0u64..1 << 16, any::<bool>()), 0..20),
             probes in proptest::collection::vec(any::<u64>(), 200),
         ) {
@@ -461,8 +487,12 @@ mod tests {
                 } else {
                     ((1 << 20) + (*slot << spread)) / n * n
                 };
-                m.add_folio(head, *order, *anon, |i| excl[i as usize]);
-                r.add_folio(head, *order, *anon, excl);
+                // Pages past the listed ones are exclusive.
+                let listed = excl.len().min(cut);
+                let full: Vec<bool> =
+                    (0..excl.len()).map(|i| i >= listed || excl[i]).collect();
+                m.add_folio(head, *order, *anon, &excl[..listed]);
+                r.add_folio(head, *order, *anon, &full);
             }
             for (off, on) in flips {
                 let pfn = (1 << 20) + off;

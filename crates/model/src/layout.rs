@@ -102,8 +102,10 @@ pub struct Placed {
     pub folios: Vec<(u64, Pfn)>,
 }
 
+/// `x` rounded up to `a`, a power of two (folio sizes, table spans).
 fn align_up(x: u64, a: u64) -> u64 {
-    x.div_ceil(a) * a
+    debug_assert!(a.is_power_of_two());
+    (x + a - 1) & !(a - 1)
 }
 
 /// Build the mm of `spec` by faulting its folios in under `kernel` on `arch`.
@@ -220,10 +222,7 @@ fn build_core<'s, A: Arch>(
     for i in 0..nfolios {
         let f = folio(i);
         let (_, head) = cursor.place(&f);
-        let ex = &f.exclusive;
-        memmap.add_folio(head.0, f.order, !shared, |i| {
-            ex.get(i as usize).copied().unwrap_or(true)
-        });
+        memmap.add_folio(head.0, f.order, !shared, &f.exclusive);
     }
     let va = cursor.va;
     let vma_end = va.max(spec.base + 1);

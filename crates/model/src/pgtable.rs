@@ -12,6 +12,7 @@ use crate::cx::Cx;
 use crate::mm::Vma;
 
 /// `ptep_get()`: one `READ_ONCE` of the entry.
+#[inline]
 pub fn ptep_get<A: Arch>(cx: &mut Cx<A>, addr: u64) -> A::Pte {
     cx.load(addr)
 }
@@ -19,6 +20,7 @@ pub fn ptep_get<A: Arch>(cx: &mut Cx<A>, addr: u64) -> A::Pte {
 /// `set_ptes()`: store `pte`, `pte + 1 page`, … into `nr` entries.
 ///
 /// Cost: `nr` stores.
+#[inline]
 pub fn set_ptes<A: Arch>(cx: &mut Cx<A>, addr: u64, pte: A::Pte, nr: u64) {
     let arch = cx.arch;
     let mut pte = pte;
@@ -29,6 +31,7 @@ pub fn set_ptes<A: Arch>(cx: &mut Cx<A>, addr: u64, pte: A::Pte, nr: u64) {
 }
 
 /// `ptep_get_and_clear()`: atomic exchange with 0 (x86 `xchg`).
+#[inline]
 pub fn ptep_get_and_clear<A: Arch>(cx: &mut Cx<A>, addr: u64) -> A::Pte {
     cx.xchg0(addr)
 }
@@ -52,6 +55,7 @@ pub fn get_and_clear_full_ptes<A: Arch>(cx: &mut Cx<A>, addr: u64, nr: u64, _ful
 
 /// `modify_prot_start_ptes()`: start a protection change on `nr` entries;
 /// the returned value may carry young/dirty bits the first entry lacked.
+#[inline]
 pub fn modify_prot_start_ptes<A: Arch>(cx: &mut Cx<A>, vma: &Vma, addr: u64, nr: u64) -> A::Pte {
     let arch = cx.arch;
     let mut pte = A::ptep_modify_prot_start(cx, vma, addr);
@@ -68,6 +72,7 @@ pub fn modify_prot_start_ptes<A: Arch>(cx: &mut Cx<A>, vma: &Vma, addr: u64, nr:
 }
 
 /// `modify_prot_commit_ptes()`: commit `pte`, `pte + 1 page`, … to `nr` entries.
+#[inline]
 pub fn modify_prot_commit_ptes<A: Arch>(
     cx: &mut Cx<A>,
     vma: &Vma,

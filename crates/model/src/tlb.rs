@@ -120,9 +120,11 @@ const INLINE: usize = 2;
 pub struct TlbModel<P> {
     base: u64,
     slots: Vec<[P; INLINE]>,
-    /// One bit per 64 slots, set when one of them caches a value: a full
-    /// flush clears those only (mremap flushes all once per PMD moved, which
-    /// cleared the whole window each time: 512 x 8 MB at 1G).
+    /// One bit per 64 slots, set when one of them caches a value (a slot
+    /// or a spilled way): a full flush clears those only (mremap flushes
+    /// all once per PMD moved, which cleared the whole window each time:
+    /// 512 x 8 MB at 1G), and the syscall-return check reads those only
+    /// (after mprotect's full flush, none).
     live: Vec<u64>,
     /// Ways 2-3 by page; never both empty.
     spill: BTreeMap<u64, [P; 2]>,
@@ -157,18 +159,49 @@ impl<P: PteValue> TlbModel<P> {
     }
 
     /// A CPU walked `addr` and cached `pte`.
+    #[inline]
     pub fn cache(&mut self, addr: u64, pte: P) {
         let i = (addr - self.base) as usize;
         self.live[i / 4096] |= 1 << (i / 64 % 64);
-        if fill(&mut self.slots[i], pte) {
-            return;
+        if !fill(&mut self.slots[i], pte) {
+            self.cache_beyond_line(addr, pte);
         }
+    }
+
+    /// Ways 2-3, then the overflow list (out of line: the workloads' hot
+    /// paths never get here).
+    #[inline(never)]
+    fn cache_beyond_line(&mut self, addr: u64, pte: P) {
         let spill = self.spill.entry(addr).or_default();
         if fill(spill, pte) {
             return;
         }
         if !self.overflow.contains(&(addr, pte)) {
             self.overflow.push((addr, pte));
+        }
+    }
+
+    /// [`TlbModel::cache`] of every entry of `ptes` (the table from page
+    /// `start` on) that `valid` accepts, in page order: a CPU walked them
+    /// all (the syscall-entry fill). One pass over the slots, no per-page
+    /// index arithmetic.
+    pub fn cache_all(&mut self, start: u64, ptes: &[P], valid: impl Fn(P) -> bool) {
+        let first = (start - self.base) as usize;
+        let slots = &mut self.slots[first..first + ptes.len()];
+        let mut beyond = Vec::new();
+        for (k, (&pte, slot)) in ptes.iter().zip(slots.iter_mut()).enumerate() {
+            if valid(pte) {
+                let i = first + k;
+                self.live[i / 4096] |= 1 << (i / 64 % 64);
+                if !fill(slot, pte) {
+                    beyond.push((start + k as u64, pte));
+                }
+            }
+        }
+        // Page order within ways 2-3 and the overflow list is kept: they are
+        // filled here in the order `cache` would have.
+        for (addr, pte) in beyond {
+            self.cache_beyond_line(addr, pte);
         }
     }
 
@@ -275,17 +308,28 @@ impl<P: PteValue> TlbModel<P> {
     /// the overflow list in the order it filled; stops at the first error.
     pub fn try_for_each<E>(&self, mut f: impl FnMut(u64, P) -> Result<(), E>) -> Result<(), E> {
         let mut spill = self.spill.iter().peekable();
-        for (i, slot) in self.slots.iter().enumerate() {
-            let addr = self.base + i as u64;
-            for &p in slot {
-                if !p.is_none() {
-                    f(addr, p)?;
-                }
-            }
-            if let Some((_, ways)) = spill.next_if(|(&a, _)| a == addr) {
-                for &p in ways {
-                    if !p.is_none() {
-                        f(addr, p)?;
+        // Only the chunks marked live can hold anything (spilled ways too):
+        // after a full flush the check costs nothing per page.
+        for (w, &word) in self.live.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let chunk = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let lo = chunk * 64;
+                let hi = (lo + 64).min(self.slots.len());
+                for (i, slot) in self.slots[lo..hi].iter().enumerate() {
+                    let addr = self.base + (lo + i) as u64;
+                    for &p in slot {
+                        if !p.is_none() {
+                            f(addr, p)?;
+                        }
+                    }
+                    if let Some((_, ways)) = spill.next_if(|(&a, _)| a == addr) {
+                        for &p in ways {
+                            if !p.is_none() {
+                                f(addr, p)?;
+                            }
+                        }
                     }
                 }
             }
@@ -410,6 +454,9 @@ mod tests {
     #[derive(Clone, Debug)]
     enum Op {
         Cache(u64, u64),
+        /// `cache_all` of `len` pages from the first, values `v + k % 3`
+        /// where that is odd (the others stand for invalid entries).
+        CacheAll(u64, u64, u64),
         Invalidate(u64, u64, bool),
         All,
     }
@@ -417,6 +464,7 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             8 => (0u64..LEN, 1u64..8).prop_map(|(a, v)| Op::Cache(a, v)),
+            2 => (0u64..LEN, 0u64..200, 1u64..8).prop_map(|(a, n, v)| Op::CacheAll(a, n.min(LEN - a), v)),
             3 => (0u64..LEN + 40, 0u64..40, any::<bool>()).prop_map(|(a, n, b)| Op::Invalidate(a, a + n, b)),
             1 => Just(Op::All),
         ]
@@ -434,6 +482,16 @@ mod tests {
                         let a = base + a;
                         m.cache(a, X86Pte(v));
                         r.cache(a, X86Pte(v));
+                    }
+                    Op::CacheAll(a, n, v) => {
+                        let a = base + a;
+                        let ptes: Vec<X86Pte> = (0..n).map(|k| X86Pte(v + k % 3)).collect();
+                        m.cache_all(a, &ptes, |p| p.0 % 2 == 1);
+                        for (k, &p) in ptes.iter().enumerate() {
+                            if p.0 % 2 == 1 {
+                                r.cache(a + k as u64, p);
+                            }
+                        }
                     }
                     Op::Invalidate(lo, hi, block) => {
                         let max = if block { 16 } else { 1 };

@@ -277,8 +277,11 @@ pub fn check_invariants<A: Arch>(cx: &Cx<A>) -> Result<(), ModelError> {
 pub fn check_anon_exclusive<A: Arch>(cx: &Cx<A>, start: u64, end: u64) -> Result<(), String> {
     let arch = cx.arch;
     for vma in cx.mm.vmas.iter().filter(|v| !v.is_shared()) {
-        for addr in vma.start.max(start)..vma.end.min(end) {
-            let pte = cx.peek(addr);
+        let (lo, hi) = (vma.start.max(start), vma.end.min(end));
+        if lo >= hi {
+            continue;
+        }
+        for (addr, &pte) in (lo..).zip(cx.mm.pt.slice(lo, hi)) {
             if !arch.pte_present(pte) || !arch.pte_write(pte) {
                 continue;
             }

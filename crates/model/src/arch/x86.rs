@@ -365,6 +365,7 @@ impl Arch for X86 {
     /// Paravirt (`CONFIG_PARAVIRT_XXL`, as Debian builds it): `set_pte()` is
     /// the `mmu.set_pte` op, `native_set_pte()`, out of line; the generic
     /// `set_ptes()` calls it per entry.
+    #[inline]
     fn set_ptes(cx: &mut Cx<Self>, addr: u64, pte: X86Pte, nr: u64) {
         cx.calls(KFn::NativeSetPte, nr);
         pgtable::set_ptes(cx, addr, pte, nr)
@@ -372,6 +373,7 @@ impl Arch for X86 {
 
     /// Paravirt `ptep_modify_prot_start()`: the `mmu.ptep_modify_prot_start`
     /// op, `__ptep_modify_prot_start()` (out of line) = `ptep_get_and_clear()`.
+    #[inline]
     fn ptep_modify_prot_start(cx: &mut Cx<Self>, _vma: &Vma, addr: u64) -> X86Pte {
         cx.call(KFn::PvPtepModifyProtStart);
         Self::ptep_get_and_clear(cx, addr)
@@ -379,6 +381,7 @@ impl Arch for X86 {
 
     /// Paravirt `ptep_modify_prot_commit()`: `__ptep_modify_prot_commit()`
     /// (out of line) = `set_pte_at()`, itself the `native_set_pte()` op.
+    #[inline]
     fn ptep_modify_prot_commit(
         cx: &mut Cx<Self>,
         _vma: &Vma,
