@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{fit_costs, Cell, Cost, CostModel, Observed, Prediction};
+use super::{fit_costs, with_model_rows, Cell, Cost, CostModel, Observed, Prediction};
 use crate::text::format::fixed;
 use crate::text::table::Table;
 use crate::workload::size::format_size;
@@ -37,6 +37,9 @@ pub struct Report {
     /// Costs that one fit kernel alone puts more than 10% away from the
     /// pooled fit.
     pub differences: Vec<Difference>,
+    /// Costs that a predicted workload's own cells determine more than 10%
+    /// away from the cost its predictions used.
+    pub workload_differences: Vec<WorkloadDifference>,
     pub predictions: Vec<Prediction>,
     /// Predicted against measured ratios to a fit kernel, where both
     /// kernels measured the cell.
@@ -64,6 +67,22 @@ pub struct Difference {
     pub pooled: f64,
 }
 
+/// A cost that differs between workloads: what the measured cells of a
+/// predicted workload determine alone (fitted on them, all their kernels
+/// pooled, for this report only), against the cost its predictions used.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadDifference {
+    pub counter: String,
+    pub workload: WorkloadKind,
+    /// Instructions per unit the workload's cells determine.
+    pub alone: f64,
+    /// Instructions per unit the predictions used.
+    pub used: f64,
+    /// Whether the fit determined `used` (else it is a share of a joint
+    /// cost the fit cells could not separate).
+    pub used_identified: bool,
+}
+
 /// One cell's ratio of a predicted kernel to a fit kernel.
 #[derive(Clone, Debug, Serialize)]
 pub struct Ratio {
@@ -80,6 +99,56 @@ pub struct Ratio {
     /// instructions per call grew or shrank most from the fit kernel to the
     /// predicted one (when both were profiled), largest change first.
     pub functions_changed: Vec<(String, f64)>,
+}
+
+/// For each predicted workload the fit did not include, the costs its own
+/// measured cells determine (a fit on them alone, every predicted kernel
+/// pooled) that are more than [`DIFFERS`] away from what its predictions
+/// used: which counter a residual comes from, and by how much, rather than
+/// left inside it. Counters its cells cannot separate are not compared.
+fn workload_differences(
+    model: &CostModel,
+    costs: &[Cost],
+    predictions: &[Prediction],
+) -> anyhow::Result<Vec<WorkloadDifference>> {
+    let fitted: BTreeSet<WorkloadKind> = model.cells.iter().map(|c| c.obs.workload).collect();
+    let others: BTreeSet<WorkloadKind> = predictions
+        .iter()
+        .map(|p| p.cell.workload)
+        .filter(|w| !fitted.contains(w))
+        .collect();
+    let mut out = Vec::new();
+    for w in others {
+        let obs: Vec<Observed> = predictions
+            .iter()
+            .filter(|p| p.cell.workload == w)
+            .map(|p| p.cell.clone())
+            .collect();
+        let cells = with_model_rows(obs)?;
+        if cells.is_empty() {
+            continue;
+        }
+        for a in fit_costs(model.arch, cells, &mut [])?.costs() {
+            let Some(alone) = a.instructions else {
+                continue;
+            };
+            let Some(p) = costs.iter().find(|p| p.counter == a.counter && p.seen) else {
+                continue;
+            };
+            // Costs that both print as 0.0 do not differ.
+            let zero = alone.abs() < 0.05 && p.split.abs() < 0.05;
+            if !zero && p.split != 0.0 && ((alone - p.split) / p.split).abs() > DIFFERS {
+                out.push(WorkloadDifference {
+                    counter: a.counter,
+                    workload: w,
+                    alone,
+                    used: p.split,
+                    used_identified: p.instructions.is_some(),
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A relative residual as `+1.8%`, never `-0.0%`.
@@ -191,6 +260,7 @@ impl Report {
                 }
             }
         }
+        let workload_differences = workload_differences(model, &costs, &predictions)?;
         let mut ratios = Vec::new();
         for p in &predictions {
             for base in &fit_kernels {
@@ -243,6 +313,7 @@ impl Report {
             costs,
             fitted,
             differences,
+            workload_differences,
             predictions,
             ratios,
         })
@@ -405,6 +476,27 @@ impl Report {
             .collect()
     }
 
+    fn workload_difference_lines(&self) -> Vec<String> {
+        self.workload_differences
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}: {} instructions per unit determined by {} alone, {} used ({}; {:+.0}%)",
+                    d.counter,
+                    fixed(d.alone, 1),
+                    d.workload.name(),
+                    fixed(d.used, 1),
+                    if d.used_identified {
+                        "fitted"
+                    } else {
+                        "a split of a joint cost"
+                    },
+                    (d.alone / d.used - 1.0) * 100.0
+                )
+            })
+            .collect()
+    }
+
     /// The text report.
     pub fn text(&self) -> String {
         self.render(|t| format!("\n{t}\n"), "  ", |t| t.text(" | "))
@@ -436,6 +528,15 @@ impl Report {
                 s.push_str(&format!("{item}{d}\n"));
             }
         }
+        let diffs = self.workload_difference_lines();
+        if !diffs.is_empty() {
+            s.push_str(&heading(
+                "Costs that differ between workloads (more than 10%)",
+            ));
+            for d in diffs {
+                s.push_str(&format!("{item}{d}\n"));
+            }
+        }
         if !self.predictions.is_empty() {
             s.push_str(&heading("Predicted and measured"));
             s.push_str(&table(&self.prediction_table()));
@@ -447,5 +548,118 @@ impl Report {
             s.push_str(&table(&self.ratio_table()));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{model_row, predict_all, Strategy};
+    use super::*;
+
+    /// A cost per counter name, the same whatever the column order.
+    fn known_cost(name: &str) -> f64 {
+        10.0 + name.bytes().map(u64::from).sum::<u64>() as f64 % 97.0
+    }
+
+    fn cell(
+        w: WorkloadKind,
+        s: Strategy,
+        size: u64,
+        folio: FolioSpec,
+        cost: &dyn Fn(&str) -> f64,
+    ) -> Cell {
+        let x = model_row(Arch::X86_64, s, w, size, folio, None)
+            .unwrap()
+            .unwrap();
+        let o = Observed {
+            kernel: s.name().into(),
+            arch: Arch::X86_64,
+            strategy: s,
+            workload: w,
+            size_bytes: size,
+            folio,
+            phase: None,
+            instructions: x.iter().map(|(k, v)| v * cost(k)).sum(),
+            functions: Vec::new(),
+            tlb_invalidations: None,
+        };
+        Cell::new(o, x)
+    }
+
+    fn sweep(w: WorkloadKind, cost: &dyn Fn(&str) -> f64) -> Vec<Cell> {
+        let mut cells = Vec::new();
+        for s in [Strategy::V6_16, Strategy::V6_17] {
+            for size in [4u64 << 10, 40 << 10, 400 << 10, 4 << 20] {
+                for f in [FolioSpec::Base, FolioSpec::Mthp(64 << 10)] {
+                    if size >= f.folio_bytes() {
+                        cells.push(cell(w, s, size, f, cost));
+                    }
+                }
+            }
+        }
+        cells
+    }
+
+    /// A predicted workload whose own cells price a counter otherwise than
+    /// the fit did: the report names that counter, the workload and both
+    /// costs; a workload priced as the fit prices it shows no difference.
+    #[test]
+    fn a_cost_a_predicted_workload_sets_otherwise_is_named() {
+        let fit = sweep(WorkloadKind::MprotectToggle, &known_cost);
+        let mut same = sweep(WorkloadKind::MprotectRoRw, &known_cost);
+        let model = fit_costs(Arch::X86_64, fit.clone(), &mut same).unwrap();
+        let p = predict_all(&model, same).unwrap();
+        let r = Report::new(&model, p).unwrap();
+        assert!(
+            r.workload_differences.is_empty(),
+            "{:?}",
+            r.workload_differences
+        );
+
+        // The counter ro-rw's cells determine alone whose cost the toggle
+        // fit also determines.
+        let alone = fit_costs(
+            Arch::X86_64,
+            sweep(WorkloadKind::MprotectRoRw, &known_cost),
+            &mut [],
+        )
+        .unwrap()
+        .costs();
+        let costs = model.costs();
+        let changed = alone
+            .iter()
+            .filter(|a| a.instructions.is_some())
+            .map(|a| a.counter.clone())
+            .find(|c| {
+                costs
+                    .iter()
+                    .any(|p| &p.counter == c && p.instructions.is_some())
+            })
+            .expect("a counter both fits determine");
+        let doubled = |k: &str| known_cost(k) * if k == changed { 2.0 } else { 1.0 };
+        let mut other = sweep(WorkloadKind::MprotectRoRw, &doubled);
+        let model = fit_costs(Arch::X86_64, fit, &mut other).unwrap();
+        let p = predict_all(&model, other).unwrap();
+        let r = Report::new(&model, p).unwrap();
+        let d: Vec<&WorkloadDifference> = r
+            .workload_differences
+            .iter()
+            .filter(|d| d.counter == changed)
+            .collect();
+        assert_eq!(d.len(), 1, "{changed}: {:?}", r.workload_differences);
+        let want = known_cost(&changed);
+        assert_eq!(d[0].workload, WorkloadKind::MprotectRoRw);
+        assert!((d[0].alone - 2.0 * want).abs() < 1e-6 * want, "{:?}", d[0]);
+        assert!(
+            (d[0].used - want).abs() < 1e-6 * want && d[0].used_identified,
+            "{:?}",
+            d[0]
+        );
+        let text = r.text();
+        assert!(
+            text.contains("Costs that differ between workloads"),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{changed}: ")), "{text}");
     }
 }
