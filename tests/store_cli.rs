@@ -732,14 +732,7 @@ fn a_bench_iters_run_reads_back_everywhere() {
     // budget is split into batches of about one sample's target time, so
     // a loaded machine took several samples).
     let out = ptelab()
-        .args([
-            "bench",
-            "mprotect-toggle",
-            "--size",
-            "40K",
-            "--iters",
-            "2",
-        ])
+        .args(["bench", "mprotect-toggle", "--size", "40K", "--iters", "2"])
         .args(["--db", db.path()])
         .output()
         .unwrap();
