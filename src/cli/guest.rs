@@ -133,6 +133,14 @@ impl GuestCommand {
     }
 }
 
+impl GuestCommand {
+    /// What progress lines and logs call it: its workload, else its name.
+    pub fn label(&self) -> String {
+        self.workload
+            .map_or_else(|| self.name.clone(), |w| w.name().to_string())
+    }
+}
+
 pub fn first_line(text: &str) -> &str {
     text.lines()
         .find(|l| !l.trim().is_empty())

@@ -92,7 +92,7 @@ pub struct VmArgs {
 /// The guest commands of `words` (after `--`), split at `--then`; an empty
 /// one is a usage error.
 pub fn split_commands(words: &[String]) -> anyhow::Result<Vec<Vec<String>>> {
-    use crate::fleet::THEN;
+    use crate::guest::THEN;
     let commands: Vec<Vec<String>> = words.split(|w| w == THEN).map(|c| c.to_vec()).collect();
     if commands.iter().any(|c| c.is_empty()) {
         crate::error::bail_usage!(

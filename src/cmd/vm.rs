@@ -36,7 +36,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         if let Some(c) = commands.iter().find(|c| !c.measures) {
             crate::error::bail_usage!(
                 "{} joins commands whose results are stored (bench, sweep); {} runs alone",
-                crate::fleet::THEN,
+                crate::guest::THEN,
                 c.program.as_ref().map_or(c.name.as_str(), |_| "exec")
             );
         }
@@ -99,10 +99,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|&(k, command)| Job {
             kernel: k,
-            // What the boot's progress line and log name call it.
-            name: command
-                .workload
-                .map_or_else(|| command.name.clone(), |w| w.name().to_string()),
+            name: command.label(),
             args: command.args.clone(),
             program: command.program.clone(),
             disk: command.disk,

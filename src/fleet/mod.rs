@@ -99,10 +99,6 @@ pub enum ProfileRequest {
     WhereTcg,
 }
 
-/// The word of a `ptelab vm` command line that joins the guest commands
-/// one boot runs in turn (`-- sweep … --then sweep …`).
-pub const THEN: &str = "--then";
-
 /// One guest boot: a command on a kernel.
 #[derive(Clone, Debug)]
 pub struct Job<'a> {

@@ -612,7 +612,7 @@ pub struct VmTask<'a> {
 impl Request {
     /// The `ptelab vm` command line of `task`, booted with the fleet's
     /// `settings`, running the guest `commands` in turn (joined by
-    /// [`super::THEN`]).
+    /// [`crate::guest::THEN`]).
     pub fn vm_line(
         &self,
         task: &VmTask,
@@ -651,7 +651,7 @@ impl Request {
             a.push("--json".into());
         }
         a.push("--".into());
-        a.extend(commands.join(&super::THEN.to_string()));
+        a.extend(commands.join(&crate::guest::THEN.to_string()));
         a
     }
 }

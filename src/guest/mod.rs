@@ -13,3 +13,7 @@ pub mod boot;
 pub mod source;
 
 pub use source::KernelSpec;
+
+/// The word of a `ptelab vm` command line that joins the guest commands
+/// one boot runs in turn (`-- sweep … --then sweep …`).
+pub const THEN: &str = "--then";

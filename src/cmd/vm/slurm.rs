@@ -64,7 +64,7 @@ pub fn run(
         args.append.clone(),
     );
     let words = args.commands()?;
-    let names: Vec<&str> = commands.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<String> = commands.iter().map(GuestCommand::label).collect();
     let tasks = args
         .kernels
         .iter()
