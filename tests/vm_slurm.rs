@@ -118,7 +118,7 @@ fn failed_tasks_are_reported_with_their_logs_and_resume_submits_only_those() {
     assert!(err.contains("submitted Slurm job"), "{err}");
     for i in 0..2 {
         assert!(
-            err.contains(&format!("task {i} ({bad} bench) failed: FAILED")),
+            err.contains(&format!("task {i} ({bad} mprotect-toggle) failed: FAILED")),
             "{err}"
         );
     }
