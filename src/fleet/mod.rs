@@ -226,10 +226,9 @@ impl Fleet {
         self.run_boots(jobs, boots_per_kernel(jobs))
     }
 
-    /// Boot each group of `boots` (indices into `jobs`) once, the longest
-    /// first; answers come back in job order.
-    fn run_boots(&self, jobs: &[Job], mut boots: Vec<Vec<usize>>) -> anyhow::Result<Vec<Finished>> {
-        longest_first(&mut boots);
+    /// Boot each group of `boots` (indices into `jobs`) once, in the order
+    /// given; answers come back in job order.
+    fn run_boots(&self, jobs: &[Job], boots: Vec<Vec<usize>>) -> anyhow::Result<Vec<Finished>> {
         let logs: Vec<PathBuf> = boots
             .iter()
             .map(|b| self.log_path(&b.iter().map(|&i| &jobs[i]).collect::<Vec<_>>()))
@@ -440,14 +439,10 @@ impl Fleet {
 /// are a local run's.
 pub fn boots_per_kernel(jobs: &[Job]) -> Vec<Vec<usize>> {
     let mut boots = per_kernel(jobs);
-    longest_first(&mut boots);
-    boots
-}
-
-/// Longest first (stable: the caller's order among equals), so that the
-/// last guests to finish are short ones.
-fn longest_first(boots: &mut [Vec<usize>]) {
+    // Longest first (stable: the caller's order among equals), so that the
+    // last guests to finish are short ones.
     boots.sort_by_key(|b| std::cmp::Reverse(b.len()));
+    boots
 }
 
 /// The boots of `jobs` when each kernel (and boot setup, and CPU model)

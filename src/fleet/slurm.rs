@@ -675,8 +675,8 @@ pub struct Stored<'s> {
     pub batch: Batch,
     tags: Vec<String>,
     before: Vec<Option<crate::store::RunId>>,
-    /// Runs task I stores: more than one where its vm runs several commands
-    /// (`--then`), stored in their order.
+    /// Runs task I stores: one per command of its vm (joined by `--then`),
+    /// stored in their order.
     steps: Vec<usize>,
     store: Option<&'s crate::store::Store>,
     resume: bool,
@@ -697,6 +697,14 @@ impl<'s> Stored<'s> {
         let tags: Vec<String> = (0..lines.len())
             .map(|i| format!("slurm-{key}-{i}"))
             .collect();
+        // A vm runs the commands after its `--` that `--then` joins.
+        let steps = lines
+            .iter()
+            .map(|l| {
+                let command = l.iter().skip_while(|a| *a != "--");
+                1 + command.filter(|a| *a == crate::guest::THEN).count()
+            })
+            .collect();
         let tasks = tasks
             .into_iter()
             .zip(&tags)
@@ -716,19 +724,12 @@ impl<'s> Stored<'s> {
             .collect();
         Stored {
             batch: Batch::new(root, key, tasks),
-            steps: vec![1; tags.len()],
+            steps,
             tags,
             before,
             store,
             resume,
         }
-    }
-
-    /// Task I stores `steps[I]` runs (a vm joining that many commands).
-    pub fn with_steps(mut self, steps: Vec<usize>) -> Stored<'s> {
-        assert_eq!(steps.len(), self.tags.len(), "a step count per task");
-        self.steps = steps;
-        self
     }
 
     /// Take the runs stored before this submission as the tasks' (a batch

@@ -93,8 +93,7 @@ pub fn measure(
         Some(store),
         tasks,
         opts.resume,
-    )
-    .with_steps(boots.iter().map(Vec::len).collect());
+    );
     let outcome = stored.run(&opts)?;
     // Runs and notes in the planned order, as a local reproduce has them.
     let mut runs: Vec<Option<GuestRun>> = planned.iter().map(|_| None).collect();

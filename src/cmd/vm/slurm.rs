@@ -91,8 +91,7 @@ pub fn run(
         store.as_ref(),
         tasks,
         opts.resume,
-    )
-    .with_steps(vec![commands.len(); args.kernels.len()]);
+    );
     let outcome = stored.run(&opts)?;
 
     let mut text = String::new();

@@ -226,22 +226,20 @@ fn a_task_of_several_commands_is_found_by_all_its_runs() {
     let d = tempfile::tempdir().unwrap();
     let store = crate::store::Store::open(d.path().join("ptelab.db")).unwrap();
     let (k, m) = crate::fleet::tests::fake_answer(d.path(), serde_json::json!([]));
-    let task = |cmd: &str| {
-        (
-            "k".to_string(),
-            PathBuf::from("ptelab"),
-            vec!["vm".into(), "--".into(), cmd.into()],
-        )
+    // Task 0's vm runs two commands, task 1's one.
+    let task = |command: &[&str]| {
+        let mut line = vec!["vm".to_string(), "--".into()];
+        line.extend(command.iter().map(|w| w.to_string()));
+        ("k".to_string(), PathBuf::from("ptelab"), line)
     };
     let make = |resume| {
         Stored::new(
             d.path(),
             "t",
             Some(&store),
-            vec![task("a"), task("b")],
+            vec![task(&["a", crate::guest::THEN, "b"]), task(&["c"])],
             resume,
         )
-        .with_steps(vec![2, 1])
     };
     let stored = make(false);
     let tag = |i: usize| stored.batch.tasks[i].args[2].clone();
