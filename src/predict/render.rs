@@ -582,6 +582,7 @@ mod tests {
             instructions: x.iter().map(|(k, v)| v * cost(k)).sum(),
             functions: Vec::new(),
             tlb_invalidations: None,
+            parts: Vec::new(),
         };
         Cell::new(o, x)
     }

@@ -265,6 +265,7 @@ mod tests {
                 .collect(),
             symbols: "the guest's /proc/kallsyms (130781 text symbols)".into(),
             max_window_deviation: 0.0041,
+            parts: Vec::new(),
         }
     }
 

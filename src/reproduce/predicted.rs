@@ -189,10 +189,15 @@ fn fit(
     fit_obs: Vec<Observed>,
     targets: Vec<Observed>,
 ) -> anyhow::Result<(render::Report, Vec<Prediction>)> {
-    let fit_cells = predict::with_model_rows(fit_obs)?;
-    let mut targets = predict::with_model_rows(targets)?;
-    let model = predict::fit_costs(arch, fit_cells, &mut targets)?;
-    let in_sample = predict::predict_all(&model, model.cells.clone())?;
+    let fit_cells = predict::with_model_rows(predict::by_direction(fit_obs.clone()))?;
+    // The fit cells as measured (a toggle cell, not its directions), for
+    // the claims' in-sample lines: aligned with the targets, then split off.
+    let mut cells = predict::with_model_rows(fit_obs)?;
+    let fitted = cells.len();
+    cells.extend(predict::with_model_rows(targets)?);
+    let model = predict::fit_costs(arch, fit_cells, &mut cells)?;
+    let targets = cells.split_off(fitted);
+    let in_sample = predict::predict_all(&model, cells)?;
     let out = predict::predict_all(&model, targets)?;
     Ok((render::Report::new(&model, out)?, in_sample))
 }
