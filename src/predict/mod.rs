@@ -211,7 +211,11 @@ impl Observed {
 /// count per call of each part. None when a part counted nothing.
 fn parts_of(cell: &Observed, parts: &[ProfilePart]) -> Vec<Observed> {
     let counted = |p: &ProfilePart| p.kernel_instructions + p.user_instructions;
-    if parts.len() < 2 || parts.iter().any(|p| !(counted(p) > 0.0)) {
+    if parts.len() < 2
+        || parts
+            .iter()
+            .any(|p| counted(p).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
+    {
         return Vec::new();
     }
     parts
