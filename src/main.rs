@@ -15,6 +15,7 @@ mod crosscheck;
 mod error;
 mod fleet;
 mod guest;
+mod hugealloc;
 mod kernel;
 mod measure;
 mod model;
@@ -29,6 +30,9 @@ mod text;
 mod workload;
 
 use cli::flags::{Cli, Command};
+
+#[global_allocator]
+static ALLOC: hugealloc::Huge = hugealloc::Huge;
 
 fn main() -> ExitCode {
     if guest::boot::init::is_guest_init() {
