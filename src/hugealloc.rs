@@ -11,8 +11,9 @@
 //! allocations do not move the host's THP counters they read.
 //!
 //! Unsafe: `GlobalAlloc` is an unsafe trait, and `mmap`/`munmap`/`madvise`
-//! are foreign calls. Each block is one mapping this allocator made and
-//! unmaps whole; nothing else touches it.
+//! are foreign calls. Each mapped block is one mapping this allocator made,
+//! handed out once at a time, then kept for reuse or unmapped whole;
+//! nothing else touches it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -217,5 +218,38 @@ unsafe impl GlobalAlloc for Huge {
             }
             p
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_blocks_are_told_from_system_blocks_and_reused() {
+        let layout = Layout::from_size_align(3 << 20, 8).unwrap();
+        let len = round_up(layout.size());
+        assert_eq!(len, 4 << 20);
+        let p = map_recorded(len, true);
+        assert!(!p.is_null() && (p as usize).is_multiple_of(HUGE));
+        assert!(is_mapped(p, layout));
+        // SAFETY: a live mapping of `len` bytes.
+        let s = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        assert!(s.iter().all(|&b| b == 0));
+        s[len - 1] = 7;
+        unmap_recorded(p, len);
+        assert!(!is_mapped(p, layout));
+        // Kept, and cleared when asked for zeroed.
+        let q = map_recorded(len, true);
+        // SAFETY: as above.
+        let s = unsafe { std::slice::from_raw_parts_mut(q, len) };
+        assert!(s.iter().all(|&b| b == 0));
+        unmap_recorded(q, len);
+        // A system block of that size is not a mapped one.
+        // SAFETY: a valid layout, freed below.
+        let sys = unsafe { System.alloc(layout) };
+        assert!(!is_mapped(sys, layout));
+        // SAFETY: allocated above with this layout.
+        unsafe { System.dealloc(sys, layout) };
     }
 }

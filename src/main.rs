@@ -64,7 +64,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Bench(args) => cmd::bench::run(&args),
         Command::Sweep(args) => cmd::sweep::run(&args),
-        Command::Model(args) => cmd::model::run(&args),
+        Command::Model(args) => {
+            // The cells' page tables and TLB models in huge pages.
+            hugealloc::enable();
+            cmd::model::run(&args)
+        }
         Command::Crosscheck(args) => cmd::crosscheck::run(&args),
         Command::Runs(args) => cmd::runs::run(&args),
         Command::Show(args) => cmd::show::run(&args),

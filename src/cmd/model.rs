@@ -65,8 +65,6 @@ pub fn plan(args: &ModelArgs) -> anyhow::Result<ModelPlan> {
 }
 
 pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
-    // The page tables and TLB models of the cells: huge pages (src/hugealloc.rs).
-    crate::hugealloc::enable();
     let mut out = std::io::stdout().lock();
     if args.list_strategies {
         if args.out.json {

@@ -297,6 +297,16 @@ impl Memmap {
         })
     }
 
+    /// Whether `pfn` is an anon page without `PageAnonExclusive`, without
+    /// the lookup cache: the syscall-return check scans the whole table,
+    /// where each page of a small folio misses it.
+    #[inline]
+    pub fn anon_not_exclusive(&self, pfn: Pfn) -> bool {
+        self.hit_uncached(pfn.0).is_some_and(|h| {
+            h.anon && self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 == 0
+        })
+    }
+
     /// Set or clear `PG_anon_exclusive` of `pfn` (an anon page); false when
     /// the model allocated no struct page there.
     pub fn set_anon_exclusive(&mut self, pfn: Pfn, exclusive: bool) -> bool {
@@ -616,6 +626,10 @@ mod tests {
             for pfn in near.chain(far).chain([0, 1 << 19, u64::MAX]) {
                 let want = r.0.get(&pfn).copied();
                 prop_assert_eq!(m.page(Pfn(pfn)), want, "pfn {:#x}", pfn);
+                prop_assert_eq!(
+                    m.anon_not_exclusive(Pfn(pfn)),
+                    want.is_some_and(|p| p.anon && !p.anon_exclusive)
+                );
                 prop_assert_eq!(
                     m.folio_of(Pfn(pfn)),
                     want.map(|p| Folio { head: Pfn(p.head), order: p.order, anon: p.anon })
