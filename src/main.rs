@@ -15,7 +15,6 @@ mod crosscheck;
 mod error;
 mod fleet;
 mod guest;
-mod hugealloc;
 mod kernel;
 mod measure;
 mod model;
@@ -32,7 +31,7 @@ mod workload;
 use cli::flags::{Cli, Command};
 
 #[global_allocator]
-static ALLOC: hugealloc::Huge = hugealloc::Huge;
+static ALLOC: kernel::hugealloc::Huge = kernel::hugealloc::Huge;
 
 fn main() -> ExitCode {
     if guest::boot::init::is_guest_init() {
@@ -66,7 +65,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => cmd::sweep::run(&args),
         Command::Model(args) => {
             // The cells' page tables and TLB models in huge pages.
-            hugealloc::enable();
+            kernel::hugealloc::enable();
             cmd::model::run(&args)
         }
         Command::Crosscheck(args) => cmd::crosscheck::run(&args),

@@ -4,7 +4,7 @@
 //!
 //! Why: a model cell at 1G holds a 2 MB page table and a 4 MB TLB model per
 //! strategy. Faulted in 4K at a time they cost the host kernel about 1500
-//! page faults a strategy (2.2 ms of an 18 ms cell, docs/model.md "Memory
+//! page faults a strategy (2.2 ms of an 18 ms cell, docs/model.md, "Memory
 //! and time"); with transparent huge pages in `madvise` mode they are three.
 //! The model crate stays pure (no unsafe, no libc): this is the binary's
 //! allocator. Off by default so that the measuring commands' own
