@@ -30,6 +30,9 @@ mod workload;
 
 use cli::flags::{Cli, Command};
 
+#[global_allocator]
+static ALLOC: kernel::hugealloc::Huge = kernel::hugealloc::Huge;
+
 fn main() -> ExitCode {
     if guest::boot::init::is_guest_init() {
         guest::boot::init::main(measure::marker::step);
@@ -60,7 +63,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Bench(args) => cmd::bench::run(&args),
         Command::Sweep(args) => cmd::sweep::run(&args),
-        Command::Model(args) => cmd::model::run(&args),
+        Command::Model(args) => {
+            // The cells' page tables and TLB models in huge pages.
+            kernel::hugealloc::enable();
+            cmd::model::run(&args)
+        }
         Command::Crosscheck(args) => cmd::crosscheck::run(&args),
         Command::Runs(args) => cmd::runs::run(&args),
         Command::Show(args) => cmd::show::run(&args),

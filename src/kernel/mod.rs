@@ -1,11 +1,13 @@
 //! Everything that touches the running kernel: THP knobs, host facts,
 //! regions with a requested folio layout, layout verification, perf, memory
-//! cgroups, swapfiles, and the small /proc readers (`procfs`) the rest share.
+//! cgroups, swapfiles, the small /proc readers (`procfs`) the rest share, and
+//! the allocator that puts `ptelab model`'s large arrays in huge pages.
 //! `ptelab doctor` checks this machine by calling these same functions.
 
 pub mod cgroup;
 pub mod files;
 pub mod host;
+pub mod hugealloc;
 pub mod layout;
 pub mod mmenv;
 pub mod procfs;

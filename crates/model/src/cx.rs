@@ -35,12 +35,21 @@ pub struct Cx<A: Arch> {
     batch_hist: Vec<u64>,
     /// Function entries by [`KFn::index`] (folded into `counters` when taken).
     fn_calls: [u64; KFn::ALL.len()],
+    /// Bit [`KFn::index`] set when this kernel's build has the function out
+    /// of line: [`Cx::calls`] runs several times a PTE, and
+    /// [`crate::Strategy::out_of_line`] is a match on release and arch.
+    out_of_line: u64,
 }
 
 impl<A: Arch> Cx<A> {
     /// A context over `mm`; `check_tlb` enables the hardware TLB model.
     pub fn new(arch: A, kernel: Kernel, mm: Mm<A::Pte>, check_tlb: bool) -> Self {
         let tlb = check_tlb.then(|| TlbModel::new(mm.pt.base(), mm.pt.len()));
+        const _: () = assert!(KFn::ALL.len() <= 64);
+        let out_of_line = KFn::ALL
+            .iter()
+            .filter(|f| kernel.release.out_of_line(arch.build_arch(), **f))
+            .fold(0u64, |m, f| m | 1 << f.index());
         Cx {
             arch,
             kernel,
@@ -51,6 +60,7 @@ impl<A: Arch> Cx<A> {
             last_page: None,
             batch_hist: Vec::new(),
             fn_calls: [0; KFn::ALL.len()],
+            out_of_line,
         }
     }
 
@@ -116,8 +126,8 @@ impl<A: Arch> Cx<A> {
     /// `n` calls of `f` (see [`Cx::call`]).
     #[inline]
     pub fn calls(&mut self, f: KFn, n: u64) {
-        if n > 0 && self.kernel.release.out_of_line(self.arch.build_arch(), f) {
-            self.counters.calls += n;
+        // `counters.calls` is their sum, added when the counters are taken.
+        if self.out_of_line >> f.index() & 1 != 0 {
             self.fn_calls[f.index()] += n;
         }
     }
@@ -175,6 +185,7 @@ impl<A: Arch> Cx<A> {
         }
         for (f, n) in KFn::ALL.iter().zip(self.fn_calls.iter_mut()) {
             if *n > 0 {
+                self.counters.calls += *n;
                 *self
                     .counters
                     .functions

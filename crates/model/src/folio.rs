@@ -8,6 +8,8 @@
 //! from 57fae936b40c and the 2026 tree). Every struct-page access goes through
 //! [`Cx::touch_page`] so `page_reads` counts memmap cache lines.
 
+use std::cell::Cell;
+
 use bitflags::bitflags;
 
 use crate::arch::Arch;
@@ -36,7 +38,7 @@ pub struct PageMeta {
 /// order-0 folio (8 GB for a 1G region of 4K folios, four strategies), and
 /// `run_model`'s folios, all of one order at one stride, are one run. A page
 /// costs its `PageAnonExclusive` bit.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Memmap {
     /// Sorted by head PFN; their folios do not overlap.
     runs: Vec<Run>,
@@ -44,7 +46,21 @@ pub struct Memmap {
     exclusive: Vec<u64>,
     /// Bits used in `exclusive`.
     nbits: u64,
+    /// The folio found last, as a [`Hit`] of its head page: mprotect looks
+    /// up each page two or three times in a row (`vm_normal_page`,
+    /// `page_folio`, `PageAnonExclusive`), a batch every page of one folio.
+    /// Cleared when folios are added.
+    last: Cell<Option<Hit>>,
 }
+
+/// What the memmap holds; the lookup cache is not part of it.
+impl PartialEq for Memmap {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.runs, &self.exclusive, self.nbits) == (&other.runs, &other.exclusive, other.nbits)
+    }
+}
+
+impl Eq for Memmap {}
 
 /// `count` folios of one order and anon-ness, `stride` PFNs apart, whose
 /// `PageAnonExclusive` bits follow one another from `excl`.
@@ -86,7 +102,7 @@ impl Run {
 }
 
 /// The folio holding a PFN, and the PFN's `PageAnonExclusive` bit.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Hit {
     head: u64,
     bit: u64,
@@ -124,6 +140,7 @@ impl Memmap {
     /// them.
     #[inline]
     pub fn add_folio(&mut self, head: u64, order: u8, anon: bool, exclusive: &[bool]) {
+        self.last.set(None);
         let n = 1u64 << order;
         let excl = self.nbits;
         self.nbits += n;
@@ -162,6 +179,41 @@ impl Memmap {
         }
     }
 
+    /// [`Memmap::add_folio`] of `count` folios of `order` with every page
+    /// exclusive (`exclusive` empty), heads `stride` PFNs apart from `head`:
+    /// the same memmap, without the per-folio work when they follow every
+    /// folio added before (the layouts' case; `run_model` adds 262144 at 1G).
+    pub fn add_folios(&mut self, head: u64, stride: u64, count: u64, order: u8, anon: bool) {
+        let n = 1u64 << order;
+        let ascending = self.runs.last().is_none_or(|r| r.end() <= head);
+        if count < 3 || stride < n || !ascending {
+            for k in 0..count {
+                self.add_folio(head + k * stride, order, anon, &[]);
+            }
+            return;
+        }
+        self.last.set(None);
+        let excl = self.nbits;
+        self.nbits += count * n;
+        self.exclusive.resize(self.nbits.div_ceil(64) as usize, 0);
+        if anon {
+            self.set_bits(excl, self.nbits);
+        }
+        // The first two as `add_folio` would push them; every later one
+        // then extends the last run (same order, anon-ness and stride, bits
+        // next in line), as `Run::extend` would accept it.
+        self.push(head, order, anon, excl);
+        self.push(head + stride, order, anon, excl + n);
+        let r = self.runs.last_mut().expect("pushed");
+        if r.count >= 2 && r.stride == stride && r.head + (r.count - 1) * stride == head + stride {
+            r.count += count - 2;
+        } else {
+            for k in 2..count {
+                self.push(head + k * stride, order, anon, excl + k * n);
+            }
+        }
+    }
+
     /// Set the `exclusive` bits `[lo, hi)`, a word at a time.
     fn set_bits(&mut self, lo: u64, hi: u64) {
         let mut bit = lo;
@@ -193,6 +245,27 @@ impl Memmap {
     /// The folio holding `pfn`.
     #[inline]
     fn hit(&self, pfn: u64) -> Option<Hit> {
+        if let Some(h) = self.last.get() {
+            let i = pfn.wrapping_sub(h.head);
+            if i < 1 << h.order {
+                return Some(Hit {
+                    bit: h.bit + i,
+                    ..h
+                });
+            }
+        }
+        let h = self.hit_uncached(pfn)?;
+        let i = pfn - h.head;
+        self.last.set(Some(Hit {
+            bit: h.bit - i,
+            ..h
+        }));
+        Some(h)
+    }
+
+    /// [`Memmap::hit`] from the runs.
+    #[inline]
+    fn hit_uncached(&self, pfn: u64) -> Option<Hit> {
         let r = match self.runs.as_slice() {
             [r] => r,
             runs => &runs[runs.partition_point(|r| r.head <= pfn).checked_sub(1)?],
@@ -221,6 +294,16 @@ impl Memmap {
             order: h.order,
             anon: h.anon,
             anon_exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
+        })
+    }
+
+    /// Whether `pfn` is an anon page without `PageAnonExclusive`, without
+    /// the lookup cache: the syscall-return check scans the whole table,
+    /// where each page of a small folio misses it.
+    #[inline]
+    pub fn anon_not_exclusive(&self, pfn: Pfn) -> bool {
+        self.hit_uncached(pfn.0).is_some_and(|h| {
+            h.anon && self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 == 0
         })
     }
 
@@ -452,6 +535,36 @@ mod tests {
 
     proptest! {
         #[test]
+        fn add_folios_is_add_folio_repeated(
+            before in proptest::collection::vec((0u64..3, 0u8..=4, any::<bool>()), 0..4),
+            groups in proptest::collection::vec((0u64..3, 0u8..=4, any::<bool>(), 0u64..3, 0u64..6), 1..4),
+        ) {
+            // Folios placed one after another, some singly, then groups of
+            // folios `gap` pages apart, some sharing the last one's order.
+            let (mut one, mut bulk) = (Memmap::default(), Memmap::default());
+            let mut next = 1u64 << 20;
+            for (gap, order, anon) in before {
+                let n = 1u64 << order;
+                let head = (next + gap * n).div_ceil(n) * n;
+                next = head + n;
+                one.add_folio(head, order, anon, &[]);
+                bulk.add_folio(head, order, anon, &[]);
+            }
+            for (gap, order, anon, extra, count) in groups {
+                let n = 1u64 << order;
+                let head = (next + gap * n).div_ceil(n) * n;
+                let stride = n + extra * n;
+                for k in 0..count {
+                    one.add_folio(head + k * stride, order, anon, &[]);
+                }
+                bulk.add_folios(head, stride, count, order, anon);
+                next = head + count * stride;
+                prop_assert_eq!(&one.runs, &bulk.runs);
+                prop_assert_eq!(&one, &bulk);
+            }
+        }
+
+        #[test]
         fn compact_memmap_answers_as_the_dense_one(
             fs in folios(),
             ascending in any::<bool>(),
@@ -513,6 +626,10 @@ mod tests {
             for pfn in near.chain(far).chain([0, 1 << 19, u64::MAX]) {
                 let want = r.0.get(&pfn).copied();
                 prop_assert_eq!(m.page(Pfn(pfn)), want, "pfn {:#x}", pfn);
+                prop_assert_eq!(
+                    m.anon_not_exclusive(Pfn(pfn)),
+                    want.is_some_and(|p| p.anon && !p.anon_exclusive)
+                );
                 prop_assert_eq!(
                     m.folio_of(Pfn(pfn)),
                     want.map(|p| Folio { head: Pfn(p.head), order: p.order, anon: p.anon })

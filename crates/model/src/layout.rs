@@ -219,11 +219,35 @@ fn build_core<'s, A: Arch>(
     // them again rather than keep 16 bytes a folio.
     let mut memmap = Memmap::default();
     let mut cursor = Cursor::new(spec);
+    // Folios of one order with every page exclusive at one stride go to
+    // the memmap together: (head, stride, count, order).
+    let mut group: Option<(u64, u64, u64, u8)> = None;
+    let flush = |memmap: &mut Memmap, g: Option<(u64, u64, u64, u8)>| {
+        if let Some((head, stride, count, order)) = g {
+            memmap.add_folios(head, stride, count, order, !shared);
+        }
+    };
     for i in 0..nfolios {
         let f = folio(i);
         let (_, head) = cursor.place(&f);
-        memmap.add_folio(head.0, f.order, !shared, &f.exclusive);
+        if f.exclusive.is_empty() {
+            if let Some((h0, stride, count, order)) = &mut group {
+                if *order == f.order && (*count == 1 || head.0 == *h0 + *count * *stride) {
+                    if *count == 1 {
+                        *stride = head.0 - *h0;
+                    }
+                    *count += 1;
+                    continue;
+                }
+            }
+            flush(&mut memmap, group.take());
+            group = Some((head.0, 0, 1, f.order));
+        } else {
+            flush(&mut memmap, group.take());
+            memmap.add_folio(head.0, f.order, !shared, &f.exclusive);
+        }
     }
+    flush(&mut memmap, group);
     let va = cursor.va;
     let vma_end = va.max(spec.base + 1);
     let wbase = spec.base / ptrs * ptrs;

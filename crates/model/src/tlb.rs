@@ -187,16 +187,40 @@ impl<P: PteValue> TlbModel<P> {
     /// index arithmetic.
     pub fn cache_all(&mut self, start: u64, ptes: &[P], valid: impl Fn(P) -> bool) {
         let first = (start - self.base) as usize;
-        let slots = &mut self.slots[first..first + ptes.len()];
+        let end = first + ptes.len();
         let mut beyond = Vec::new();
-        for (k, (&pte, slot)) in ptes.iter().zip(slots.iter_mut()).enumerate() {
-            if valid(pte) {
-                let i = first + k;
-                self.live[i / 4096] |= 1 << (i / 64 % 64);
-                if !fill(slot, pte) {
-                    beyond.push((start + k as u64, pte));
+        let mut i = first;
+        while i < end {
+            let chunk = i / 64;
+            let hi = ((chunk + 1) * 64).min(end);
+            let (w, bit) = (chunk / 64, 1u64 << (chunk % 64));
+            let ptes = &ptes[i - first..hi - first];
+            let slots = &mut self.slots[i..hi];
+            if self.live[w] & bit == 0 {
+                // A chunk not marked live holds nothing (only a full flush
+                // clears the mark, and it empties the chunk): every valid
+                // entry goes to way 0, as `fill` would put it.
+                let mut any = false;
+                for (&pte, slot) in ptes.iter().zip(slots.iter_mut()) {
+                    if valid(pte) {
+                        slot[0] = pte;
+                        any = true;
+                    }
+                }
+                if any {
+                    self.live[w] |= bit;
+                }
+            } else {
+                for (k, (&pte, slot)) in ptes.iter().zip(slots.iter_mut()).enumerate() {
+                    if valid(pte) {
+                        self.live[w] |= bit;
+                        if !fill(slot, pte) {
+                            beyond.push((start + (i - first + k) as u64, pte));
+                        }
+                    }
                 }
             }
+            i = hi;
         }
         // Page order within ways 2-3 and the overflow list is kept: they are
         // filled here in the order `cache` would have.

@@ -285,12 +285,10 @@ pub fn check_anon_exclusive<A: Arch>(cx: &Cx<A>, start: u64, end: u64) -> Result
             if !arch.pte_present(pte) || !arch.pte_write(pte) {
                 continue;
             }
-            if let Some(p) = cx.mm.memmap.page(arch.pte_pfn(pte)) {
-                if p.anon && !p.anon_exclusive {
-                    return Err(format!(
-                        "page {addr:#x}: writable PTE {pte:?} maps a non-exclusive anon page"
-                    ));
-                }
+            if cx.mm.memmap.anon_not_exclusive(arch.pte_pfn(pte)) {
+                return Err(format!(
+                    "page {addr:#x}: writable PTE {pte:?} maps a non-exclusive anon page"
+                ));
             }
         }
     }
