@@ -110,6 +110,22 @@ struct Hit {
     anon: bool,
 }
 
+/// See [`Memmap::small_meta`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmallMeta {
+    /// No struct page (the model allocated none there).
+    NoPage,
+    /// A page of a folio of order 1 or more.
+    Large,
+    /// An order-0 folio.
+    Small {
+        /// `folio_test_anon()`.
+        anon: bool,
+        /// `PageAnonExclusive()`.
+        exclusive: bool,
+    },
+}
+
 /// A folio: its head PFN, order and anon flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Folio {
@@ -305,6 +321,21 @@ impl Memmap {
         self.hit_uncached(pfn.0).is_some_and(|h| {
             h.anon && self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 == 0
         })
+    }
+
+    /// What `pfn` is for the run replay of `change_pte_range()`: no struct
+    /// page, a page of a large folio, or an order-0 folio with its anon and
+    /// `PageAnonExclusive` flags.
+    #[inline]
+    pub fn small_meta(&self, pfn: Pfn) -> SmallMeta {
+        match self.hit_uncached(pfn.0) {
+            None => SmallMeta::NoPage,
+            Some(h) if h.order > 0 => SmallMeta::Large,
+            Some(h) => SmallMeta::Small {
+                anon: h.anon,
+                exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
+            },
+        }
     }
 
     /// Set or clear `PG_anon_exclusive` of `pfn` (an anon page); false when
