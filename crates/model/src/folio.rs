@@ -38,7 +38,7 @@ pub struct PageMeta {
 /// order-0 folio (8 GB for a 1G region of 4K folios, four strategies), and
 /// `run_model`'s folios, all of one order at one stride, are one run. A page
 /// costs its `PageAnonExclusive` bit.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Memmap {
     /// Sorted by head PFN; their folios do not overlap.
     runs: Vec<Run>,
@@ -61,6 +61,16 @@ impl PartialEq for Memmap {
 }
 
 impl Eq for Memmap {}
+
+impl std::fmt::Debug for Memmap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memmap")
+            .field("runs", &self.runs)
+            .field("exclusive", &self.exclusive)
+            .field("nbits", &self.nbits)
+            .finish_non_exhaustive()
+    }
+}
 
 /// `count` folios of one order and anon-ness, `stride` PFNs apart, whose
 /// `PageAnonExclusive` bits follow one another from `excl`.
