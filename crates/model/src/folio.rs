@@ -94,6 +94,25 @@ impl Run {
         self.head + (self.count - 1) * self.stride + self.nr_pages()
     }
 
+    /// The folio of this run holding `pfn`.
+    #[inline]
+    fn hit(&self, pfn: u64) -> Option<Hit> {
+        let off = pfn.checked_sub(self.head)?;
+        let k = match self.stride {
+            0 => 0,
+            s if s.is_power_of_two() => (off >> s.trailing_zeros()).min(self.count - 1),
+            s => (off / s).min(self.count - 1),
+        };
+        let head = self.head + k * self.stride;
+        let i = pfn - head;
+        (i < self.nr_pages()).then_some(Hit {
+            head,
+            bit: self.excl + (k << self.order) + i,
+            order: self.order,
+            anon: self.anon,
+        })
+    }
+
     /// Extend the run by the folio at `head` whose bits start at `excl`, if
     /// it is the run's next one.
     fn extend(&mut self, head: u64, order: u8, anon: bool, excl: u64) -> bool {
@@ -118,6 +137,23 @@ struct Hit {
     bit: u64,
     order: u8,
     anon: bool,
+}
+
+/// One run of the memmap and the PFNs whose lookup ends in it
+/// ([`Memmap::run_view`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RunView {
+    lo: u64,
+    hi: u64,
+    run: Run,
+}
+
+impl RunView {
+    /// Whether the view answers for `pfn`.
+    #[inline]
+    pub fn covers(&self, pfn: Pfn) -> bool {
+        self.lo <= pfn.0 && pfn.0 < self.hi
+    }
 }
 
 /// See [`Memmap::small_meta`].
@@ -296,20 +332,32 @@ impl Memmap {
             [r] => r,
             runs => &runs[runs.partition_point(|r| r.head <= pfn).checked_sub(1)?],
         };
-        let off = pfn.checked_sub(r.head)?;
-        let k = match r.stride {
-            0 => 0,
-            s if s.is_power_of_two() => (off >> s.trailing_zeros()).min(r.count - 1),
-            s => (off / s).min(r.count - 1),
+        r.hit(pfn)
+    }
+
+    /// The run [`Memmap::small_meta`] searches for `pfn`, with the PFNs it
+    /// searches that run for: [`Memmap::small_meta_in`] answers for those
+    /// without the search.
+    pub fn run_view(&self, pfn: Pfn) -> Option<RunView> {
+        let i = match self.runs.len() {
+            1 => 0,
+            _ => self
+                .runs
+                .partition_point(|r| r.head <= pfn.0)
+                .checked_sub(1)?,
         };
-        let head = r.head + k * r.stride;
-        let i = pfn - head;
-        (i < r.nr_pages()).then_some(Hit {
-            head,
-            bit: r.excl + (k << r.order) + i,
-            order: r.order,
-            anon: r.anon,
+        Some(RunView {
+            lo: if i == 0 { 0 } else { self.runs[i].head },
+            hi: self.runs.get(i + 1).map_or(u64::MAX, |r| r.head),
+            run: self.runs[i],
         })
+    }
+
+    /// [`Memmap::small_meta`] of `pfn`, which `view` answers for.
+    #[inline]
+    pub fn small_meta_in(&self, view: &RunView, pfn: Pfn) -> SmallMeta {
+        debug_assert!(view.covers(pfn));
+        self.meta_of(view.run.hit(pfn.0))
     }
 
     /// The struct page of `pfn`, if the model allocated one.
@@ -338,7 +386,12 @@ impl Memmap {
     /// `PageAnonExclusive` flags.
     #[inline]
     pub fn small_meta(&self, pfn: Pfn) -> SmallMeta {
-        match self.hit_uncached(pfn.0) {
+        self.meta_of(self.hit_uncached(pfn.0))
+    }
+
+    #[inline]
+    fn meta_of(&self, hit: Option<Hit>) -> SmallMeta {
+        match hit {
             None => SmallMeta::NoPage,
             Some(h) if h.order > 0 => SmallMeta::Large,
             Some(h) => SmallMeta::Small {
@@ -346,6 +399,25 @@ impl Memmap {
                 exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
             },
         }
+    }
+
+    /// Whether every anon page has `PageAnonExclusive` (then no PTE can map
+    /// a non-exclusive one): a word at a time over the runs' bits.
+    pub fn every_anon_page_exclusive(&self) -> bool {
+        self.runs.iter().filter(|r| r.anon).all(|r| {
+            let (lo, hi) = (r.excl, r.excl + (r.count << r.order));
+            let mut bit = lo;
+            while bit < hi {
+                let (w, b) = ((bit / 64) as usize, bit % 64);
+                let n = (64 - b).min(hi - bit);
+                let want = (u64::MAX >> (64 - n)) << b;
+                if self.exclusive[w] & want != want {
+                    return false;
+                }
+                bit += n;
+            }
+            true
+        })
     }
 
     /// Set or clear `PG_anon_exclusive` of `pfn` (an anon page); false when
@@ -659,6 +731,10 @@ mod tests {
                 };
                 prop_assert_eq!(m.set_anon_exclusive(Pfn(pfn), on), want);
             }
+            prop_assert_eq!(
+                m.every_anon_page_exclusive(),
+                r.0.values().all(|p| !p.anon || p.anon_exclusive)
+            );
             // Every page and its neighbours, and PFNs anywhere around.
             let lo = r.0.keys().next().copied().unwrap_or(0).saturating_sub(600);
             let hi = r.0.keys().last().copied().unwrap_or(0) + 600;
@@ -667,6 +743,14 @@ mod tests {
             for pfn in near.chain(far).chain([0, 1 << 19, u64::MAX]) {
                 let want = r.0.get(&pfn).copied();
                 prop_assert_eq!(m.page(Pfn(pfn)), want, "pfn {:#x}", pfn);
+                prop_assert!(!m.every_anon_page_exclusive() || !m.anon_not_exclusive(Pfn(pfn)));
+                if let Some(v) = m.run_view(Pfn(pfn)) {
+                    for q in [pfn, pfn + 1, pfn + 3, pfn + 512, pfn + 1024, pfn.saturating_sub(1)] {
+                        if v.covers(Pfn(q)) {
+                            prop_assert_eq!(m.small_meta_in(&v, Pfn(q)), m.small_meta(Pfn(q)));
+                        }
+                    }
+                }
                 prop_assert_eq!(
                     m.anon_not_exclusive(Pfn(pfn)),
                     want.is_some_and(|p| p.anon && !p.anon_exclusive)

@@ -20,7 +20,8 @@ use crate::arch::{Arch, PteValue};
 use crate::cx::{Cx, Delta, Mark};
 use crate::folio::{
     count_folio_pte_batch_flags, folio_pte_batch_flags, folio_test_anon, folio_test_large,
-    page_anon, page_anon_exclusive, page_folio, vm_normal_page, Folio, FpbFlags, SmallMeta,
+    page_anon, page_anon_exclusive, page_folio, vm_normal_page, Folio, FpbFlags, RunView,
+    SmallMeta,
 };
 use crate::mm::{pmd_addr_end, Vma};
 use crate::strategy::{KFn, MprotectImpl};
@@ -148,11 +149,12 @@ pub fn change_pte_range<A: Arch>(
     let mut memo: Option<(Step<A::Pte>, u64)> = None;
     while addr < end {
         if let Some((step, k)) = &mut memo {
-            if step.replay(cx, tlb, addr) {
-                *k += 1;
-                pages += 1;
-                addr += 1;
-                continue;
+            let n = step.replay(cx, tlb, addr, end);
+            *k += n;
+            pages += n;
+            addr += n;
+            if addr == end {
+                break;
             }
         }
         let start = if replay {
@@ -299,33 +301,66 @@ impl<P: PteValue> StepStart<P> {
 }
 
 impl<P: PteValue> Step<P> {
-    /// Take the step on the PTE at `addr` if it is alike (counted later by
-    /// the caller, [`Cx::add_delta`]); false when it is not.
+    /// Take the step on each PTE from `addr` on that is alike, up to
+    /// `end`, and return how many (counted later by the caller,
+    /// [`Cx::add_delta`]).
     #[inline]
-    fn replay<A: Arch<Pte = P>>(&self, cx: &mut Cx<A>, tlb: &mut MmuGather, addr: u64) -> bool {
+    fn replay<A: Arch<Pte = P>>(
+        &self,
+        cx: &mut Cx<A>,
+        tlb: &mut MmuGather,
+        addr: u64,
+        end: u64,
+    ) -> u64 {
         let mask = A::PFN_FIELD;
-        let old = cx.peek(addr).val();
-        if old & !mask != self.old_bits {
-            return false;
+        let arch = cx.arch;
+        let mut last = cx.last_page();
+        let mut view: Option<RunView> = None;
+        let mut a = addr;
+        while a < end {
+            let old = cx.mm.pt.get(a).val();
+            if old & !mask != self.old_bits {
+                break;
+            }
+            let pfn = arch.pte_pfn(P::from_val(old));
+            if last == Some(pfn.0) {
+                break;
+            }
+            let memmap = &cx.mm.memmap;
+            if !view.is_some_and(|v| v.covers(pfn)) {
+                view = memmap.run_view(pfn);
+            }
+            let meta = match &view {
+                Some(v) if v.covers(pfn) => memmap.small_meta_in(v, pfn),
+                _ => memmap.small_meta(pfn),
+            };
+            if meta != self.meta {
+                break;
+            }
+            let new = P::from_val(((old & mask) ^ self.flip) | self.new_bits);
+            cx.mm.pt.set(a, new);
+            if self.new_hw_valid {
+                if let Some(t) = cx.tlb.as_mut() {
+                    t.cache(a, new);
+                }
+            }
+            if self.reads_page {
+                last = Some(pfn.0);
+            }
+            a += 1;
         }
-        let pfn = cx.arch.pte_pfn(P::from_val(old));
-        if cx.last_page() == Some(pfn.0) || cx.mm.memmap.small_meta(pfn) != self.meta {
-            return false;
-        }
-        let new = P::from_val(((old & mask) ^ self.flip) | self.new_bits);
-        cx.mm.pt.set(addr, new);
-        if self.new_hw_valid {
-            if let Some(t) = cx.tlb.as_mut() {
-                t.cache(addr, new);
+        if a > addr {
+            // One widening by the pages replayed is the widenings by each.
+            if self.gathers {
+                tlb.widen(addr, a - addr);
+            }
+            if let Some(p) = last {
+                if self.reads_page {
+                    cx.set_last_page(p);
+                }
             }
         }
-        if self.gathers {
-            tlb.widen(addr, 1);
-        }
-        if self.reads_page {
-            cx.set_last_page(pfn.0);
-        }
-        true
+        a - addr
     }
 }
 
