@@ -156,6 +156,15 @@ impl RunView {
     }
 }
 
+/// Where [`Memmap::small_meta_seq`] found the last order-0 folio: its run,
+/// PFN and index in the run.
+#[derive(Clone, Copy, Debug)]
+pub struct SmallSeq {
+    view: RunView,
+    pfn: u64,
+    k: u64,
+}
+
 /// See [`Memmap::small_meta`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SmallMeta {
@@ -351,6 +360,47 @@ impl Memmap {
             hi: self.runs.get(i + 1).map_or(u64::MAX, |r| r.head),
             run: self.runs[i],
         })
+    }
+
+    /// [`Memmap::small_meta`] of `pfn`, looked up after `seq`'s (a run of
+    /// PTEs maps one run's folios in turn): when `pfn` is the order-0 folio
+    /// after the one `seq` found, in the same run, no search or division.
+    #[inline]
+    pub fn small_meta_seq(&self, seq: &mut Option<SmallSeq>, pfn: Pfn) -> SmallMeta {
+        if let Some(c) = seq {
+            let r = &c.view.run;
+            // Folio k + 1 of an order-0 run: off = (k + 1) * stride, so
+            // `Run::hit` finds k + 1 and bit excl + k + 1.
+            if r.stride > 0 && pfn.0 == c.pfn + r.stride && c.k + 1 < r.count && pfn.0 < c.view.hi {
+                c.pfn = pfn.0;
+                c.k += 1;
+                return SmallMeta::Small {
+                    anon: r.anon,
+                    exclusive: self.bit(r.excl + c.k),
+                };
+            }
+        }
+        let hit = match self.run_view(pfn) {
+            Some(view) if view.covers(pfn) => {
+                let hit = view.run.hit(pfn.0);
+                *seq = hit.filter(|h| h.order == 0).map(|h| SmallSeq {
+                    view,
+                    pfn: pfn.0,
+                    k: h.bit - view.run.excl,
+                });
+                hit
+            }
+            _ => {
+                *seq = None;
+                self.hit_uncached(pfn.0)
+            }
+        };
+        self.meta_of(hit)
+    }
+
+    #[inline]
+    fn bit(&self, bit: u64) -> bool {
+        self.exclusive[(bit / 64) as usize] >> (bit % 64) & 1 != 0
     }
 
     /// [`Memmap::small_meta`] of `pfn`, which `view` answers for.
@@ -744,6 +794,12 @@ mod tests {
                 let want = r.0.get(&pfn).copied();
                 prop_assert_eq!(m.page(Pfn(pfn)), want, "pfn {:#x}", pfn);
                 prop_assert!(!m.every_anon_page_exclusive() || !m.anon_not_exclusive(Pfn(pfn)));
+                // Lookups in sequence: the next folios of a run, and
+                // anything between.
+                let mut seq = None;
+                for q in (0..6).map(|j| pfn + j * 512).chain([pfn + 1, pfn, pfn + 512]) {
+                    prop_assert_eq!(m.small_meta_seq(&mut seq, Pfn(q)), m.small_meta(Pfn(q)));
+                }
                 if let Some(v) = m.run_view(Pfn(pfn)) {
                     for q in [pfn, pfn + 1, pfn + 3, pfn + 512, pfn + 1024, pfn.saturating_sub(1)] {
                         if v.covers(Pfn(q)) {

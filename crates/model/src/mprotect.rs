@@ -20,8 +20,8 @@ use crate::arch::{Arch, PteValue};
 use crate::cx::{Cx, Delta, Mark};
 use crate::folio::{
     count_folio_pte_batch_flags, folio_pte_batch_flags, folio_test_anon, folio_test_large,
-    page_anon, page_anon_exclusive, page_folio, vm_normal_page, Folio, FpbFlags, RunView,
-    SmallMeta,
+    page_anon, page_anon_exclusive, page_folio, vm_normal_page, Folio, FpbFlags, SmallMeta,
+    SmallSeq,
 };
 use crate::mm::{pmd_addr_end, Vma};
 use crate::strategy::{KFn, MprotectImpl};
@@ -315,7 +315,7 @@ impl<P: PteValue> Step<P> {
         let mask = A::PFN_FIELD;
         let arch = cx.arch;
         let mut last = cx.last_page();
-        let mut view: Option<RunView> = None;
+        let mut seq: Option<SmallSeq> = None;
         let mut a = addr;
         while a < end {
             let old = cx.mm.pt.get(a).val();
@@ -326,15 +326,7 @@ impl<P: PteValue> Step<P> {
             if last == Some(pfn.0) {
                 break;
             }
-            let memmap = &cx.mm.memmap;
-            if !view.is_some_and(|v| v.covers(pfn)) {
-                view = memmap.run_view(pfn);
-            }
-            let meta = match &view {
-                Some(v) if v.covers(pfn) => memmap.small_meta_in(v, pfn),
-                _ => memmap.small_meta(pfn),
-            };
-            if meta != self.meta {
+            if cx.mm.memmap.small_meta_seq(&mut seq, pfn) != self.meta {
                 break;
             }
             let new = P::from_val(((old & mask) ^ self.flip) | self.new_bits);
