@@ -142,7 +142,7 @@ struct Hit {
 /// One run of the memmap and the PFNs whose lookup ends in it
 /// ([`Memmap::run_view`]).
 #[derive(Clone, Copy, Debug)]
-pub struct RunView {
+struct RunView {
     lo: u64,
     hi: u64,
     run: Run,
@@ -151,7 +151,7 @@ pub struct RunView {
 impl RunView {
     /// Whether the view answers for `pfn`.
     #[inline]
-    pub fn covers(&self, pfn: Pfn) -> bool {
+    fn covers(&self, pfn: Pfn) -> bool {
         self.lo <= pfn.0 && pfn.0 < self.hi
     }
 }
@@ -345,9 +345,8 @@ impl Memmap {
     }
 
     /// The run [`Memmap::small_meta`] searches for `pfn`, with the PFNs it
-    /// searches that run for: [`Memmap::small_meta_in`] answers for those
-    /// without the search.
-    pub fn run_view(&self, pfn: Pfn) -> Option<RunView> {
+    /// searches that run for.
+    fn run_view(&self, pfn: Pfn) -> Option<RunView> {
         let i = match self.runs.len() {
             1 => 0,
             _ => self
@@ -401,13 +400,6 @@ impl Memmap {
     #[inline]
     fn bit(&self, bit: u64) -> bool {
         self.exclusive[(bit / 64) as usize] >> (bit % 64) & 1 != 0
-    }
-
-    /// [`Memmap::small_meta`] of `pfn`, which `view` answers for.
-    #[inline]
-    pub fn small_meta_in(&self, view: &RunView, pfn: Pfn) -> SmallMeta {
-        debug_assert!(view.covers(pfn));
-        self.meta_of(view.run.hit(pfn.0))
     }
 
     /// The struct page of `pfn`, if the model allocated one.
@@ -799,13 +791,6 @@ mod tests {
                 let mut seq = None;
                 for q in (0..6).map(|j| pfn + j * 512).chain([pfn + 1, pfn, pfn + 512]) {
                     prop_assert_eq!(m.small_meta_seq(&mut seq, Pfn(q)), m.small_meta(Pfn(q)));
-                }
-                if let Some(v) = m.run_view(Pfn(pfn)) {
-                    for q in [pfn, pfn + 1, pfn + 3, pfn + 512, pfn + 1024, pfn.saturating_sub(1)] {
-                        if v.covers(Pfn(q)) {
-                            prop_assert_eq!(m.small_meta_in(&v, Pfn(q)), m.small_meta(Pfn(q)));
-                        }
-                    }
                 }
                 prop_assert_eq!(
                     m.anon_not_exclusive(Pfn(pfn)),

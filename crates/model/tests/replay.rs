@@ -155,7 +155,7 @@ fn run(case: &Case, replay: bool) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: 400, ..Config::default() })]
+    #![proptest_config(Config { cases: 1000, ..Config::default() })]
 
     #[test]
     fn replayed_steps_end_where_the_walk_does(case in case()) {
