@@ -37,6 +37,20 @@ macro_rules! counters {
                 vec![$((stringify!($name), self.$name)),*]
             }
 
+            /// Number of scalar counters.
+            pub const LEN: usize = [$(stringify!($name)),*].len();
+
+            /// The scalar counters, in display order.
+            pub fn scalar_array(&self) -> [u64; Self::LEN] {
+                [$(self.$name),*]
+            }
+
+            /// Add `k` times `delta` (scalars in display order).
+            pub fn add_scalars(&mut self, delta: &[u64; Self::LEN], k: u64) {
+                let mut it = delta.iter();
+                $( self.$name += it.next().copied().unwrap_or(0) * k; )*
+            }
+
             /// Add `other` into `self` (histograms merged).
             pub fn add(&mut self, other: &Counters) {
                 $( self.$name += other.$name; )*

@@ -27,6 +27,10 @@ pub struct Cx<A: Arch> {
     pub counters: Counters,
     /// Hardware TLB model (`None`: not checked, faster).
     pub tlb: Option<TlbModel<A::Pte>>,
+    /// Let `change_pte_range()` replay a PTE's step on like PTEs
+    /// ([`crate::Arch::RUN_REPLAY`]); on by default, off in the tests that
+    /// hold the replay to the step-by-step walk.
+    pub run_replay: bool,
     /// Flushes issued since the last [`Cx::take_flushes`].
     pub flushes: Vec<FlushOp>,
     /// The struct page read last (for `page_reads`).
@@ -56,6 +60,7 @@ impl<A: Arch> Cx<A> {
             mm,
             counters: Counters::default(),
             tlb,
+            run_replay: true,
             flushes: Vec::new(),
             last_page: None,
             batch_hist: Vec::new(),
@@ -174,6 +179,71 @@ impl<A: Arch> Cx<A> {
         self.batch_hist[i] += 1;
     }
 
+    /// The struct page read last (`page_reads` does not count it again).
+    #[inline]
+    pub(crate) fn last_page(&self) -> Option<u64> {
+        self.last_page
+    }
+
+    /// [`Cx::last_page`] after a replayed step.
+    #[inline]
+    pub(crate) fn set_last_page(&mut self, pfn: u64) {
+        self.last_page = Some(pfn);
+    }
+
+    /// The counts so far, for [`Cx::since`].
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            scalars: self.counters.scalar_array(),
+            fn_calls: self.fn_calls,
+            batches: self.batch_hist.clone(),
+            flushes: self.flushes.len(),
+        }
+    }
+
+    /// What was counted since `m`, if it is what a step of one PTE can
+    /// count: no flush issued, at most one batch recorded.
+    pub(crate) fn since(&self, m: &Mark) -> Option<Delta> {
+        if self.flushes.len() != m.flushes {
+            return None;
+        }
+        let mut scalars = self.counters.scalar_array();
+        for (d, b) in scalars.iter_mut().zip(m.scalars) {
+            *d = d.checked_sub(b)?;
+        }
+        let mut fn_calls = self.fn_calls;
+        for (d, b) in fn_calls.iter_mut().zip(m.fn_calls) {
+            *d = d.checked_sub(b)?;
+        }
+        let mut batch = None;
+        for (nr, &n) in self.batch_hist.iter().enumerate() {
+            match n.checked_sub(m.batches.get(nr).copied().unwrap_or(0))? {
+                0 => {}
+                1 if batch.is_none() => batch = Some(nr),
+                _ => return None,
+            }
+        }
+        Some(Delta {
+            scalars,
+            fn_calls,
+            batch,
+        })
+    }
+
+    /// Count `d` again `k` times (`k` replayed steps).
+    pub(crate) fn add_delta(&mut self, d: &Delta, k: u64) {
+        if k == 0 {
+            return;
+        }
+        self.counters.add_scalars(&d.scalars, k);
+        for (c, n) in self.fn_calls.iter_mut().zip(d.fn_calls) {
+            *c += n * k;
+        }
+        if let Some(nr) = d.batch {
+            self.batch_hist[nr] += k;
+        }
+    }
+
     /// Return the counters and start from zero.
     pub fn take_counters(&mut self) -> Counters {
         self.last_page = None;
@@ -219,5 +289,33 @@ impl<A: Arch> Cx<A> {
             None => Ok(()),
             Some(tlb) => tlb.check(&self.arch, &self.mm.pt),
         }
+    }
+}
+
+/// The counts at one point of a walk ([`Cx::mark`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Mark {
+    scalars: [u64; Counters::LEN],
+    fn_calls: [u64; KFn::ALL.len()],
+    batches: Vec<u64>,
+    flushes: usize,
+}
+
+/// The counts of one step of a walk ([`Cx::since`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Delta {
+    pub(crate) scalars: [u64; Counters::LEN],
+    fn_calls: [u64; KFn::ALL.len()],
+    /// The batch size it recorded, if any.
+    pub(crate) batch: Option<usize>,
+}
+
+impl Delta {
+    /// The scalar counter `name` (one of [`Counters::NAMES`]).
+    pub(crate) fn scalar(&self, name: &str) -> u64 {
+        Counters::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map_or(0, |i| self.scalars[i])
     }
 }

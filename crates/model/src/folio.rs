@@ -38,7 +38,7 @@ pub struct PageMeta {
 /// order-0 folio (8 GB for a 1G region of 4K folios, four strategies), and
 /// `run_model`'s folios, all of one order at one stride, are one run. A page
 /// costs its `PageAnonExclusive` bit.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Memmap {
     /// Sorted by head PFN; their folios do not overlap.
     runs: Vec<Run>,
@@ -62,6 +62,16 @@ impl PartialEq for Memmap {
 
 impl Eq for Memmap {}
 
+impl std::fmt::Debug for Memmap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memmap")
+            .field("runs", &self.runs)
+            .field("exclusive", &self.exclusive)
+            .field("nbits", &self.nbits)
+            .finish_non_exhaustive()
+    }
+}
+
 /// `count` folios of one order and anon-ness, `stride` PFNs apart, whose
 /// `PageAnonExclusive` bits follow one another from `excl`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +92,25 @@ impl Run {
 
     fn end(&self) -> u64 {
         self.head + (self.count - 1) * self.stride + self.nr_pages()
+    }
+
+    /// The folio of this run holding `pfn`.
+    #[inline]
+    fn hit(&self, pfn: u64) -> Option<Hit> {
+        let off = pfn.checked_sub(self.head)?;
+        let k = match self.stride {
+            0 => 0,
+            s if s.is_power_of_two() => (off >> s.trailing_zeros()).min(self.count - 1),
+            s => (off / s).min(self.count - 1),
+        };
+        let head = self.head + k * self.stride;
+        let i = pfn - head;
+        (i < self.nr_pages()).then_some(Hit {
+            head,
+            bit: self.excl + (k << self.order) + i,
+            order: self.order,
+            anon: self.anon,
+        })
     }
 
     /// Extend the run by the folio at `head` whose bits start at `excl`, if
@@ -108,6 +137,48 @@ struct Hit {
     bit: u64,
     order: u8,
     anon: bool,
+}
+
+/// One run of the memmap and the PFNs whose lookup ends in it
+/// ([`Memmap::run_view`]).
+#[derive(Clone, Copy, Debug)]
+struct RunView {
+    lo: u64,
+    hi: u64,
+    run: Run,
+}
+
+impl RunView {
+    /// Whether the view answers for `pfn`.
+    #[inline]
+    fn covers(&self, pfn: Pfn) -> bool {
+        self.lo <= pfn.0 && pfn.0 < self.hi
+    }
+}
+
+/// Where [`Memmap::small_meta_seq`] found the last order-0 folio: its run,
+/// PFN and index in the run.
+#[derive(Clone, Copy, Debug)]
+pub struct SmallSeq {
+    view: RunView,
+    pfn: u64,
+    k: u64,
+}
+
+/// See [`Memmap::small_meta`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmallMeta {
+    /// No struct page (the model allocated none there).
+    NoPage,
+    /// A page of a folio of order 1 or more.
+    Large,
+    /// An order-0 folio.
+    Small {
+        /// `folio_test_anon()`.
+        anon: bool,
+        /// `PageAnonExclusive()`.
+        exclusive: bool,
+    },
 }
 
 /// A folio: its head PFN, order and anon flag.
@@ -270,20 +341,65 @@ impl Memmap {
             [r] => r,
             runs => &runs[runs.partition_point(|r| r.head <= pfn).checked_sub(1)?],
         };
-        let off = pfn.checked_sub(r.head)?;
-        let k = match r.stride {
-            0 => 0,
-            s if s.is_power_of_two() => (off >> s.trailing_zeros()).min(r.count - 1),
-            s => (off / s).min(r.count - 1),
+        r.hit(pfn)
+    }
+
+    /// The run [`Memmap::small_meta`] searches for `pfn`, with the PFNs it
+    /// searches that run for.
+    fn run_view(&self, pfn: Pfn) -> Option<RunView> {
+        let i = match self.runs.len() {
+            1 => 0,
+            _ => self
+                .runs
+                .partition_point(|r| r.head <= pfn.0)
+                .checked_sub(1)?,
         };
-        let head = r.head + k * r.stride;
-        let i = pfn - head;
-        (i < r.nr_pages()).then_some(Hit {
-            head,
-            bit: r.excl + (k << r.order) + i,
-            order: r.order,
-            anon: r.anon,
+        Some(RunView {
+            lo: if i == 0 { 0 } else { self.runs[i].head },
+            hi: self.runs.get(i + 1).map_or(u64::MAX, |r| r.head),
+            run: self.runs[i],
         })
+    }
+
+    /// [`Memmap::small_meta`] of `pfn`, looked up after `seq`'s (a run of
+    /// PTEs maps one run's folios in turn): when `pfn` is the order-0 folio
+    /// after the one `seq` found, in the same run, no search or division.
+    #[inline]
+    pub fn small_meta_seq(&self, seq: &mut Option<SmallSeq>, pfn: Pfn) -> SmallMeta {
+        if let Some(c) = seq {
+            let r = &c.view.run;
+            // Folio k + 1 of an order-0 run: off = (k + 1) * stride, so
+            // `Run::hit` finds k + 1 and bit excl + k + 1.
+            if r.stride > 0 && pfn.0 == c.pfn + r.stride && c.k + 1 < r.count && pfn.0 < c.view.hi {
+                c.pfn = pfn.0;
+                c.k += 1;
+                return SmallMeta::Small {
+                    anon: r.anon,
+                    exclusive: self.bit(r.excl + c.k),
+                };
+            }
+        }
+        let hit = match self.run_view(pfn) {
+            Some(view) if view.covers(pfn) => {
+                let hit = view.run.hit(pfn.0);
+                *seq = hit.filter(|h| h.order == 0).map(|h| SmallSeq {
+                    view,
+                    pfn: pfn.0,
+                    k: h.bit - view.run.excl,
+                });
+                hit
+            }
+            _ => {
+                *seq = None;
+                self.hit_uncached(pfn.0)
+            }
+        };
+        self.meta_of(hit)
+    }
+
+    #[inline]
+    fn bit(&self, bit: u64) -> bool {
+        self.exclusive[(bit / 64) as usize] >> (bit % 64) & 1 != 0
     }
 
     /// The struct page of `pfn`, if the model allocated one.
@@ -304,6 +420,45 @@ impl Memmap {
     pub fn anon_not_exclusive(&self, pfn: Pfn) -> bool {
         self.hit_uncached(pfn.0).is_some_and(|h| {
             h.anon && self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 == 0
+        })
+    }
+
+    /// What `pfn` is for the run replay of `change_pte_range()`: no struct
+    /// page, a page of a large folio, or an order-0 folio with its anon and
+    /// `PageAnonExclusive` flags.
+    #[inline]
+    pub fn small_meta(&self, pfn: Pfn) -> SmallMeta {
+        self.meta_of(self.hit_uncached(pfn.0))
+    }
+
+    #[inline]
+    fn meta_of(&self, hit: Option<Hit>) -> SmallMeta {
+        match hit {
+            None => SmallMeta::NoPage,
+            Some(h) if h.order > 0 => SmallMeta::Large,
+            Some(h) => SmallMeta::Small {
+                anon: h.anon,
+                exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
+            },
+        }
+    }
+
+    /// Whether every anon page has `PageAnonExclusive` (then no PTE can map
+    /// a non-exclusive one): a word at a time over the runs' bits.
+    pub fn every_anon_page_exclusive(&self) -> bool {
+        self.runs.iter().filter(|r| r.anon).all(|r| {
+            let (lo, hi) = (r.excl, r.excl + (r.count << r.order));
+            let mut bit = lo;
+            while bit < hi {
+                let (w, b) = ((bit / 64) as usize, bit % 64);
+                let n = (64 - b).min(hi - bit);
+                let want = (u64::MAX >> (64 - n)) << b;
+                if self.exclusive[w] & want != want {
+                    return false;
+                }
+                bit += n;
+            }
+            true
         })
     }
 
@@ -618,6 +773,10 @@ mod tests {
                 };
                 prop_assert_eq!(m.set_anon_exclusive(Pfn(pfn), on), want);
             }
+            prop_assert_eq!(
+                m.every_anon_page_exclusive(),
+                r.0.values().all(|p| !p.anon || p.anon_exclusive)
+            );
             // Every page and its neighbours, and PFNs anywhere around.
             let lo = r.0.keys().next().copied().unwrap_or(0).saturating_sub(600);
             let hi = r.0.keys().last().copied().unwrap_or(0) + 600;
@@ -626,6 +785,13 @@ mod tests {
             for pfn in near.chain(far).chain([0, 1 << 19, u64::MAX]) {
                 let want = r.0.get(&pfn).copied();
                 prop_assert_eq!(m.page(Pfn(pfn)), want, "pfn {:#x}", pfn);
+                prop_assert!(!m.every_anon_page_exclusive() || !m.anon_not_exclusive(Pfn(pfn)));
+                // Lookups in sequence: the next folios of a run, and
+                // anything between.
+                let mut seq = None;
+                for q in (0..6).map(|j| pfn + j * 512).chain([pfn + 1, pfn, pfn + 512]) {
+                    prop_assert_eq!(m.small_meta_seq(&mut seq, Pfn(q)), m.small_meta(Pfn(q)));
+                }
                 prop_assert_eq!(
                     m.anon_not_exclusive(Pfn(pfn)),
                     want.is_some_and(|p| p.anon && !p.anon_exclusive)

@@ -191,6 +191,19 @@ impl Cursor {
         }
     }
 
+    /// [`Cursor::place`] of `count` plain folios of `order` (`count` >= 1):
+    /// the first's VA and head PFN, and the PFN stride. After the first,
+    /// each folio's VA and PFN are already aligned, so each next one lies
+    /// `n` pages and `max(n, 512)` PFNs further.
+    fn place_run(&mut self, order: u8, count: usize) -> (u64, Pfn, u64) {
+        let n = 1u64 << order;
+        let stride = n.max(512);
+        let (va, head) = self.place(&FolioPlacement::whole(order));
+        self.va = va + count as u64 * n;
+        self.pfn = head.0 + (count as u64 - 1) * stride + n;
+        (va, head, stride)
+    }
+
     /// VA of page 0 and head PFN of `f`.
     fn place(&mut self, f: &FolioPlacement) -> (u64, Pfn) {
         let n = 1u64 << f.order;
@@ -227,9 +240,21 @@ fn build_core<'s, A: Arch>(
             memmap.add_folios(head, stride, count, order, !shared);
         }
     };
+    // Runs of plain folios (whole, exclusive, untweaked, aligned) of one
+    // order: (first, count, order). The passes below place them in one
+    // step and skip what they do not need.
+    let mut plain: Vec<(usize, usize, u8)> = Vec::new();
     for i in 0..nfolios {
         let f = folio(i);
         let (_, head) = cursor.place(&f);
+        if is_plain(&f) {
+            match plain.last_mut() {
+                Some((first, count, order)) if *first + *count == i && *order == f.order => {
+                    *count += 1
+                }
+                _ => plain.push((i, 1, f.order)),
+            }
+        }
         if f.exclusive.is_empty() {
             if let Some((h0, stride, count, order)) = &mut group {
                 if *order == f.order && (*count == 1 || head.0 == *h0 + *count * *stride) {
@@ -259,28 +284,56 @@ fn build_core<'s, A: Arch>(
     // not need it.
     let mut cx = Cx::new(arch, kernel, mm, false);
     let vma = cx.mm.vmas[0];
-    let mut cursor = Cursor::new(spec);
-    for i in 0..nfolios {
-        let f = folio(i);
-        let (va, head) = cursor.place(&f);
-        let (lo, hi) = f.mapped;
-        if lo >= hi {
-            continue;
-        }
-        let mut pte = arch.pfn_pte(Pfn(head.0 + lo), vma.page_prot);
+    let fault_pte = |pfn: u64| {
+        let mut pte = arch.pfn_pte(Pfn(pfn), vma.page_prot);
         pte = arch.pte_mkyoung(pte);
         // Anonymous memory: a write fault. A page_mkwrite file: a read fault.
         if vma.flags.contains(VmFlags::WRITE) && !page_mkwrite {
             pte = arch.pte_mkwrite(arch.pte_mkdirty(pte));
         }
-        A::set_ptes(&mut cx, va + lo, pte, hi - lo);
+        pte
+    };
+    let mut cursor = Cursor::new(spec);
+    let mut runs = plain.iter().peekable();
+    let mut i = 0;
+    while i < nfolios {
+        if let Some(&(_, count, order)) = runs.next_if(|r| r.0 == i) {
+            let (va, head, stride) = cursor.place_run(order, count);
+            let n = 1u64 << order;
+            for k in 0..count as u64 {
+                A::set_ptes(&mut cx, va + k * n, fault_pte(head.0 + k * stride), n);
+            }
+            i += count;
+            continue;
+        }
+        let f = folio(i);
+        i += 1;
+        let (va, head) = cursor.place(&f);
+        let (lo, hi) = f.mapped;
+        if lo >= hi {
+            continue;
+        }
+        A::set_ptes(&mut cx, va + lo, fault_pte(head.0 + lo), hi - lo);
     }
     // A writable PTE of a private anon page implies PageAnonExclusive:
     // write-protect the others (whole contig blocks on arm64, to stay uniform).
     let mut cursor = Cursor::new(spec);
     let mut placed = Vec::with_capacity(if keep_folios { nfolios } else { 0 });
-    for i in 0..nfolios {
+    let mut runs = plain.iter().peekable();
+    let mut i = 0;
+    while i < nfolios {
+        if let Some(&(_, count, order)) = runs.next_if(|r| r.0 == i) {
+            // Every page exclusive, no tweak: nothing to do but place them.
+            let (va, head, stride) = cursor.place_run(order, count);
+            if keep_folios {
+                let n = 1u64 << order;
+                placed.extend((0..count as u64).map(|k| (va + k * n, Pfn(head.0 + k * stride))));
+            }
+            i += count;
+            continue;
+        }
         let f = folio(i);
+        i += 1;
         let (va, head) = cursor.place(&f);
         if keep_folios {
             placed.push((va, head));
@@ -318,6 +371,15 @@ fn build_core<'s, A: Arch>(
             folios: placed,
         },
     )
+}
+
+/// A folio the passes of [`build_core`] may place in runs: whole, every
+/// page exclusive, no tweak, at its natural VA alignment.
+fn is_plain(f: &FolioPlacement) -> bool {
+    f.mapped == (0, 1 << f.order)
+        && f.exclusive.is_empty()
+        && f.tweaks.is_empty()
+        && !f.va_misaligned
 }
 
 fn block_of<A: Arch>(cx: &Cx<A>, addr: u64) -> (u64, u64) {
@@ -376,5 +438,31 @@ fn apply_tweak<A: Arch>(cx: &mut Cx<A>, addr: u64, tweak: PteTweak) {
         }
         PteTweak::SoftDirty if !cont => cx.poke(addr, arch.pte_mksoft_dirty(p)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_plain_folios_is_placed_as_one_by_one() {
+        for order in [0u8, 1, 4, 9] {
+            for count in [1usize, 2, 7] {
+                for (va, pfn) in [(4096, 1 << 20), (4099, (1 << 20) + 3), (7, 513)] {
+                    let mut one = Cursor { va, pfn };
+                    let mut run = Cursor { va, pfn };
+                    let f = FolioPlacement::whole(order);
+                    let at: Vec<(u64, Pfn)> = (0..count).map(|_| one.place(&f)).collect();
+                    let (va0, head, stride) = run.place_run(order, count);
+                    let n = 1u64 << order;
+                    let want: Vec<(u64, Pfn)> = (0..count as u64)
+                        .map(|k| (va0 + k * n, Pfn(head.0 + k * stride)))
+                        .collect();
+                    assert_eq!(at, want, "order {order} count {count}");
+                    assert_eq!((one.va, one.pfn), (run.va, run.pfn));
+                }
+            }
+        }
     }
 }

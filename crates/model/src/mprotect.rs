@@ -16,11 +16,12 @@
 
 use bitflags::bitflags;
 
-use crate::arch::Arch;
-use crate::cx::Cx;
+use crate::arch::{Arch, PteValue};
+use crate::cx::{Cx, Delta, Mark};
 use crate::folio::{
     count_folio_pte_batch_flags, folio_pte_batch_flags, folio_test_anon, folio_test_large,
-    page_anon, page_anon_exclusive, page_folio, vm_normal_page, Folio, FpbFlags,
+    page_anon, page_anon_exclusive, page_folio, vm_normal_page, Folio, FpbFlags, SmallMeta,
+    SmallSeq,
 };
 use crate::mm::{pmd_addr_end, Vma};
 use crate::strategy::{KFn, MprotectImpl};
@@ -142,7 +143,25 @@ pub fn change_pte_range<A: Arch>(
 ) -> u64 {
     let mut pages = 0;
     let mut addr = addr;
+    let replay = A::RUN_REPLAY && cx.run_replay;
+    // The step last recorded, and how many times it was replayed since
+    // (counted when it is replaced, and at the end).
+    let mut memo: Option<(Step<A::Pte>, u64)> = None;
     while addr < end {
+        if let Some((step, k)) = &mut memo {
+            let n = step.replay(cx, tlb, addr, end);
+            *k += n;
+            pages += n;
+            addr += n;
+            if addr == end {
+                break;
+            }
+        }
+        let start = if replay {
+            StepStart::at(cx, tlb, addr)
+        } else {
+            None
+        };
         let mut nr_ptes = 1;
         let oldpte = A::ptep_get(cx, addr);
         if cx.arch.pte_present(oldpte) {
@@ -159,8 +178,182 @@ pub fn change_pte_range<A: Arch>(
             pages += nr_ptes;
         }
         addr += nr_ptes;
+        if let Some(step) = start.and_then(|s| s.finish(cx, tlb)) {
+            if let Some((old, k)) = memo.replace((step, 0)) {
+                cx.add_delta(&old.delta, k);
+            }
+        }
+    }
+    if let Some((step, k)) = memo {
+        cx.add_delta(&step.delta, k);
     }
     pages
+}
+
+/// The state before one step of [`change_pte_range`] over a present PTE of
+/// an order-0 folio (or of no struct page), to record it as a [`Step`].
+struct StepStart<P> {
+    addr: u64,
+    old: P,
+    pfn: u64,
+    meta: SmallMeta,
+    last_page: Option<u64>,
+    gather: MmuGather,
+    mark: Mark,
+}
+
+/// One step of [`change_pte_range`] over one PTE, as a function of what it
+/// read: the PTE's bits outside its PFN, its page's [`SmallMeta`], and that
+/// the struct page read last was another. A like PTE later in the same PTE
+/// table takes the same path through the same code — every input of the
+/// step but the PFN is the same (the VMA, the new protection, the kernel,
+/// the flags), the arch touches that one entry only
+/// ([`Arch::RUN_REPLAY`]), and the PFN only selects which struct page is
+/// read — so it writes the same bits over its own PFN field (kept or
+/// inverted whole), caches that value in the TLB model if the recorded
+/// one was, widens the mmu_gather by its page if the recorded one did,
+/// reads its own struct page last if the recorded one read one, and
+/// counts the same. [`Step::replay`] does exactly that;
+/// `tests/equivalence.rs` holds it to the step-by-step walk on random
+/// layouts.
+struct Step<P> {
+    old_bits: u64,
+    meta: SmallMeta,
+    /// XOR applied to the PFN field: 0 or all of it.
+    flip: u64,
+    new_bits: u64,
+    new_hw_valid: bool,
+    gathers: bool,
+    reads_page: bool,
+    delta: Delta,
+    _pte: std::marker::PhantomData<P>,
+}
+
+impl<P: PteValue> StepStart<P> {
+    /// `None` when the PTE at `addr` is not one a [`Step`] describes.
+    fn at<A: Arch<Pte = P>>(cx: &Cx<A>, tlb: &MmuGather, addr: u64) -> Option<Self> {
+        let old = cx.peek(addr);
+        if !cx.arch.pte_present(old) || old.val() & !A::PFN_FIELD == 0 {
+            return None;
+        }
+        let pfn = cx.arch.pte_pfn(old);
+        let meta = cx.mm.memmap.small_meta(pfn);
+        if meta == SmallMeta::Large || cx.last_page() == Some(pfn.0) {
+            return None;
+        }
+        Some(StepStart {
+            addr,
+            old,
+            pfn: pfn.0,
+            meta,
+            last_page: cx.last_page(),
+            gather: tlb.clone(),
+            mark: cx.mark(),
+        })
+    }
+
+    /// The step just taken from `self`, if it did only what a [`Step`]
+    /// can replay: one batch of one PTE, one load, one exchange and one
+    /// store of that entry, no flush, at most one struct page read (its
+    /// own), the gather unchanged or widened by that page.
+    fn finish<A: Arch<Pte = P>>(self, cx: &Cx<A>, tlb: &MmuGather) -> Option<Step<P>> {
+        let delta = cx.since(&self.mark)?;
+        let one = |name| delta.scalar(name) == 1;
+        if delta.batch != Some(1) || !one("pte_loads") || !one("pte_xchg") || !one("pte_stores") {
+            return None;
+        }
+        let mask = A::PFN_FIELD;
+        let new = cx.peek(self.addr);
+        let flip = (new.val() ^ self.old.val()) & mask;
+        if (flip != 0 && flip != mask) || new.val() & !mask == 0 {
+            return None;
+        }
+        let gathers = if *tlb == self.gather {
+            false
+        } else {
+            let mut g = self.gather.clone();
+            g.widen(self.addr, 1);
+            if g != *tlb {
+                return None;
+            }
+            true
+        };
+        let reads_page = match cx.last_page() {
+            p if p == self.last_page => false,
+            p if p == Some(self.pfn) => true,
+            _ => return None,
+        };
+        if delta.scalar("page_reads") != u64::from(reads_page) {
+            return None;
+        }
+        Some(Step {
+            old_bits: self.old.val() & !mask,
+            meta: self.meta,
+            flip,
+            new_bits: new.val() & !mask,
+            new_hw_valid: cx.arch.pte_hw_valid(new),
+            gathers,
+            reads_page,
+            delta,
+            _pte: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<P: PteValue> Step<P> {
+    /// Take the step on each PTE from `addr` on that is alike, up to
+    /// `end`, and return how many (counted later by the caller,
+    /// [`Cx::add_delta`]).
+    #[inline]
+    fn replay<A: Arch<Pte = P>>(
+        &self,
+        cx: &mut Cx<A>,
+        tlb: &mut MmuGather,
+        addr: u64,
+        end: u64,
+    ) -> u64 {
+        let mask = A::PFN_FIELD;
+        let arch = cx.arch;
+        let mut last = cx.last_page();
+        let mut seq: Option<SmallSeq> = None;
+        let mut a = addr;
+        while a < end {
+            let old = cx.mm.pt.get(a).val();
+            if old & !mask != self.old_bits {
+                break;
+            }
+            let pfn = arch.pte_pfn(P::from_val(old));
+            if last == Some(pfn.0) {
+                break;
+            }
+            if cx.mm.memmap.small_meta_seq(&mut seq, pfn) != self.meta {
+                break;
+            }
+            let new = P::from_val(((old & mask) ^ self.flip) | self.new_bits);
+            cx.mm.pt.set(a, new);
+            if self.new_hw_valid {
+                if let Some(t) = cx.tlb.as_mut() {
+                    t.cache(a, new);
+                }
+            }
+            if self.reads_page {
+                last = Some(pfn.0);
+            }
+            a += 1;
+        }
+        if a > addr {
+            // One widening by the pages replayed is the widenings by each.
+            if self.gathers {
+                tlb.widen(addr, a - addr);
+            }
+            if let Some(p) = last {
+                if self.reads_page {
+                    cx.set_last_page(p);
+                }
+            }
+        }
+        a - addr
+    }
 }
 
 fn apply_uffd<A: Arch>(arch: &A, ptent: A::Pte, cp_flags: CpFlags) -> A::Pte {

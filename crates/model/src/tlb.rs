@@ -77,6 +77,13 @@ impl MmuGather {
     /// `addr`. Bookkeeping only, no hardware operation.
     pub fn tlb_flush_pte_range<A: Arch>(&mut self, cx: &mut Cx<A>, addr: u64, nr: u64) {
         cx.counters.tlb_gather_ranges += 1;
+        self.widen(addr, nr);
+    }
+
+    /// [`MmuGather::tlb_flush_pte_range`] without counting (a replayed step
+    /// is counted in bulk).
+    #[inline]
+    pub(crate) fn widen(&mut self, addr: u64, nr: u64) {
         self.start = self.start.min(addr);
         self.end = self.end.max(addr + nr);
         self.cleared_ptes = true;

@@ -51,6 +51,15 @@ pub trait Arch: Copy + Debug + Send + Sync + 'static {
     /// The arch's PTE type.
     type Pte: PteValue;
 
+    /// `change_pte_range()` may replay one PTE's step on the next PTEs
+    /// that look alike (`mprotect::change_pte_range`): every page-table
+    /// operation of the arch touches only its own entry (no contiguous
+    /// blocks, `pte_batch_hint()` 1), and the PFN lies in [`Arch::PFN_FIELD`]
+    /// (kept or inverted whole by every bit operation mprotect applies).
+    const RUN_REPLAY: bool = false;
+    /// The PFN bits of a PTE value (see [`Arch::RUN_REPLAY`]).
+    const PFN_FIELD: u64 = 0;
+
     /// "x86_64" or "arm64".
     fn name(&self) -> &'static str;
     /// The arch of the Debian build whose out-of-line functions are counted.

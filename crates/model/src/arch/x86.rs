@@ -175,6 +175,8 @@ pub struct X86;
 
 impl Arch for X86 {
     type Pte = X86Pte;
+    const RUN_REPLAY: bool = true;
+    const PFN_FIELD: u64 = PTE_PFN_MASK;
 
     fn name(&self) -> &'static str {
         "x86_64"
