@@ -743,12 +743,15 @@ fn job_of(stderr: &str, task: &str) -> Option<(String, String)> {
 /// builds as one job array of two tasks, each step's build as a job of one
 /// task, into the shared cache. Commit 2 does not build: its task is
 /// reported with its log and the step is skipped, as locally, and the
-/// report (first bad, verdicts, exact counter figures) is the local one.
+/// report is the known answer: commit 1 first bad, the verdicts, and the
+/// exact counter figures of the two kernels. (That a Slurm bisect's report
+/// is a local one's, figure for figure, is the test above; a local run
+/// here would boot three more guests.)
 /// A good endpoint that does not build is bad input, with its task's log.
 /// The tree's builds copy cached Debian images (`--build-cmd`): no kernel
 /// is compiled.
 #[test]
-fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_what_a_local_one_finds() {
+fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() {
     use crate::bisect_cli::Tree;
     let Some((_server, slurm, pg, local)) = end_to_end("tree_bisect_through_slurm", "tree") else {
         return;
@@ -853,10 +856,7 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_what_a_local_one_fi
     );
     assert_eq!(t.state(), before, "the tree is left as found");
 
-    // Locally, then through Slurm.
-    let out = run(&build(2), &[], local.path());
-    assert_success(&out);
-    let here: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Through Slurm.
     let out = run(&build(2), &on_slurm, &pg);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
@@ -891,11 +891,16 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_what_a_local_one_fi
         "{err}"
     );
     assert_eq!(t.state(), before, "the tree is left as found");
-    let (a, b) = (&here["bisect"], &there["bisect"]);
+    let b = &there["bisect"];
     assert_eq!(b["first_bad"][0]["id"], t.ids[1].as_str(), "{b}");
-    for key in ["id", "first_bad", "last_good", "classifier"] {
-        assert_eq!(a[key], b[key], "{key}: local {a} vs slurm {b}");
-    }
+    assert_eq!(b["last_good"], t.ids[0].as_str(), "{b}");
+    // 6.17.8 (bad) calls vm_normal_page for every PTE of both directions,
+    // 6.16.12 (good) in one direction only.
+    assert_eq!(
+        (&b["classifier"]["good"], &b["classifier"]["bad"]),
+        (&Value::from(50.0), &Value::from(100.0)),
+        "{b}"
+    );
     let steps = |s: &Value| -> Vec<(Value, Value, Value)> {
         s["steps"]
             .as_array()
@@ -910,7 +915,6 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_what_a_local_one_fi
             })
             .collect()
     };
-    assert_eq!(steps(a), steps(b));
     let ids: Vec<&str> = [0, 3, 2, 1].iter().map(|&i| t.ids[i].as_str()).collect();
     let verdicts: Vec<(Value, Value)> = steps(b).into_iter().map(|s| (s.0, s.1)).collect();
     assert_eq!(
