@@ -177,6 +177,11 @@ pub struct SampleWindow {
     pub phase: u8,
     /// mm calls timed in the window.
     pub calls: u64,
+    /// The window holds one marked part of the cell's calls
+    /// ([`crate::workload::WorkloadKind::marked_parts`], `phase` being the
+    /// part's index): the cell's window is its parts' windows added.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub part: bool,
 }
 
 /// What ptelab's QEMU plugin counted for a cell (docs/guests.md,
@@ -204,6 +209,39 @@ pub struct Profile {
     /// from their median, as a fraction: how much asynchronous work the
     /// median kept out.
     pub max_window_deviation: f64,
+    /// The same counts for each part of the calls the guest marked apart
+    /// (the toggle's two directions), in the workload's order; empty for
+    /// most workloads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<ProfilePart>,
+}
+
+/// A [`Profile`]'s counts for one marked part of the cell's calls, per
+/// call of that part.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfilePart {
+    /// The part's name (`rw-to-none`).
+    pub phase: String,
+    pub kernel_instructions: f64,
+    pub user_instructions: f64,
+    pub tlb: BTreeMap<String, f64>,
+    pub functions: Vec<FunctionCount>,
+}
+
+impl ProfilePart {
+    /// TLB invalidations per call of the part, as [`Profile::tlb_invalidations`].
+    pub fn tlb_invalidations(&self) -> f64 {
+        invalidations(&self.tlb)
+    }
+}
+
+/// TLB invalidations among TLB-maintenance counts by kind: every kind but
+/// the DSB barrier.
+fn invalidations(tlb: &BTreeMap<String, f64>) -> f64 {
+    tlb.iter()
+        .filter(|(k, _)| ptelab_counts::Tlb::from_name(k).is_some_and(|t| t.invalidates()))
+        .map(|(_, v)| v)
+        .sum::<f64>()
 }
 
 /// One kernel function's counts per call.
@@ -220,11 +258,7 @@ pub struct FunctionCount {
 impl Profile {
     /// TLB invalidations per call, every kind but the DSB barrier.
     pub fn tlb_invalidations(&self) -> f64 {
-        self.tlb
-            .iter()
-            .filter(|(k, _)| ptelab_counts::Tlb::from_name(k).is_some_and(|t| t.invalidates()))
-            .map(|(_, v)| v)
-            .sum::<f64>()
+        invalidations(&self.tlb)
             // An empty sum is -0.0.
             + 0.0
     }

@@ -1,6 +1,7 @@
 //! `ptelab model --predict` on stored guest runs: two real TCG guest sweeps
-//! (x86_64 mprotect-toggle, Debian 6.16.12 and 6.17.8, profiled; the
-//! plugin's function lists trimmed to the functions the cost model reads)
+//! (x86_64 mprotect-toggle, Debian 6.16.12 and 6.17.8, profiled, each call's
+//! direction counted apart; the plugin's function lists trimmed to the
+//! functions the cost model reads)
 //! imported into a scratch database. The fit and the predictions are pure
 //! given the runs, so the report is a snapshot; bad input exits 2 with what
 //! is accepted.
@@ -54,12 +55,14 @@ fn fit_on_one_kernel_predicts_the_next() {
     .success();
     let text = stdout(&out);
     for needle in [
-        "fitted on 8 cells of mprotect-toggle on debian:6.16.12",
-        "guest instructions per call (QEMU TCG icount)",
+        // Each toggle cell is fitted as its two directions.
+        "fitted on 16 cells of mprotect-toggle on debian:6.16.12",
+        "guest instructions per call inside the calls",
+        "4K 400K rw-to-none",
         "vm_normal_page",
         "debian:6.16.12 -> debian:6.17.8",
         // Measured in the guests (the 1.81x / 1.94x / 1.96x).
-        "1.83x",
+        "1.84x",
         "1.96x",
         "no fit cell executes call:maybe_change_pte_writable, call:prot_commit_flush_ptes",
         "no workload on the fit kernels executes these",
@@ -85,7 +88,7 @@ fn json_and_markdown_carry_the_same_report() {
     json_args.push("--json");
     let doc: Value = serde_json::from_str(&stdout(&predict(&db, &json_args).success())).unwrap();
     assert_eq!(doc["schema"], "ptelab/predict/v1");
-    assert_eq!(doc["fit_cells"], 8);
+    assert_eq!(doc["fit_cells"], 16);
     let preds = doc["predictions"].as_array().unwrap();
     assert_eq!(preds.len(), 5, "the 6.17.8 order-0 cells 4K..40M");
     for p in preds {

@@ -252,10 +252,35 @@ fn arm64_order0_flush_rows_match_the_model() {
     )
     .unwrap();
     for c in run["cells"].as_array().unwrap() {
-        let tlb = c["cell"]["profile"]["tlb"].as_object().unwrap();
+        let p = &c["cell"]["profile"];
+        let tlb = p["tlb"].as_object().unwrap();
         assert!(
             tlb.get("tlbi-page").is_none_or(|v| v.as_f64() == Some(0.0)),
             "no single-page TLBI on a PMD-aligned region: {tlb:?}"
+        );
+        // Each toggle call is counted as its direction (as many calls
+        // each): the directions' TLBIs and kernel instructions average to
+        // the cell's. (On 6.16.12 arm64 both directions flush.)
+        let parts = p["parts"].as_array().expect("a toggle profile has parts");
+        let names: Vec<&str> = parts.iter().map(|x| x["phase"].as_str().unwrap()).collect();
+        assert_eq!(names, ["none-to-rw", "rw-to-none"]);
+        let inv = |x: &Value| {
+            x["tlb"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| k.starts_with("tlbi"))
+                .map(|(_, v)| v.as_f64().unwrap())
+                .sum::<f64>()
+        };
+        assert_eq!((inv(&parts[0]) + inv(&parts[1])) / 2.0, inv(p));
+        assert!(inv(&parts[1]) > 0.0, "a PROT_NONE call invalidates");
+        let k = |x: &Value| x["kernel_instructions"].as_f64().unwrap();
+        let mean = (k(&parts[0]) + k(&parts[1])) / 2.0;
+        assert!(
+            (mean - k(p)).abs() <= 0.02 * k(p),
+            "{mean} against {}",
+            k(p)
         );
     }
 }

@@ -395,16 +395,15 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
             gather(&fit, workloads[0])
         );
     }
-    let fit_cells = predict::with_model_rows(fit_obs)?;
-    let fitted: Vec<Observed> = fit_cells.iter().map(|c| c.obs.clone()).collect();
     let targets: Vec<Observed> = stored
         .into_iter()
         .filter(|o| selected(&args.kernel, o))
         .filter(|o| args.workload.is_none_or(|w| w == o.workload))
         .filter(|o| args.sizes.is_empty() || args.sizes.contains(&o.size_bytes))
         .filter(|o| args.folio.is_none_or(|f| f == o.folio))
-        .filter(|o| !fitted.contains(o))
+        .filter(|o| !fit_obs.contains(o))
         .collect();
+    let fit_cells = predict::with_model_rows(predict::by_direction(fit_obs))?;
     let mut targets = predict::with_model_rows(targets)?;
     let model = predict::fit_costs(arch, fit_cells, &mut targets)?;
     let predictions = predict::predict_all(&model, targets)?;

@@ -537,13 +537,17 @@ impl Measured {
             for c in &mut m.cells {
                 let windows = std::mem::take(&mut c.windows);
                 if !windows.is_empty() {
-                    c.profile = Some(profile(&windows, counts, &names).with_context(|| {
-                        format!(
-                            "counting the mechanism of {} {}",
-                            c.workload.name(),
-                            c.folio
-                        )
-                    })?);
+                    c.profile = Some(
+                        profile(&windows, counts, &names, c.workload.marked_parts()).with_context(
+                            || {
+                                format!(
+                                    "counting the mechanism of {} {}",
+                                    c.workload.name(),
+                                    c.folio
+                                )
+                            },
+                        )?,
+                    );
                 }
             }
         }

@@ -57,6 +57,12 @@ pub trait KernelOp {
     fn flush_pass_calls(&self) -> u64 {
         64
     }
+    /// The parts of the (one) timed phase marked apart for the QEMU plugin,
+    /// by marker phase ([`WorkloadKind::marked_parts`]); each part makes
+    /// the same number of the phase's calls.
+    fn marked_parts(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Pages one mm call covers (for ns/page).
     fn pages_per_call(&self) -> u64 {
         self.regions()
@@ -87,6 +93,10 @@ fn mprotect(r: &Region, prot: i32) -> anyhow::Result<()> {
 
 const RW: i32 = libc::PROT_READ | libc::PROT_WRITE;
 
+/// The toggle's marker phases, as [`WorkloadKind::marked_parts`] names them.
+const TOGGLE_RW_PART: usize = 0;
+const TOGGLE_NONE_PART: usize = 1;
+
 /// Seed 001 (libMicro `mprot_tw4m`): regions touched once; each iteration
 /// mprotects every region, alternating PROT_NONE and PROT_READ|PROT_WRITE the
 /// way the reproducer does (`(i + j) % 2`).
@@ -102,20 +112,26 @@ impl KernelOp for MprotectToggle {
     fn iteration_multiple(&self) -> u64 {
         2
     }
+    fn marked_parts(&self) -> &'static [&'static str] {
+        WorkloadKind::MprotectToggle.marked_parts()
+    }
     fn run(&mut self, iterations: u64) -> anyhow::Result<Vec<BatchTime>> {
         let t0 = Instant::now();
-        marker::begin(0);
         for j in 0..iterations {
             for (i, r) in self.regions.iter().enumerate() {
-                let prot = if (i as u64 + j + self.flip).is_multiple_of(2) {
-                    libc::PROT_NONE
+                // Each call is marked as its direction's part: PROT_NONE is
+                // rw-to-none (marker phase 1), the other none-to-rw (0).
+                let (prot, part) = if (i as u64 + j + self.flip).is_multiple_of(2) {
+                    (libc::PROT_NONE, TOGGLE_NONE_PART)
                 } else {
-                    RW
+                    (RW, TOGGLE_RW_PART)
                 };
-                mprotect(r, prot)?;
+                marker::begin(part);
+                let done = mprotect(r, prot);
+                marker::end(part);
+                done?;
             }
         }
-        marker::end(0);
         let ns = t0.elapsed().as_nanos() as u64;
         self.flip = (self.flip + iterations) % 2;
         Ok(vec![BatchTime {

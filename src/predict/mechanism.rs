@@ -198,6 +198,8 @@ mod tests {
                 })
                 .collect(),
             tlb_invalidations: Some(0.5),
+            counted: true,
+            parts: Vec::new(),
         };
         let mut counters: BTreeMap<String, f64> =
             model.iter().map(|(n, v)| (n.to_string(), *v)).collect();

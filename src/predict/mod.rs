@@ -27,7 +27,7 @@ use ptelab_stats::fit::Fit;
 use serde::Serialize;
 
 use crate::model::{arch_config, model_outcomes, ModelPlan};
-use crate::record::FunctionCount;
+use crate::record::{FunctionCount, ProfilePart};
 use crate::workload::size::format_size;
 use crate::workload::{Arch, FolioSpec, WorkloadKind};
 
@@ -125,14 +125,26 @@ pub struct Observed {
     pub size_bytes: u64,
     pub folio: FolioSpec,
     pub phase: Option<String>,
-    /// Guest instructions per call (QEMU TCG icount).
+    /// Guest instructions per call: those the QEMU plugin counted inside
+    /// the calls (kernel and user) where the guest was profiled, else the
+    /// cell's TCG icount figure, which also holds the harness's loop and
+    /// clock reads (20 to 100 instructions a call on x86-64; on arm64,
+    /// where a clock read is a system call under TCG, about 700 a timed
+    /// section: a third of a small prot-transition call).
     pub instructions: f64,
+    /// Whether `instructions` is the plugin's count.
+    pub counted: bool,
     /// The plugin's per-function counts, when the guest was profiled.
     #[serde(skip)]
     pub functions: Vec<FunctionCount>,
     /// The plugin's TLB invalidations per call, when profiled.
     #[serde(skip)]
     pub tlb_invalidations: Option<f64>,
+    /// The cell's calls by direction, where the guest marked them apart
+    /// (the toggle's, [`WorkloadKind::marked_parts`]), as the plugin
+    /// counted each. Empty otherwise.
+    #[serde(skip)]
+    pub parts: Vec<Observed>,
 }
 
 impl Observed {
@@ -149,10 +161,16 @@ impl Observed {
             .into_iter()
             .filter(|c| c.regions == 1 && !c.neighbor)
             .filter_map(move |c| {
-                // Under TCG the figure is guest instructions per call.
-                let instructions = c.ns_per_call.median;
+                // Under TCG the figure is guest instructions per call; the
+                // plugin's count leaves the harness out.
+                let counted = c
+                    .profile
+                    .as_ref()
+                    .map(|p| p.kernel_instructions + p.user_instructions)
+                    .filter(|v| *v > 0.0 && v.is_finite());
+                let instructions = counted.unwrap_or(c.ns_per_call.median);
                 (instructions > 0.0 && instructions.is_finite()).then(|| {
-                    let obs = Observed {
+                    let mut obs = Observed {
                         kernel: kernel.to_string(),
                         arch,
                         strategy,
@@ -161,13 +179,18 @@ impl Observed {
                         folio: c.folio,
                         phase: c.phase.clone(),
                         instructions,
+                        counted: counted.is_some(),
                         tlb_invalidations: c.profile.as_ref().map(|p| p.tlb_invalidations()),
                         functions: c
                             .profile
                             .as_ref()
                             .map(|p| p.functions.clone())
                             .unwrap_or_default(),
+                        parts: Vec::new(),
                     };
+                    if let (Some(p), true) = (&c.profile, obs.counted) {
+                        obs.parts = parts_of(&obs, &p.parts);
+                    }
                     (c, obs)
                 })
             })
@@ -182,6 +205,77 @@ impl Observed {
         }
         s
     }
+}
+
+/// A counted cell's marked parts as cells of their own: the plugin's
+/// count per call of each part. None when a part counted nothing.
+fn parts_of(cell: &Observed, parts: &[ProfilePart]) -> Vec<Observed> {
+    let counted = |p: &ProfilePart| p.kernel_instructions + p.user_instructions;
+    if parts.len() < 2
+        || parts
+            .iter()
+            .any(|p| counted(p).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
+    {
+        return Vec::new();
+    }
+    parts
+        .iter()
+        .map(|p| Observed {
+            phase: Some(p.phase.clone()),
+            instructions: counted(p),
+            counted: true,
+            functions: p.functions.clone(),
+            tlb_invalidations: Some(p.tlb_invalidations()),
+            parts: Vec::new(),
+            ..cell.clone()
+        })
+        .collect()
+}
+
+/// A cell from its marked parts (equally many calls each): the parts'
+/// mean figure and function counts. None without parts.
+pub fn whole_of(parts: &[&Observed]) -> Option<Observed> {
+    let first = parts.first()?;
+    let n = parts.len() as f64;
+    let mut functions: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for p in parts {
+        for f in &p.functions {
+            let e = functions.entry(&f.name).or_default();
+            e.0 += f.entries / n;
+            e.1 += f.instructions / n;
+        }
+    }
+    let mut functions: Vec<FunctionCount> = functions
+        .into_iter()
+        .map(|(name, (entries, instructions))| FunctionCount {
+            name: name.to_string(),
+            entries,
+            instructions,
+        })
+        .collect();
+    functions.sort_by(|a, b| b.instructions.total_cmp(&a.instructions));
+    Some(Observed {
+        phase: None,
+        instructions: parts.iter().map(|p| p.instructions).sum::<f64>() / n,
+        counted: parts.iter().all(|p| p.counted),
+        functions,
+        tlb_invalidations: parts
+            .iter()
+            .map(|p| p.tlb_invalidations)
+            .sum::<Option<f64>>()
+            .map(|t| t / n),
+        parts: Vec::new(),
+        ..(*first).clone()
+    })
+}
+
+/// The cells a fit takes from `obs`: each cell's directions where the guest
+/// marked them apart (the toggle's two, which the cell's mean cannot price
+/// apart), the cell itself otherwise.
+pub fn by_direction(obs: Vec<Observed>) -> Vec<Observed> {
+    obs.into_iter()
+        .flat_map(|o| if o.parts.is_empty() { vec![o] } else { o.parts })
+        .collect()
 }
 
 /// An observed cell with the model's counters per call for it.
@@ -226,10 +320,13 @@ pub fn model_row(
         (WorkloadKind::Reclaim, _) => return Ok(None),
         (WorkloadKind::MremapMove, Some("mremap")) => None,
         (WorkloadKind::MremapMove, _) => return Ok(None),
-        (WorkloadKind::ProtTransition, Some("none-to-rw")) => {
+        // The toggle's directions (its marked parts) are prot-transition's.
+        (WorkloadKind::ProtTransition | WorkloadKind::MprotectToggle, Some("none-to-rw")) => {
             Some("mprotect(PROT_READ|PROT_WRITE)")
         }
-        (WorkloadKind::ProtTransition, Some("rw-to-none")) => Some("mprotect(PROT_NONE)"),
+        (WorkloadKind::ProtTransition | WorkloadKind::MprotectToggle, Some("rw-to-none")) => {
+            Some("mprotect(PROT_NONE)")
+        }
         (WorkloadKind::ProtTransition, _) => return Ok(None),
         (_, None) => None,
         (_, Some(_)) => return Ok(None),
@@ -617,6 +714,8 @@ mod tests {
             instructions: 0.0,
             functions: Vec::new(),
             tlb_invalidations: None,
+            counted: false,
+            parts: Vec::new(),
         }
     }
 
@@ -781,6 +880,113 @@ mod tests {
         let p = predict_all(&m, t).unwrap();
         assert!(p[0].lacking.is_empty(), "{:?}", p[0]);
         assert!(!p[0].unseparated.is_empty(), "{:?}", p[0]);
+    }
+
+    /// The same toggles, with each direction counted apart by the plugin
+    /// (a part per direction, instructions in known costs that differ by
+    /// direction): fitted by direction, prot-transition's calls are no
+    /// longer an extrapolation and are predicted exactly, while the cells'
+    /// means alone leave them unseparated.
+    #[test]
+    fn toggle_directions_price_each_direction() {
+        let row = |w, size, phase| {
+            model_row(
+                Arch::X86_64,
+                Strategy::V6_16,
+                w,
+                size,
+                FolioSpec::Base,
+                phase,
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let figure =
+            |x: &BTreeMap<String, f64>| -> f64 { x.iter().map(|(k, v)| v * known_cost(k)).sum() };
+        let toggles: Vec<Observed> = [4u64 << 10, 40 << 10, 400 << 10, 4 << 20]
+            .iter()
+            .map(|&size| {
+                let mut o = obs(
+                    Strategy::V6_16,
+                    WorkloadKind::MprotectToggle,
+                    size,
+                    FolioSpec::Base,
+                );
+                let parts: Vec<(&str, f64)> = crate::workload::PROT_TRANSITION_PHASES
+                    .iter()
+                    .map(|&p| (p, figure(&row(WorkloadKind::MprotectToggle, size, Some(p)))))
+                    .collect();
+                // The cell's icount figure also has the harness (100 a
+                // call); the parts are what the plugin counted in the calls.
+                o.instructions = parts.iter().map(|(_, f)| f).sum::<f64>() / 2.0 + 100.0;
+                let counted: Vec<ProfilePart> = parts
+                    .iter()
+                    .map(|&(phase, f)| ProfilePart {
+                        phase: phase.into(),
+                        kernel_instructions: f - 20.0,
+                        user_instructions: 20.0,
+                        ..ProfilePart::default()
+                    })
+                    .collect();
+                o.parts = parts_of(&o, &counted);
+                let whole = whole_of(&o.parts.iter().collect::<Vec<_>>()).unwrap();
+                assert!((whole.instructions + 100.0 - o.instructions).abs() < 1e-6);
+                o
+            })
+            .collect();
+        let split = by_direction(toggles.clone());
+        assert_eq!(split.len(), 8);
+        assert!(split.iter().all(|o| o.phase.is_some()));
+        let transition = |phase| {
+            let x = row(WorkloadKind::ProtTransition, 400 << 10, Some(phase));
+            let mut o = obs(
+                Strategy::V6_16,
+                WorkloadKind::ProtTransition,
+                400 << 10,
+                FolioSpec::Base,
+            );
+            o.phase = Some(phase.into());
+            o.instructions = figure(&x);
+            Cell::new(o, x)
+        };
+        let mut t: Vec<Cell> = crate::workload::PROT_TRANSITION_PHASES
+            .iter()
+            .map(|&p| transition(p))
+            .collect();
+        let m = fit_costs(Arch::X86_64, with_model_rows(split).unwrap(), &mut t).unwrap();
+        for p in predict_all(&m, t.clone()).unwrap() {
+            assert!(p.unseparated.is_empty(), "{p:?}");
+            assert!(p.residual.unwrap().abs() < 1e-9, "{p:?}");
+        }
+        let m = fit_costs(Arch::X86_64, with_model_rows(toggles).unwrap(), &mut t).unwrap();
+        let p = predict_all(&m, t).unwrap();
+        assert!(p.iter().any(|p| !p.unseparated.is_empty()), "{p:?}");
+    }
+
+    /// A part that counted nothing gives the cell no directions.
+    #[test]
+    fn a_cell_with_an_empty_part_stays_whole() {
+        let mut o = obs(
+            Strategy::V6_16,
+            WorkloadKind::MprotectToggle,
+            4096,
+            FolioSpec::Base,
+        );
+        o.instructions = 3000.0;
+        let part = |phase: &str, k| ProfilePart {
+            phase: phase.into(),
+            kernel_instructions: k,
+            ..ProfilePart::default()
+        };
+        assert!(parts_of(&o, &[part("none-to-rw", 100.0), part("rw-to-none", 0.0)]).is_empty());
+        assert!(parts_of(&o, &[part("none-to-rw", 100.0)]).is_empty());
+        let two = parts_of(&o, &[part("none-to-rw", 100.0), part("rw-to-none", 300.0)]);
+        assert_eq!(two[0].instructions, 100.0);
+        assert_eq!(two[1].instructions, 300.0);
+        assert!(two.iter().all(|p| p.counted));
+        let whole = whole_of(&two.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!((whole.instructions, whole.phase.as_deref()), (200.0, None));
+        assert_eq!(by_direction(vec![o.clone()]), vec![o]);
     }
 
     /// An mremap call pays its own syscall's fixed part, which no toggle

@@ -20,6 +20,11 @@ pub const SCHEMA: &str = "ptelab/predict/v1";
 /// are reported.
 const DIFFERS: f64 = 0.10;
 
+/// What the figures are.
+pub const UNIT: &str = "guest instructions per call inside the calls, kernel and user, as the \
+     QEMU plugin counted them (TCG; a cell that was not profiled: its icount figure, which \
+     also holds the harness's loop and clock reads, noted \"icount\")";
+
 /// Everything `model --predict` prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -196,6 +201,15 @@ fn functions_changed(base: &Observed, new: &Observed) -> Vec<(String, f64)> {
 /// What a prediction's figure rests on, or why it has none: empty for a
 /// figure the fit determines.
 pub fn note(p: &Prediction) -> String {
+    let why = reason(p);
+    match (p.cell.counted, why.is_empty()) {
+        (true, _) => why,
+        (false, true) => "icount".into(),
+        (false, false) => format!("icount; {why}"),
+    }
+}
+
+fn reason(p: &Prediction) -> String {
     if p.predicted.is_some() {
         return if p.unseparated.is_empty() {
             String::new()
@@ -267,13 +281,36 @@ impl Report {
                 if base == &p.cell.kernel {
                     continue;
                 }
-                let same = model.cells.iter().find(|c| {
+                let like = |c: &&Cell| {
                     &c.obs.kernel == base
                         && c.obs.workload == p.cell.workload
                         && c.obs.size_bytes == p.cell.size_bytes
                         && c.obs.folio == p.cell.folio
-                        && c.obs.phase == p.cell.phase
-                });
+                };
+                // The base cell as fitted, or its directions put together
+                // (a toggle is fitted by direction).
+                let same = model
+                    .cells
+                    .iter()
+                    .filter(like)
+                    .find(|c| c.obs.phase == p.cell.phase)
+                    .map(|c| c.obs.clone())
+                    .or_else(|| {
+                        let marked = p.cell.workload.marked_parts();
+                        let parts: Vec<&Observed> = model
+                            .cells
+                            .iter()
+                            .filter(like)
+                            .map(|c| &c.obs)
+                            .filter(|o| {
+                                p.cell.phase.is_none()
+                                    && o.phase.as_deref().is_some_and(|ph| marked.contains(&ph))
+                            })
+                            .collect();
+                        (parts.len() == marked.len())
+                            .then(|| super::whole_of(&parts))
+                            .flatten()
+                    });
                 if let Some(b) = same {
                     ratios.push(Ratio {
                         workload: p.cell.workload,
@@ -282,9 +319,9 @@ impl Report {
                         phase: p.cell.phase.clone(),
                         base_kernel: base.clone(),
                         kernel: p.cell.kernel.clone(),
-                        measured_ratio: p.cell.instructions / b.obs.instructions,
-                        predicted_ratio: p.predicted.map(|v| v / b.obs.instructions),
-                        functions_changed: functions_changed(&b.obs, &p.cell),
+                        measured_ratio: p.cell.instructions / b.instructions,
+                        predicted_ratio: p.predicted.map(|v| v / b.instructions),
+                        functions_changed: functions_changed(&b, &p.cell),
                     });
                 }
             }
@@ -296,7 +333,11 @@ impl Report {
             .map(|(c, r)| Fitted {
                 kernel: c.obs.kernel.clone(),
                 workload: c.obs.workload,
-                cell: c.obs.label(),
+                cell: if c.obs.counted {
+                    c.obs.label()
+                } else {
+                    format!("{} (icount)", c.obs.label())
+                },
                 measured: c.obs.instructions,
                 fitted: c.obs.instructions * (1.0 + r),
                 residual: *r,
@@ -305,7 +346,7 @@ impl Report {
         Ok(Report {
             schema: SCHEMA,
             arch: model.arch,
-            unit: "guest instructions per call (QEMU TCG icount)",
+            unit: UNIT,
             fit_kernels,
             fit_workloads,
             fit_cells: model.cells.len(),
@@ -582,6 +623,8 @@ mod tests {
             instructions: x.iter().map(|(k, v)| v * cost(k)).sum(),
             functions: Vec::new(),
             tlb_invalidations: None,
+            counted: false,
+            parts: Vec::new(),
         };
         Cell::new(o, x)
     }

@@ -220,6 +220,7 @@ mod tests {
             }],
             symbols: "kallsyms".into(),
             max_window_deviation: 0.0,
+            parts: Vec::new(),
         };
         let of = |t: &str| Counter::parse(t).unwrap().of(&p);
         assert_eq!(of("tlbi"), 2.5);

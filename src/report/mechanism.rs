@@ -107,6 +107,17 @@ pub fn cell_text(label: &str, p: &Profile, top: usize) -> String {
         p.max_window_deviation * 100.0
     )
     .unwrap();
+    for part in &p.parts {
+        writeln!(
+            out,
+            "  {} calls: kernel {} + user {} instructions per call; TLB invalidations {}",
+            part.phase,
+            counter(Some(round(part.kernel_instructions))),
+            counter(Some(round(part.user_instructions))),
+            counter(Some(round(part.tlb_invalidations()))),
+        )
+        .unwrap();
+    }
     let mut t = Table::new()
         .left("function")
         .right("entries/call")
@@ -265,6 +276,7 @@ mod tests {
                 .collect(),
             symbols: "the guest's /proc/kallsyms (130781 text symbols)".into(),
             max_window_deviation: 0.0041,
+            parts: Vec::new(),
         }
     }
 
@@ -362,5 +374,24 @@ mod tests {
             &[("cr3-write", 0.5), ("dsb", 2.0)],
         );
         insta::assert_snapshot!("cell_profile", cell_text("mprotect-toggle 400K 4K", &p, 1));
+    }
+
+    /// A toggle cell counted by direction shows each direction's line.
+    #[test]
+    fn a_cell_profile_with_directions_reads_well() {
+        let mut p = profile(&[("change_pte_range", 1.0, 15059.0)], &[("invlpg", 0.5)]);
+        p.parts = [("none-to-rw", 14000.0, 0.0), ("rw-to-none", 16118.0, 1.0)]
+            .map(|(phase, kernel, invlpg)| crate::record::ProfilePart {
+                phase: phase.into(),
+                kernel_instructions: kernel,
+                user_instructions: 42.07,
+                tlb: [("invlpg".to_string(), invlpg)].into(),
+                functions: Vec::new(),
+            })
+            .to_vec();
+        insta::assert_snapshot!(
+            "cell_profile_directions",
+            cell_text("mprotect-toggle 400K 4K", &p, 1)
+        );
     }
 }

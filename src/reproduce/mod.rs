@@ -149,10 +149,11 @@ pub fn cost_model_text(p: &predicted::Predicted) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let mut s = "cost model (docs/model.md, \"The cost model\"): guest instructions per call = \
-                 fixed + sum of model counter x cost, fitted per arch on this run's counted \
-                 mprotect-toggle cells; \"extrapolated\" marks a cell that mixes counters the \
-                 fit saw only in fixed proportions (their joint cost split evenly):\n"
+    let mut s = "cost model (docs/model.md, \"The cost model\"): guest instructions per call \
+                 inside the calls as the QEMU plugin counted them = fixed + sum of model counter \
+                 x cost, fitted per arch on this run's counted mprotect-toggle cells, each \
+                 direction apart; \"extrapolated\" marks a cell that mixes counters the fit saw \
+                 only in fixed proportions (their joint cost split evenly):\n"
         .to_string();
     for l in lines {
         s.push_str(&format!("  {l}\n"));

@@ -189,10 +189,15 @@ fn fit(
     fit_obs: Vec<Observed>,
     targets: Vec<Observed>,
 ) -> anyhow::Result<(render::Report, Vec<Prediction>)> {
-    let fit_cells = predict::with_model_rows(fit_obs)?;
-    let mut targets = predict::with_model_rows(targets)?;
-    let model = predict::fit_costs(arch, fit_cells, &mut targets)?;
-    let in_sample = predict::predict_all(&model, model.cells.clone())?;
+    let fit_cells = predict::with_model_rows(predict::by_direction(fit_obs.clone()))?;
+    // The fit cells as measured (a toggle cell, not its directions), for
+    // the claims' in-sample lines: aligned with the targets, then split off.
+    let mut cells = predict::with_model_rows(fit_obs)?;
+    let fitted = cells.len();
+    cells.extend(predict::with_model_rows(targets)?);
+    let model = predict::fit_costs(arch, fit_cells, &mut cells)?;
+    let targets = cells.split_off(fitted);
+    let in_sample = predict::predict_all(&model, cells)?;
     let out = predict::predict_all(&model, targets)?;
     Ok((render::Report::new(&model, out)?, in_sample))
 }
@@ -312,9 +317,16 @@ impl Predicted {
                 ) => {
                     let (xa, xb) = (pa.predicted.unwrap(), pb.predicted.unwrap());
                     let (ma, mb) = (pa.cell.instructions, pb.cell.instructions);
+                    // The plugin's count inside the calls, or the icount
+                    // figure of a guest that was not profiled.
+                    let what = if pa.cell.counted && pb.cell.counted {
+                        "counted"
+                    } else {
+                        "measured"
+                    };
                     let mut s = format!(
-                        "{} {xa:.0} -> {xb:.0} (measured {ma:.0} -> {mb:.0}, {} and {}), \
-                         ratio {:.2}x (measured {:.2}x)",
+                        "{} {xa:.0} -> {xb:.0} ({what} {ma:.0} -> {mb:.0}, {} and {}), \
+                         ratio {:.2}x ({what} {:.2}x)",
                         at.label,
                         residual(pa),
                         residual(pb),
@@ -578,7 +590,9 @@ mod tests {
         let ev = real_toggles();
         let f = ev.predicted.arch(Arch::X86_64).unwrap();
         let r = f.fitted.as_ref().unwrap();
-        assert_eq!(r.fit_cells, 16);
+        // The 16 toggle cells, each fitted as its two directions, and each
+        // in sample as measured.
+        assert_eq!(r.fit_cells, 32);
         assert_eq!(f.in_sample.len(), 16);
         assert!(r.predictions.is_empty());
         let line = ev
@@ -595,8 +609,10 @@ mod tests {
             line.starts_with("x86_64 guests 6.16.12 -> 6.17.8, instructions per call, in sample"),
             "{line}"
         );
-        assert!(line.contains("(measured 21239 -> 38819, "), "{line}");
-        assert!(line.contains("(measured 1.83x)"), "{line}");
+        // Beside the plugin's count inside the calls (the cell's icount
+        // figure, 21239 -> 38819, also holds the harness).
+        assert!(line.contains("(counted 20969 -> 38519, "), "{line}");
+        assert!(line.contains("(counted 1.84x)"), "{line}");
         // A cell not measured has no line: the measured line says why.
         let none = ev.predicted.between(
             &ev.guests,

@@ -14,7 +14,7 @@ use super::tests::host;
 use super::{RunId, RunStatus, Store, StoredCell, StoredRun, RUN_SCHEMA};
 use crate::record::{
     Accel, CellResult, FunctionCount, Guest, Host, Layout, Metric, ModelCellRecord, NsPerCall,
-    Profile, TlbFlushes,
+    Profile, ProfilePart, TlbFlushes,
 };
 use crate::workload::folio::MTHP_SIZES;
 use crate::workload::{FolioSpec, WorkloadKind};
@@ -151,21 +151,41 @@ fn profile() -> impl Strategy<Value = Option<Profile>> {
             .map(|k| k.name().to_string())
             .to_vec(),
     );
-    let function =
+    let function = || {
         (text(), figure(), figure()).prop_map(|(name, entries, instructions)| FunctionCount {
             name,
             entries,
             instructions,
-        });
+        })
+    };
     prop::option::of(
         (
             (0..1u64 << 20, figure(), figure(), figure()),
-            btree_map(tlb_kind, figure(), 0..4),
-            vec(function, 0..6),
+            btree_map(tlb_kind.clone(), figure(), 0..4),
+            vec(function(), 0..6),
             text(),
+            vec(
+                (
+                    text(),
+                    figure(),
+                    figure(),
+                    btree_map(tlb_kind, figure(), 0..3),
+                    vec(function(), 0..3),
+                )
+                    .prop_map(|(phase, kernel, user, tlb, functions)| {
+                        ProfilePart {
+                            phase,
+                            kernel_instructions: kernel,
+                            user_instructions: user,
+                            tlb,
+                            functions,
+                        }
+                    }),
+                0..3,
+            ),
         )
             .prop_map(
-                |((windows, kernel, user, dev), tlb, mut functions, symbols)| {
+                |((windows, kernel, user, dev), tlb, mut functions, symbols, parts)| {
                     // A cell's functions have distinct names.
                     let mut seen = std::collections::HashSet::new();
                     functions.retain(|f| seen.insert(f.name.clone()));
@@ -177,6 +197,7 @@ fn profile() -> impl Strategy<Value = Option<Profile>> {
                         functions,
                         symbols,
                         max_window_deviation: dev,
+                        parts,
                     }
                 },
             ),

@@ -94,6 +94,20 @@ impl WorkloadKind {
             WorkloadKind::Reclaim => None,
         }
     }
+
+    /// The parts of one timed phase that the guest marks apart for ptelab's
+    /// QEMU plugin, by marker phase: the toggle's PROT_READ|PROT_WRITE calls
+    /// are marker phase 0 and its PROT_NONE calls marker phase 1, the
+    /// directions prot-transition times apart. The cell's figure stays
+    /// the mean of every call; its profile has one part per direction
+    /// (`Profile::parts`), which is what lets a fit on the toggle price
+    /// each direction (docs/model.md, "The cost model").
+    pub fn marked_parts(self) -> &'static [&'static str] {
+        match self {
+            WorkloadKind::MprotectToggle => &PROT_TRANSITION_PHASES,
+            _ => &[],
+        }
+    }
 }
 
 /// prot-transition's phases, in the order the runner reports them.

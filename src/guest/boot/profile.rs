@@ -22,7 +22,7 @@ use anyhow::Context;
 use ptelab_counts::record::{Output, Window};
 use ptelab_counts::Tlb;
 
-use crate::record::{FunctionCount, Profile, SampleWindow};
+use crate::record::{FunctionCount, Profile, ProfilePart, SampleWindow};
 
 /// A block further than this past the nearest symbol is not attributed to
 /// it (module space, or an address past the kernel's text).
@@ -185,11 +185,19 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// A cell's profile from its windows and the plugin's output; an error
-/// when a window the guest marked is missing from the output.
-pub fn profile(windows: &[SampleWindow], out: &Output, names: &Names) -> anyhow::Result<Profile> {
+/// when a window the guest marked is missing from the output. `parts` names
+/// the marked parts of the cell's calls (by marker phase) when its windows
+/// are parts ([`SampleWindow::part`]): the cell's figures are then those of
+/// each sample's parts added, and each part gets its own.
+pub fn profile(
+    windows: &[SampleWindow],
+    out: &Output,
+    names: &Names,
+    parts: &[&str],
+) -> anyhow::Result<Profile> {
     let by_key: HashMap<(u64, u8), &Window> =
         out.windows.iter().map(|w| ((w.seq, w.phase), w)).collect();
-    let mut rows = Vec::with_capacity(windows.len());
+    let mut found = Vec::with_capacity(windows.len());
     for sw in windows {
         let w = by_key.get(&(sw.seq, sw.phase)).with_context(|| {
             format!(
@@ -200,9 +208,89 @@ pub fn profile(windows: &[SampleWindow], out: &Output, names: &Names) -> anyhow:
                 out.windows.len()
             )
         })?;
-        rows.push(per_call(w, sw.calls, names));
+        anyhow::ensure!(
+            !sw.part || usize::from(sw.phase) < parts.len(),
+            "the guest marked part {} of a cell whose workload has {} parts",
+            sw.phase,
+            parts.len()
+        );
+        found.push((sw, *w));
     }
-    anyhow::ensure!(!rows.is_empty(), "the cell has no sample window");
+    anyhow::ensure!(!found.is_empty(), "the cell has no sample window");
+    // The cell's windows: a sample's parts added into one.
+    let mut whole: Vec<(Window, u64)> = Vec::new();
+    let mut seqs: HashMap<u64, usize> = HashMap::new();
+    for &(sw, w) in &found {
+        if !sw.part {
+            whole.push((w.clone(), sw.calls));
+            continue;
+        }
+        match seqs.get(&sw.seq) {
+            Some(&i) => {
+                let (sum, calls) = &mut whole[i];
+                sum.kernel_insns += w.kernel_insns;
+                sum.user_insns += w.user_insns;
+                for (a, b) in sum.tlb.iter_mut().zip(&w.tlb) {
+                    *a += b;
+                }
+                sum.blocks.extend_from_slice(&w.blocks);
+                *calls += sw.calls;
+            }
+            None => {
+                seqs.insert(sw.seq, whole.len());
+                whole.push((w.clone(), sw.calls));
+            }
+        }
+    }
+    let rows: Vec<PerCall> = whole.iter().map(|(w, c)| per_call(w, *c, names)).collect();
+    let s = summarize(&rows);
+    let mut part_profiles = Vec::new();
+    if !seqs.is_empty() {
+        for (i, name) in parts.iter().enumerate() {
+            let rows: Vec<PerCall> = found
+                .iter()
+                .filter(|(sw, _)| sw.part && usize::from(sw.phase) == i)
+                .map(|(sw, w)| per_call(w, sw.calls, names))
+                .collect();
+            anyhow::ensure!(
+                !rows.is_empty(),
+                "the guest marked no window of the cell's part {name}"
+            );
+            let p = summarize(&rows);
+            part_profiles.push(ProfilePart {
+                phase: name.to_string(),
+                kernel_instructions: p.kernel,
+                user_instructions: p.user,
+                tlb: p.tlb,
+                functions: p.functions,
+            });
+        }
+    }
+    Ok(Profile {
+        windows: rows.len() as u64,
+        kernel_instructions: s.kernel,
+        user_instructions: s.user,
+        tlb: s.tlb,
+        functions: s.functions,
+        symbols: match names {
+            Names::Symbols { source, .. } => source.clone(),
+            Names::Addresses(why) => format!("addresses only: {why}"),
+        },
+        max_window_deviation: s.max_window_deviation,
+        parts: part_profiles,
+    })
+}
+
+/// The medians over windows' per-call figures.
+struct Summary {
+    kernel: f64,
+    user: f64,
+    tlb: BTreeMap<String, f64>,
+    functions: Vec<FunctionCount>,
+    max_window_deviation: f64,
+}
+
+fn summarize(rows: &[PerCall]) -> Summary {
     let column = |f: &dyn Fn(&PerCall) -> f64| median(rows.iter().map(f).collect());
     let kernel = column(&|r| r.kernel);
     let mut tlb = BTreeMap::new();
@@ -246,18 +334,13 @@ pub fn profile(windows: &[SampleWindow], out: &Output, names: &Names) -> anyhow:
             }
         })
         .fold(0.0, f64::max);
-    Ok(Profile {
-        windows: rows.len() as u64,
-        kernel_instructions: kernel,
-        user_instructions: column(&|r| r.user),
+    Summary {
+        kernel,
+        user: column(&|r| r.user),
         tlb,
         functions,
-        symbols: match names {
-            Names::Symbols { source, .. } => source.clone(),
-            Names::Addresses(why) => format!("addresses only: {why}"),
-        },
         max_window_deviation,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -356,13 +439,15 @@ ffffffffc0000000 t mod_fn\t[somemod]
             seq,
             phase: 0,
             calls: 2,
+            part: false,
         };
         let table = table();
         let names = Names::Symbols {
             table: &table,
             source: "test".into(),
         };
-        let p = profile(&[sw(0), sw(1), sw(2)], &out, &names).unwrap();
+        let p = profile(&[sw(0), sw(1), sw(2)], &out, &names, &[]).unwrap();
+        assert!(p.parts.is_empty());
         assert_eq!(p.windows, 3);
         assert_eq!(p.kernel_instructions, 1400.0);
         assert_eq!(p.user_instructions, 5.0);
@@ -391,18 +476,81 @@ ffffffffc0000000 t mod_fn\t[somemod]
                 seq: 0,
                 phase: 1,
                 calls: 1,
+                part: false,
             }],
             &out,
             &names,
+            &[],
         )
         .unwrap_err();
         assert!(e.to_string().contains("no window 0 of phase 1"), "{e}");
         // Without symbols: blocks by address, each its own entry.
-        let p = profile(&[sw(0)], &out, &Names::Addresses("no kallsyms".into())).unwrap();
+        let p = profile(&[sw(0)], &out, &Names::Addresses("no kallsyms".into()), &[]).unwrap();
         assert_eq!(p.symbols, "addresses only: no kallsyms");
         assert_eq!(
             p.function("0xffffffff81001000").map(|f| f.entries),
             Some(100.0)
         );
+    }
+
+    /// A toggle's sample is two marked parts: the cell's figures are the
+    /// parts added per sample, each part has its own per call.
+    #[test]
+    fn marked_parts_add_up_to_the_cell_and_keep_their_own() {
+        let f = 0xffff_ffff_8100_1000;
+        let g = 0xffff_ffff_8100_1200;
+        // Part 0 (3 calls a window): vm_normal_page only; part 1 (3 calls):
+        // change_pte_range only, twice the kernel instructions.
+        let windows: Vec<Window> = (0..3)
+            .flat_map(|seq| {
+                [
+                    window(seq, 0, vec![(f, 3, 300)], 3000),
+                    window(seq, 1, vec![(g, 3, 600)], 6000),
+                ]
+            })
+            .collect();
+        let out = Output {
+            target: "x86_64".into(),
+            windows,
+        };
+        let sws: Vec<SampleWindow> = (0..3)
+            .flat_map(|seq| {
+                (0..2).map(move |phase| SampleWindow {
+                    seq,
+                    phase,
+                    calls: 3,
+                    part: true,
+                })
+            })
+            .collect();
+        let table = table();
+        let names = Names::Symbols {
+            table: &table,
+            source: "test".into(),
+        };
+        let parts = ["none-to-rw", "rw-to-none"];
+        let p = profile(&sws, &out, &names, &parts).unwrap();
+        assert_eq!(p.windows, 3, "a window per sample, not per part");
+        assert_eq!(p.kernel_instructions, 1500.0, "9000 over 6 calls");
+        assert_eq!(p.user_instructions, 20.0 / 6.0);
+        assert_eq!(p.function("vm_normal_page").unwrap().entries, 0.5);
+        assert_eq!(p.function("change_pte_range").unwrap().instructions, 100.0);
+        let names: Vec<&str> = p.parts.iter().map(|x| x.phase.as_str()).collect();
+        assert_eq!(names, parts);
+        assert_eq!(p.parts[0].kernel_instructions, 1000.0);
+        assert_eq!(p.parts[1].kernel_instructions, 2000.0);
+        assert_eq!(p.parts[0].functions.len(), 1);
+        assert_eq!(p.parts[1].functions[0].name, "change_pte_range");
+        assert_eq!(p.parts[1].functions[0].instructions, 200.0);
+        // A part the workload does not have is refused, not dropped.
+        let e = profile(&sws, &out, &names_of(&table), &parts[..1]).unwrap_err();
+        assert!(e.to_string().contains("has 1 parts"), "{e}");
+    }
+
+    fn names_of(table: &Symbols) -> Names<'_> {
+        Names::Symbols {
+            table,
+            source: "test".into(),
+        }
     }
 }

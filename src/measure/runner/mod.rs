@@ -440,12 +440,28 @@ impl CellRun {
             marker::reset();
             let times = op.run(this)?;
             let seq = marker::commit();
+            let parts = op.marked_parts();
             for (p, (w, bt)) in self.windows.iter_mut().zip(&times).enumerate() {
-                w.push(SampleWindow {
-                    seq,
-                    phase: p as u8,
-                    calls: bt.calls,
-                });
+                if parts.is_empty() {
+                    w.push(SampleWindow {
+                        seq,
+                        phase: p as u8,
+                        calls: bt.calls,
+                        part: false,
+                    });
+                    continue;
+                }
+                // One timed phase, its calls marked apart in equal parts:
+                // a window per part, under the part's marker phase.
+                debug_assert!(bt.calls.is_multiple_of(parts.len() as u64));
+                for i in 0..parts.len() {
+                    w.push(SampleWindow {
+                        seq,
+                        phase: i as u8,
+                        calls: bt.calls / parts.len() as u64,
+                        part: true,
+                    });
+                }
             }
             probes.push(backend.probes(self.plan.memory_probe));
             iters_done += this;
