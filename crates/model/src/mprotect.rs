@@ -121,10 +121,16 @@ pub fn change_protection<A: Arch>(
     let mut pages = 0;
     tlb.tlb_start_vma();
     let mut addr = start;
+    // A step recorded in one PTE table replays in the next: its inputs
+    // (VMA, protection, flags, kernel) are the walk's.
+    let mut memo = None;
     while addr < end {
         let next = pmd_addr_end(addr, end, ptrs);
-        pages += change_pte_range(cx, tlb, vma, addr, next, newprot, cp_flags);
+        pages += walk_pte_range(cx, tlb, vma, (addr, next), newprot, cp_flags, &mut memo);
         addr = next;
+    }
+    if let Some((step, k)) = memo {
+        cx.add_delta(&step.delta, k);
     }
     tlb.tlb_end_vma(cx);
     pages
@@ -141,14 +147,31 @@ pub fn change_pte_range<A: Arch>(
     newprot: Pgprot,
     cp_flags: CpFlags,
 ) -> u64 {
+    let mut memo = None;
+    let pages = walk_pte_range(cx, tlb, vma, (addr, end), newprot, cp_flags, &mut memo);
+    if let Some((step, k)) = memo {
+        cx.add_delta(&step.delta, k);
+    }
+    pages
+}
+
+/// [`change_pte_range`] with `memo`: the step last recorded, and how many
+/// times it was replayed since (counted when it is replaced, and by the
+/// caller at the end).
+fn walk_pte_range<A: Arch>(
+    cx: &mut Cx<A>,
+    tlb: &mut MmuGather,
+    vma: &Vma,
+    (addr, end): (u64, u64),
+    newprot: Pgprot,
+    cp_flags: CpFlags,
+    memo: &mut Option<(Step<A::Pte>, u64)>,
+) -> u64 {
     let mut pages = 0;
     let mut addr = addr;
     let replay = A::RUN_REPLAY && cx.run_replay;
-    // The step last recorded, and how many times it was replayed since
-    // (counted when it is replaced, and at the end).
-    let mut memo: Option<(Step<A::Pte>, u64)> = None;
     while addr < end {
-        if let Some((step, k)) = &mut memo {
+        if let Some((step, k)) = memo {
             let n = step.replay(cx, tlb, addr, end);
             *k += n;
             pages += n;
@@ -183,9 +206,6 @@ pub fn change_pte_range<A: Arch>(
                 cx.add_delta(&old.delta, k);
             }
         }
-    }
-    if let Some((step, k)) = memo {
-        cx.add_delta(&step.delta, k);
     }
     pages
 }
