@@ -50,27 +50,24 @@ pub fn build(
     };
     let outcome = batch.run(&slurm::Options { resume, ..opts }, &built)?;
     let job = outcome.job.as_deref().unwrap_or("(an earlier one)");
-    let mut all_built = true;
     let mut images = Vec::new();
     for (i, (commit, b)) in builds.iter().enumerate() {
         let image = b.image(commit)?;
-        images.push(match &outcome.states[i] {
-            TaskState::Done if image.is_file() => Ok(image),
-            state => {
-                all_built = false;
-                let what = match state {
-                    TaskState::Failed(why) => why.clone(),
-                    TaskState::Done => "ended without writing an image".into(),
-                    other => format!("{other:?}"),
-                };
-                Err(format!(
-                    "the build failed (Slurm job {job} task {i}: {what}); log {}, the task's {}",
-                    b.log(commit).display(),
-                    batch.logs(i).1.display()
-                ))
+        let what = match &outcome.states[i] {
+            TaskState::Done if image.is_file() => {
+                images.push(Ok(image));
+                continue;
             }
-        });
+            TaskState::Failed(why) => why.clone(),
+            TaskState::Done => "ended without writing an image".into(),
+            other => format!("{other:?}"),
+        };
+        images.push(Err(format!(
+            "the build failed (Slurm job {job} task {i}: {what}); log {}, the task's {}",
+            b.log(commit).display(),
+            batch.logs(i).1.display()
+        )));
     }
-    batch.close(all_built);
+    batch.close(images.iter().all(Result::is_ok));
     Ok(images)
 }

@@ -25,9 +25,11 @@ pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Lines of a failed build's log a task prints: its stderr's tail is what
-/// the submitting ptelab shows of a failed task.
-const BUILD_LOG_TAIL: usize = 15;
+/// Lines of a failed build's log a task prints: the submitting ptelab
+/// shows the last [`LOG_TAIL`](crate::fleet::slurm::LOG_TAIL) lines of a
+/// failed task's stderr, which also hold ptelab's own lines around the log
+/// (the "building" line, the closing error) in the rest.
+const BUILD_LOG_TAIL: usize = crate::fleet::slurm::LOG_TAIL - 5;
 
 /// Build `--commit`, checked out in `--repo`, as a local bisect step
 /// would; print the image's path. A failed build is exit 1 with the tail

@@ -36,7 +36,7 @@ pub const POLL: Duration = Duration::from_secs(2);
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
 
 /// Lines of a failed task's log shown in the report.
-const LOG_TAIL: usize = 20;
+pub const LOG_TAIL: usize = 20;
 
 /// Batch directories kept under `CACHE/slurm`: a batch read back in full
 /// removes its own, so these are the ones whose logs or `--resume` may

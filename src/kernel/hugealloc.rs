@@ -3,9 +3,10 @@
 //! 2 MiB-aligned anonymous mappings advised `MADV_HUGEPAGE`.
 //!
 //! Why: a model cell at 1G holds a 2 MB page table and a 4 MB TLB model per
-//! strategy. Faulted in 4K at a time they cost the host kernel about 1500
-//! page faults a strategy (2.2 ms of an 18 ms cell, docs/model.md, "Memory
-//! and time"); with transparent huge pages in `madvise` mode they are three.
+//! strategy. Faulted in 4K at a time that is some 1500 page faults a
+//! strategy (6 MB / 4 KiB); with transparent huge pages in `madvise` mode a
+//! few. Measured, `--strategy v6.16` at 1G: 10.8 ms of CPU time without,
+//! 8.4 ms with (docs/model.md, "Memory and time").
 //! The model crate stays pure (no unsafe, no libc): this is the binary's
 //! allocator. Off by default so that the measuring commands' own
 //! allocations do not move the host's THP counters they read.
@@ -162,30 +163,26 @@ fn map(len: usize) -> *mut u8 {
     }
 }
 
+/// A huge-page mapping for `layout`, when it wants one and one is made.
+fn try_map(layout: Layout, zeroed: bool) -> Option<*mut u8> {
+    wants_map(layout)
+        .then(|| map_recorded(round_up(layout.size()), zeroed))
+        .filter(|p| !p.is_null())
+}
+
 // SAFETY: every block is either a system block (alloc and dealloc by
 // `System` with the caller's layout) or a mapping of `round_up(size)` bytes
-// made by `map`, recorded in `MAPPED` until `dealloc` unmaps it whole.
+// made by `map`, recorded in `BLOCKS.live` while handed out; `dealloc`
+// keeps it whole in `BLOCKS.free` or unmaps it whole.
 unsafe impl GlobalAlloc for Huge {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if wants_map(layout) {
-            let p = map_recorded(round_up(layout.size()), false);
-            if !p.is_null() {
-                return p;
-            }
-        }
         // SAFETY: the caller's layout, passed through.
-        unsafe { System.alloc(layout) }
+        try_map(layout, false).unwrap_or_else(|| unsafe { System.alloc(layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if wants_map(layout) {
-            let p = map_recorded(round_up(layout.size()), true);
-            if !p.is_null() {
-                return p;
-            }
-        }
         // SAFETY: as in `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
+        try_map(layout, true).unwrap_or_else(|| unsafe { System.alloc_zeroed(layout) })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {

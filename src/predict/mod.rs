@@ -130,7 +130,7 @@ pub struct Observed {
     /// cell's TCG icount figure, which also holds the harness's loop and
     /// clock reads (20 to 100 instructions a call on x86-64; on arm64,
     /// where a clock read is a system call under TCG, about 700 a timed
-    /// section: a third of a small prot-transition call).
+    /// section: a quarter of a 4K prot-transition call).
     pub instructions: f64,
     /// Whether `instructions` is the plugin's count.
     pub counted: bool,
@@ -211,11 +211,7 @@ impl Observed {
 /// count per call of each part. None when a part counted nothing.
 fn parts_of(cell: &Observed, parts: &[ProfilePart]) -> Vec<Observed> {
     let counted = |p: &ProfilePart| p.kernel_instructions + p.user_instructions;
-    if parts.len() < 2
-        || parts
-            .iter()
-            .any(|p| counted(p).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
-    {
+    if parts.len() < 2 || !parts.iter().all(|p| counted(p) > 0.0) {
         return Vec::new();
     }
     parts

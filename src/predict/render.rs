@@ -20,6 +20,36 @@ pub const SCHEMA: &str = "ptelab/predict/v1";
 /// are reported.
 const DIFFERS: f64 = 0.10;
 
+/// `kernel`'s fit cell like `cell` (workload, size, folio, phase): as
+/// fitted, or, for a cell fitted as its directions (the toggle), those put
+/// back together.
+fn fitted_as(model: &CostModel, kernel: &str, cell: &Observed) -> Option<Observed> {
+    let like: Vec<&Observed> = model
+        .cells
+        .iter()
+        .map(|c| &c.obs)
+        .filter(|o| {
+            o.kernel == kernel
+                && o.workload == cell.workload
+                && o.size_bytes == cell.size_bytes
+                && o.folio == cell.folio
+        })
+        .collect();
+    if let Some(o) = like.iter().find(|o| o.phase == cell.phase) {
+        return Some((*o).clone());
+    }
+    let marked = cell.workload.marked_parts();
+    let parts: Vec<&Observed> = like
+        .into_iter()
+        .filter(|o| cell.phase.is_none() && o.phase.as_deref().is_some_and(|p| marked.contains(&p)))
+        .collect();
+    if parts.len() == marked.len() {
+        super::whole_of(&parts)
+    } else {
+        None
+    }
+}
+
 /// What the figures are.
 pub const UNIT: &str = "guest instructions per call inside the calls, kernel and user, as the \
      QEMU plugin counted them (TCG; a cell that was not profiled: its icount figure, which \
@@ -281,37 +311,7 @@ impl Report {
                 if base == &p.cell.kernel {
                     continue;
                 }
-                let like = |c: &&Cell| {
-                    &c.obs.kernel == base
-                        && c.obs.workload == p.cell.workload
-                        && c.obs.size_bytes == p.cell.size_bytes
-                        && c.obs.folio == p.cell.folio
-                };
-                // The base cell as fitted, or its directions put together
-                // (a toggle is fitted by direction).
-                let same = model
-                    .cells
-                    .iter()
-                    .filter(like)
-                    .find(|c| c.obs.phase == p.cell.phase)
-                    .map(|c| c.obs.clone())
-                    .or_else(|| {
-                        let marked = p.cell.workload.marked_parts();
-                        let parts: Vec<&Observed> = model
-                            .cells
-                            .iter()
-                            .filter(like)
-                            .map(|c| &c.obs)
-                            .filter(|o| {
-                                p.cell.phase.is_none()
-                                    && o.phase.as_deref().is_some_and(|ph| marked.contains(&ph))
-                            })
-                            .collect();
-                        (parts.len() == marked.len())
-                            .then(|| super::whole_of(&parts))
-                            .flatten()
-                    });
-                if let Some(b) = same {
+                if let Some(b) = fitted_as(model, base, &p.cell) {
                     ratios.push(Ratio {
                         workload: p.cell.workload,
                         size_bytes: p.cell.size_bytes,

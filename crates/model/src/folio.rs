@@ -409,7 +409,7 @@ impl Memmap {
             head: h.head,
             order: h.order,
             anon: h.anon,
-            anon_exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
+            anon_exclusive: self.bit(h.bit),
         })
     }
 
@@ -418,9 +418,8 @@ impl Memmap {
     /// where each page of a small folio misses it.
     #[inline]
     pub fn anon_not_exclusive(&self, pfn: Pfn) -> bool {
-        self.hit_uncached(pfn.0).is_some_and(|h| {
-            h.anon && self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 == 0
-        })
+        self.hit_uncached(pfn.0)
+            .is_some_and(|h| h.anon && !self.bit(h.bit))
     }
 
     /// What `pfn` is for the run replay of `change_pte_range()`: no struct
@@ -438,7 +437,7 @@ impl Memmap {
             Some(h) if h.order > 0 => SmallMeta::Large,
             Some(h) => SmallMeta::Small {
                 anon: h.anon,
-                exclusive: self.exclusive[(h.bit / 64) as usize] >> (h.bit % 64) & 1 != 0,
+                exclusive: self.bit(h.bit),
             },
         }
     }

@@ -136,28 +136,10 @@ pub fn change_protection<A: Arch>(
     pages
 }
 
-/// `change_pte_range()` over one PTE table: `[addr, end)` lies within one PMD.
-/// Returns the number of present PTEs changed.
-pub fn change_pte_range<A: Arch>(
-    cx: &mut Cx<A>,
-    tlb: &mut MmuGather,
-    vma: &Vma,
-    addr: u64,
-    end: u64,
-    newprot: Pgprot,
-    cp_flags: CpFlags,
-) -> u64 {
-    let mut memo = None;
-    let pages = walk_pte_range(cx, tlb, vma, (addr, end), newprot, cp_flags, &mut memo);
-    if let Some((step, k)) = memo {
-        cx.add_delta(&step.delta, k);
-    }
-    pages
-}
-
-/// [`change_pte_range`] with `memo`: the step last recorded, and how many
-/// times it was replayed since (counted when it is replaced, and by the
-/// caller at the end).
+/// `change_pte_range()` over one PTE table (`[addr, end)` lies within one
+/// PMD), with `memo`: the step last recorded, and how many times it was
+/// replayed since (counted when it is replaced, and by the caller at the
+/// end). Returns the number of present PTEs changed.
 fn walk_pte_range<A: Arch>(
     cx: &mut Cx<A>,
     tlb: &mut MmuGather,
@@ -210,7 +192,7 @@ fn walk_pte_range<A: Arch>(
     pages
 }
 
-/// The state before one step of [`change_pte_range`] over a present PTE of
+/// The state before one step of `change_pte_range()` over a present PTE of
 /// an order-0 folio (or of no struct page), to record it as a [`Step`].
 struct StepStart<P> {
     addr: u64,
@@ -222,7 +204,7 @@ struct StepStart<P> {
     mark: Mark,
 }
 
-/// One step of [`change_pte_range`] over one PTE, as a function of what it
+/// One step of `change_pte_range()` over one PTE, as a function of what it
 /// read: the PTE's bits outside its PFN, its page's [`SmallMeta`], and that
 /// the struct page read last was another. A like PTE later in the same PTE
 /// table takes the same path through the same code — every input of the
@@ -234,7 +216,7 @@ struct StepStart<P> {
 /// one was, widens the mmu_gather by its page if the recorded one did,
 /// reads its own struct page last if the recorded one read one, and
 /// counts the same. [`Step::replay`] does exactly that;
-/// `tests/equivalence.rs` holds it to the step-by-step walk on random
+/// `tests/replay.rs` holds it to the step-by-step walk on random
 /// layouts.
 struct Step<P> {
     old_bits: u64,

@@ -524,12 +524,8 @@ ffffffffc0000000 t mod_fn\t[somemod]
             })
             .collect();
         let table = table();
-        let names = Names::Symbols {
-            table: &table,
-            source: "test".into(),
-        };
         let parts = ["none-to-rw", "rw-to-none"];
-        let p = profile(&sws, &out, &names, &parts).unwrap();
+        let p = profile(&sws, &out, &names_of(&table), &parts).unwrap();
         assert_eq!(p.windows, 3, "a window per sample, not per part");
         assert_eq!(p.kernel_instructions, 1500.0, "9000 over 6 calls");
         assert_eq!(p.user_instructions, 20.0 / 6.0);

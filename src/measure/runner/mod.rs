@@ -422,6 +422,7 @@ impl CellRun {
         // The probes run before the first batch and after every batch, so
         // they see the machine in the state the batches saw.
         let mut probes = vec![backend.probes(self.plan.memory_probe)];
+        let parts = op.marked_parts();
         let t = backend.now();
         loop {
             if backend.interrupted() {
@@ -440,7 +441,6 @@ impl CellRun {
             marker::reset();
             let times = op.run(this)?;
             let seq = marker::commit();
-            let parts = op.marked_parts();
             for (p, (w, bt)) in self.windows.iter_mut().zip(&times).enumerate() {
                 if parts.is_empty() {
                     w.push(SampleWindow {
