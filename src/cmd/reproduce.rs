@@ -198,6 +198,10 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    // Guests asked for must have measured something: a run whose every
+    // guest failed or was refused is not a success, whatever this kernel did.
+    let guests_measured =
+        ev.guests.asked.is_empty() || ev.guests.runs.iter().any(|r| !r.cells.is_empty());
     if args.out.json {
         crate::cmd::print_json(&json!({
             "report": report,
@@ -213,6 +217,8 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             "cost_model": ev.predicted,
             "guest_notes": ev.guests.notes.iter().map(|(s, why)| json!({"seeds": s, "why": why})).collect::<Vec<_>>(),
             "guest_arches_missing": ev.guests.missing.iter().map(|(a, why)| json!({"arch": a.name(), "why": why})).collect::<Vec<_>>(),
+            "guest_arches_uncounted": ev.guests.uncounted.iter().map(|(a, why)| json!({"arch": a.name(), "why": why})).collect::<Vec<_>>(),
+            "guests_measured": guests_measured,
         }))?;
     } else {
         let mut text = format!(
@@ -278,6 +284,20 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         for (arch, why) in &ev.guests.missing {
             writeln!(text, "\nno {} guests: {why}", arch.name())?;
         }
+        for (arch, why) in &ev.guests.uncounted {
+            writeln!(
+                text,
+                "\n{} guests measured plain, their mechanism not counted: {why}",
+                arch.name()
+            )?;
+        }
+        if !guests_measured {
+            writeln!(
+                text,
+                "\nno guest measured anything, though guests were asked for (--kernels): the \
+                 reasons are above"
+            )?;
+        }
         if let Some(id) = outcome.run_id {
             writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?;
         }
@@ -290,7 +310,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         }
         crate::cmd::print_text(&text)?;
     }
-    Ok(if outcome.failed.is_empty() {
+    Ok(if outcome.failed.is_empty() && guests_measured {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

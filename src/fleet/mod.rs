@@ -130,6 +130,8 @@ struct ArchSetup {
     accel: Accel,
     /// Its guests load the QEMU plugin.
     profile: bool,
+    /// Why its guests do not, though counting was asked for.
+    uncounted: Option<String>,
 }
 
 /// Kernels, guest binaries and logs, ready to boot jobs.
@@ -171,6 +173,7 @@ impl Fleet {
                     binary: guest_binary(k.arch)?,
                     accel,
                     profile: settings.profile != ProfileRequest::Off && accel == Accel::Tcg,
+                    uncounted: None,
                 },
             );
         }
@@ -181,6 +184,24 @@ impl Fleet {
             true => Some(crate::guest::boot::plugin::library()?),
             false => None,
         };
+        // Whether each arch's QEMU loads the plugin, asked before any boot:
+        // `--profile` refuses one that cannot; `reproduce` measures its
+        // guests plain and says why nothing was counted.
+        if let Some(library) = &plugin {
+            for (arch, a) in per_arch.iter_mut().filter(|(_, a)| a.profile) {
+                if let Err(e) = crate::guest::boot::plugin::loads_in(*arch, library) {
+                    if settings.profile == ProfileRequest::Required {
+                        return Err(e);
+                    }
+                    eprintln!(
+                        "ptelab: {} guests run without counting the mechanism: {e:#}",
+                        arch.name()
+                    );
+                    a.profile = false;
+                    a.uncounted = Some(format!("{e:#}"));
+                }
+            }
+        }
         Ok(Fleet {
             settings,
             per_arch,
@@ -198,6 +219,12 @@ impl Fleet {
         self.per_arch.extend(other.per_arch);
         self.plugin = self.plugin.or(other.plugin);
         self
+    }
+
+    /// Why guests of `arch` count nothing though counting was asked for
+    /// (their QEMU cannot load the plugin), with the remedy.
+    pub fn uncounted(&self, arch: Arch) -> Option<&str> {
+        self.per_arch.get(&arch)?.uncounted.as_deref()
     }
 
     /// The accelerator guests of `arch` run under (`prepare` saw the arch).

@@ -163,6 +163,9 @@ pub struct GuestEvidence {
     pub notes: Vec<(String, String)>,
     /// Arches that could not run guests at all, with the remedy.
     pub missing: Vec<(Arch, String)>,
+    /// Arches whose guests ran but counted no mechanism (their QEMU cannot
+    /// load ptelab's plugin), with the reason and the remedy.
+    pub uncounted: Vec<(Arch, String)>,
     /// Arches asked for (`--arch`); empty when no guests were asked for.
     pub asked: Vec<Arch>,
     /// The guest biases stored (`calibrate --guest`): each cell's is the
@@ -246,6 +249,17 @@ impl GuestEvidence {
             }
         }
         format!("no {} guest run of {w}", arch.name())
+    }
+
+    /// Why the mechanism was not counted in `arch` guests of `v`.
+    pub fn why_uncounted(&self, arch: Arch, v: Version) -> String {
+        match self.uncounted.iter().find(|(a, _)| *a == arch) {
+            Some((_, why)) => format!("not counted on {} {v}: {why}", arch.name()),
+            None => format!(
+                "not counted on {} {v} (a KVM guest, which measures time and counts nothing)",
+                arch.name()
+            ),
+        }
     }
 }
 

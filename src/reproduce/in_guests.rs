@@ -170,7 +170,12 @@ pub fn measure(
         // One arch that cannot run guests (no musl target, no KVM asked
         // for) leaves the other one running.
         match Fleet::prepare(&cache, settings.clone(), &ks) {
-            Ok(f) => usable.push((arch, f)),
+            Ok(f) => {
+                if let Some(why) = f.uncounted(arch) {
+                    ev.uncounted.push((arch, why.to_string()));
+                }
+                usable.push((arch, f))
+            }
             Err(e) => ev.missing.push((arch, format!("{e:#}"))),
         }
     }

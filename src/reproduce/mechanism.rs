@@ -209,12 +209,7 @@ pub fn count(m: &Mechanism, g: &GuestEvidence) -> Result<Counts, String> {
         let c = m
             .cell(g, v)
             .ok_or_else(|| g.why_missing(m.arch, Some(v), m.workload))?;
-        c.profile.as_ref().ok_or_else(|| {
-            format!(
-                "not counted on {} {v} (a KVM guest, or one without ptelab's QEMU plugin)",
-                m.arch.name()
-            )
-        })
+        c.profile.as_ref().ok_or_else(|| g.why_uncounted(m.arch, v))
     };
     let (pa, pb) = (profile(before)?, profile(after)?);
     let (ca, cb) = (m.counts(pa), m.counts(pb));

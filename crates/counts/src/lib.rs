@@ -9,6 +9,8 @@
 //! - [`classify`]: which guest instructions the plugin counts, from their
 //!   bytes: markers and TLB invalidations of both arches.
 //! - [`record`]: the text the plugin writes per window, and its parser.
+//! - [`api`]: which plugin API level each QEMU release loads, and how the
+//!   plugin's calls look at each.
 //!
 //! Pure: no I/O, no unsafe. Unit-tested on byte patterns of both arches.
 
@@ -16,13 +18,7 @@
 
 pub mod record;
 
-/// The plugin API level the plugin speaks: QEMU 4.2 through 8.2 accept it;
-/// QEMU 9.0 raised the minimum to 2 (it dropped the inline operations that
-/// are not per vCPU), so a QEMU from 9.0 on cannot load this plugin.
-pub const PLUGIN_API_VERSION: i32 = 1;
-
-/// The first QEMU release (major, minor) that no longer loads an API-v1 plugin.
-pub const FIRST_QEMU_WITHOUT_API_V1: (u32, u32) = (9, 0);
+pub mod api;
 
 /// Phases one sample can time separately (prot-transition and mremap-move
 /// time two; their windows may overlap: mremap's iteration contains its move).

@@ -1,5 +1,13 @@
-//! ptelab's QEMU TCG plugin (plugin API v1: QEMU 4.2 to 8.2; Debian 12
-//! ships 7.2). Loaded with `-plugin libptelab_qemu_plugin.so,out=FILE`.
+//! ptelab's QEMU TCG plugin, one library for every QEMU with plugins from
+//! 4.2 to 11.x (API levels 1 to 7; Debian 12 ships 7.2, Debian 13 10.0,
+//! sid 11.1). Loaded with `-plugin libptelab_qemu_plugin.so,out=FILE`.
+//!
+//! QEMU reads the level a plugin declares before installing it, so the
+//! level is chosen when the library is loaded ([`declare_level`]: the
+//! level ptelab names in `PTELAB_QEMU_PLUGIN_API`, else one guessed from
+//! what QEMU exports), and every call is bound at install by the newest
+//! level QEMU speaks (`ptelab_counts::api::Abi`), since a call's shape
+//! follows the QEMU, not the level declared.
 //!
 //! It watches every guest translation block passively (a plugin changes
 //! nothing the guest executes, so icount figures are unchanged) and counts
@@ -23,13 +31,14 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
+use ptelab_counts::api::{self, Abi, InsnData};
 use ptelab_counts::record::{self, Window};
 use ptelab_counts::{classify, is_kernel_address, Insn, Marker, Target, Tlb, MAX_PHASES};
 
-// ---- The plugin API (qemu-plugin.h, version 1), the calls used. ----
+// ---- The plugin API (qemu-plugin.h), the calls used. ----
 
 type PluginId = u64;
 #[repr(C)]
@@ -47,7 +56,8 @@ struct VersionRange {
     cur: c_int,
 }
 
-/// `qemu_info_t` (its leading fields: the rest is not read).
+/// `qemu_info_t` (its leading fields, the same at every level: the rest is
+/// not read).
 #[repr(C)]
 pub struct QemuInfo {
     target_name: *const c_char,
@@ -58,36 +68,124 @@ pub struct QemuInfo {
 /// `QEMU_PLUGIN_CB_NO_REGS`.
 const CB_NO_REGS: c_int = 0;
 
-type TbTransCb = extern "C" fn(PluginId, *mut QemuPluginTb);
 type VcpuUdataCb = extern "C" fn(c_uint, *mut c_void);
-type UdataCb = extern "C" fn(PluginId, *mut c_void);
 
-extern "C" {
-    fn qemu_plugin_register_vcpu_tb_trans_cb(id: PluginId, cb: TbTransCb);
-    fn qemu_plugin_register_vcpu_tb_exec_cb(
-        tb: *mut QemuPluginTb,
-        cb: VcpuUdataCb,
-        flags: c_int,
-        userdata: *mut c_void,
-    );
-    fn qemu_plugin_register_vcpu_insn_exec_cb(
-        insn: *mut QemuPluginInsn,
-        cb: VcpuUdataCb,
-        flags: c_int,
-        userdata: *mut c_void,
-    );
-    fn qemu_plugin_tb_n_insns(tb: *const QemuPluginTb) -> usize;
-    fn qemu_plugin_tb_vaddr(tb: *const QemuPluginTb) -> u64;
-    fn qemu_plugin_tb_get_insn(tb: *const QemuPluginTb, idx: usize) -> *mut QemuPluginInsn;
-    fn qemu_plugin_insn_data(insn: *const QemuPluginInsn) -> *const c_void;
-    fn qemu_plugin_insn_size(insn: *const QemuPluginInsn) -> usize;
-    fn qemu_plugin_register_atexit_cb(id: PluginId, cb: UdataCb, userdata: *mut c_void);
+/// The calls whose shape is the same at every level.
+struct Calls {
+    tb_exec_cb: unsafe extern "C" fn(*mut QemuPluginTb, VcpuUdataCb, c_int, *mut c_void),
+    insn_exec_cb: unsafe extern "C" fn(*mut QemuPluginInsn, VcpuUdataCb, c_int, *mut c_void),
+    tb_n_insns: unsafe extern "C" fn(*const QemuPluginTb) -> usize,
+    tb_vaddr: unsafe extern "C" fn(*const QemuPluginTb) -> u64,
+    tb_get_insn: unsafe extern "C" fn(*const QemuPluginTb, usize) -> *mut QemuPluginInsn,
+    insn_size: unsafe extern "C" fn(*const QemuPluginInsn) -> usize,
+    /// `qemu_plugin_insn_data`, its shape in `insn_data_abi`.
+    insn_data: *mut c_void,
+    insn_data_abi: InsnData,
 }
 
-/// The API level this plugin is built against; QEMU refuses a plugin whose
-/// level is outside its range.
+// SAFETY: function addresses in QEMU, valid for the life of the process.
+unsafe impl Send for Calls {}
+unsafe impl Sync for Calls {}
+
+static CALLS: OnceLock<Calls> = OnceLock::new();
+
+/// A call QEMU exports, by name (`name` NUL-terminated).
+fn lookup(name: &str) -> Option<*mut c_void> {
+    debug_assert!(name.ends_with('\0'));
+    // SAFETY: `name` is a NUL-terminated string; RTLD_DEFAULT searches the
+    // QEMU executable, which exports the plugin API.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr() as *const c_char) };
+    (!p.is_null()).then_some(p)
+}
+
+/// A call QEMU must export, or why not.
+fn require(name: &str) -> Result<*mut c_void, String> {
+    lookup(name).ok_or_else(|| format!("this QEMU does not export {}", name.trim_end_matches('\0')))
+}
+
+impl Calls {
+    fn bind(abi: Abi) -> Result<Calls, String> {
+        // SAFETY: each symbol is the plugin API call of that name, whose C
+        // signature at `abi`'s level is the type it is cast to.
+        unsafe {
+            Ok(Calls {
+                tb_exec_cb: std::mem::transmute::<*mut c_void, _>(require(
+                    "qemu_plugin_register_vcpu_tb_exec_cb\0",
+                )?),
+                insn_exec_cb: std::mem::transmute::<*mut c_void, _>(require(
+                    "qemu_plugin_register_vcpu_insn_exec_cb\0",
+                )?),
+                tb_n_insns: std::mem::transmute::<*mut c_void, _>(require(
+                    "qemu_plugin_tb_n_insns\0",
+                )?),
+                tb_vaddr: std::mem::transmute::<*mut c_void, _>(require("qemu_plugin_tb_vaddr\0")?),
+                tb_get_insn: std::mem::transmute::<*mut c_void, _>(require(
+                    "qemu_plugin_tb_get_insn\0",
+                )?),
+                insn_size: std::mem::transmute::<*mut c_void, _>(require(
+                    "qemu_plugin_insn_size\0",
+                )?),
+                insn_data: require("qemu_plugin_insn_data\0")?,
+                insn_data_abi: abi.insn_data,
+            })
+        }
+    }
+
+    /// An instruction's bytes, copied into `buf`.
+    ///
+    /// # Safety
+    /// `insn` is an instruction of the block being translated.
+    unsafe fn insn_bytes<'b>(&self, insn: *mut QemuPluginInsn, buf: &'b mut [u8; 16]) -> &'b [u8] {
+        type Pointer = unsafe extern "C" fn(*const QemuPluginInsn) -> *const c_void;
+        type Copy = unsafe extern "C" fn(*const QemuPluginInsn, *mut c_void, usize) -> usize;
+        let size = (self.insn_size)(insn).min(buf.len());
+        // The pointer form returns `insn_size` valid bytes, or null.
+        let from = |p: *const c_void, buf: &mut [u8; 16]| {
+            if p.is_null() {
+                return 0;
+            }
+            buf[..size].copy_from_slice(std::slice::from_raw_parts(p as *const u8, size));
+            size
+        };
+        let copy = std::mem::transmute::<*mut c_void, Copy>(self.insn_data);
+        let n = match self.insn_data_abi {
+            InsnData::Pointer => from(
+                std::mem::transmute::<*mut c_void, Pointer>(self.insn_data)(insn),
+                buf,
+            ),
+            InsnData::Copy => copy(insn, buf.as_mut_ptr() as *mut c_void, buf.len()),
+            // Called the copying way, the pointer form ignores the two
+            // extra arguments (they travel in registers on x86-64 and
+            // arm64, the only hosts QEMU plugins run on here) and returns
+            // an address, never a length of at most 16.
+            InsnData::Either => match copy(insn, buf.as_mut_ptr() as *mut c_void, buf.len()) {
+                r @ 0..=16 => r,
+                p => from(p as *const c_void, buf),
+            },
+        };
+        &buf[..n.min(size)]
+    }
+}
+
+/// The level this plugin declares; QEMU reads it after loading the library
+/// and before installing the plugin, and refuses a level outside its range.
+/// An `AtomicI32` is laid out as the `int` QEMU reads.
 #[no_mangle]
-pub static qemu_plugin_version: c_int = ptelab_counts::PLUGIN_API_VERSION;
+pub static qemu_plugin_version: AtomicI32 = AtomicI32::new(1);
+
+/// Runs when QEMU loads the library (an ELF constructor), before QEMU
+/// reads [`qemu_plugin_version`].
+#[used]
+#[link_section = ".init_array"]
+static DECLARE_LEVEL: extern "C" fn() = declare_level;
+
+extern "C" fn declare_level() {
+    let level = std::env::var(api::ENV)
+        .ok()
+        .and_then(|v| api::parse_level(&v))
+        .unwrap_or_else(|| api::level_from_exports(|name| lookup(&format!("{name}\0")).is_some()));
+    qemu_plugin_version.store(level, Relaxed);
+}
 
 // ---- State. ----
 
@@ -269,13 +367,24 @@ fn step() {
     }
 }
 
-extern "C" fn translate(_id: PluginId, tb: *mut QemuPluginTb) {
-    let Some(&target) = TARGET.get() else { return };
-    // SAFETY: QEMU hands a valid block for the duration of this callback;
-    // instruction data is valid for its size.
+/// Translation callback, levels 1 to 6: `(id, tb)`.
+extern "C" fn translate_with_id(_id: PluginId, tb: *mut QemuPluginTb) {
+    translate(tb)
+}
+
+/// Translation callback, level 7 on: `(tb, udata)`.
+extern "C" fn translate_with_udata(tb: *mut QemuPluginTb, _udata: *mut c_void) {
+    translate(tb)
+}
+
+fn translate(tb: *mut QemuPluginTb) {
+    let (Some(&target), Some(q)) = (TARGET.get(), CALLS.get()) else {
+        return;
+    };
+    // SAFETY: QEMU hands a valid block for the duration of this callback.
     unsafe {
-        let n = qemu_plugin_tb_n_insns(tb);
-        let vaddr = qemu_plugin_tb_vaddr(tb);
+        let n = (q.tb_n_insns)(tb);
+        let vaddr = (q.tb_vaddr)(tb);
         let udata = if is_kernel_address(vaddr) {
             let b = Box::leak(Box::new(Block {
                 vaddr,
@@ -287,32 +396,78 @@ extern "C" fn translate(_id: PluginId, tb: *mut QemuPluginTb) {
         } else {
             user_tag(n as u64)
         };
-        qemu_plugin_register_vcpu_tb_exec_cb(tb, block_exec, CB_NO_REGS, udata);
+        (q.tb_exec_cb)(tb, block_exec, CB_NO_REGS, udata);
+        let mut buf = [0u8; 16];
         for i in 0..n {
-            let insn = qemu_plugin_tb_get_insn(tb, i);
-            let data = qemu_plugin_insn_data(insn) as *const u8;
-            let size = qemu_plugin_insn_size(insn);
-            if data.is_null() || size == 0 {
+            let insn = (q.tb_get_insn)(tb, i);
+            let bytes = q.insn_bytes(insn, &mut buf);
+            if bytes.is_empty() {
                 continue;
             }
-            let bytes = std::slice::from_raw_parts(data, size);
             let tag = match classify(target, bytes) {
                 Some(Insn::Marker(m)) => MARKER_TAG | m.code() as usize,
                 Some(Insn::Tlb(k)) => TLB_TAG | k.index(),
                 None => continue,
             };
-            qemu_plugin_register_vcpu_insn_exec_cb(insn, insn_exec, CB_NO_REGS, tag as *mut c_void);
+            (q.insn_exec_cb)(insn, insn_exec, CB_NO_REGS, tag as *mut c_void);
         }
     }
 }
 
-extern "C" fn at_exit(_id: PluginId, _udata: *mut c_void) {
+fn flush_output() {
     if let Some(mut out) = OUT.lock().unwrap_or_else(|e| e.into_inner()).take() {
         let _ = out.flush();
     }
 }
 
-/// Called by QEMU when it loads the plugin: `out=FILE` names the output.
+/// At-exit callback, levels 1 to 6: `(id, udata)`.
+extern "C" fn at_exit_with_id(_id: PluginId, _udata: *mut c_void) {
+    flush_output()
+}
+
+/// At-exit callback, level 7 on: `(udata)`.
+extern "C" fn at_exit_with_udata(_udata: *mut c_void) {
+    flush_output()
+}
+
+/// Register the translation and at-exit callbacks in the shape of `abi`.
+///
+/// # Safety
+/// `id` is the id QEMU gave `qemu_plugin_install`.
+unsafe fn register_callbacks(id: PluginId, abi: Abi) -> Result<(), String> {
+    let tb_trans = require("qemu_plugin_register_vcpu_tb_trans_cb\0")?;
+    let atexit = require("qemu_plugin_register_atexit_cb\0")?;
+    type TransWithId = extern "C" fn(PluginId, *mut QemuPluginTb);
+    type TransWithUdata = extern "C" fn(*mut QemuPluginTb, *mut c_void);
+    type ExitWithId = extern "C" fn(PluginId, *mut c_void);
+    type ExitWithUdata = extern "C" fn(*mut c_void);
+    let none = std::ptr::null_mut::<c_void>();
+    // SAFETY: the registration calls' C signatures at `abi`'s level.
+    if abi.callbacks_with_udata {
+        std::mem::transmute::<
+            *mut c_void,
+            unsafe extern "C" fn(PluginId, TransWithUdata, *mut c_void),
+        >(tb_trans)(id, translate_with_udata, none);
+        std::mem::transmute::<
+            *mut c_void,
+            unsafe extern "C" fn(PluginId, ExitWithUdata, *mut c_void),
+        >(atexit)(id, at_exit_with_udata, none);
+    } else {
+        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(PluginId, TransWithId)>(tb_trans)(
+            id,
+            translate_with_id,
+        );
+        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(PluginId, ExitWithId, *mut c_void)>(
+            atexit,
+        )(id, at_exit_with_id, none);
+    }
+    Ok(())
+}
+
+/// Called by QEMU when it loads the plugin. Arguments: `out=FILE` names the
+/// output; `probe=on` only checks that this QEMU loads the plugin, prints
+/// `api::PROBE_LINE` with the levels, and declines (QEMU then exits), so that
+/// ptelab learns whether a QEMU can count before it boots a guest.
 ///
 /// # Safety
 /// QEMU passes a valid `info` and `argc` NUL-terminated strings in `argv`.
@@ -328,13 +483,8 @@ pub unsafe extern "C" fn qemu_plugin_install(
         -1
     };
     let info = &*info;
-    let api = ptelab_counts::PLUGIN_API_VERSION;
-    if info.version.min > api || info.version.cur < api {
-        return fail(format!(
-            "this QEMU speaks plugin API {}..{}, the plugin {api}",
-            info.version.min, info.version.cur
-        ));
-    }
+    let declared = qemu_plugin_version.load(Relaxed);
+    let abi = Abi::of(info.version.cur);
     if !info.system_emulation {
         return fail("only system emulation (qemu-system-*) is supported".into());
     }
@@ -342,13 +492,32 @@ pub unsafe extern "C" fn qemu_plugin_install(
     let Some(target) = Target::from_qemu(&name) else {
         return fail(format!("target {name} is not x86_64 or aarch64"));
     };
+    let calls = match Calls::bind(abi) {
+        Ok(c) => c,
+        Err(why) => return fail(why),
+    };
     let mut out = None;
+    let mut probe = false;
     for i in 0..argc.max(0) as usize {
         let arg = CStr::from_ptr(*argv.add(i)).to_string_lossy();
         match arg.split_once('=') {
             Some(("out", path)) => out = Some(path.to_string()),
-            _ => return fail(format!("unknown argument '{arg}' (accepted: out=FILE)")),
+            Some(("probe", "on")) => probe = true,
+            _ => {
+                return fail(format!(
+                    "unknown argument '{arg}' (accepted: out=FILE, probe=on)"
+                ))
+            }
         }
+    }
+    if probe {
+        eprintln!(
+            "{}level {declared}, QEMU accepts {}..{}, target {name}",
+            api::PROBE_LINE,
+            info.version.min,
+            info.version.cur
+        );
+        return 1;
     }
     let Some(path) = out else {
         return fail("no out=FILE argument".into());
@@ -364,8 +533,10 @@ pub unsafe extern "C" fn qemu_plugin_install(
         return fail(format!("cannot write {path}"));
     }
     let _ = TARGET.set(target);
+    let _ = CALLS.set(calls);
     *OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
-    qemu_plugin_register_vcpu_tb_trans_cb(id, translate);
-    qemu_plugin_register_atexit_cb(id, at_exit, std::ptr::null_mut());
+    if let Err(why) = register_callbacks(id, abi) {
+        return fail(why);
+    }
     0
 }

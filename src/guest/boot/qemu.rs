@@ -356,10 +356,17 @@ pub struct Qemu {
 }
 
 impl Qemu {
-    pub fn spawn(emulator: &Path, args: &[OsString]) -> anyhow::Result<Qemu> {
+    /// `env` is added to QEMU's environment (the level ptelab's plugin
+    /// declares, `plugin::Loads::env`).
+    pub fn spawn(
+        emulator: &Path,
+        args: &[OsString],
+        env: &[(&str, String)],
+    ) -> anyhow::Result<Qemu> {
         let parent = std::process::id() as libc::pid_t;
         let mut cmd = Command::new(emulator);
         cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -601,7 +608,7 @@ mod tests {
 
     #[test]
     fn dropped_process_is_killed_and_reaped() {
-        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()], &[]).unwrap();
         let pid = q.child().id();
         assert_eq!(state(pid).map(|s| s != 'Z'), Some(true));
         drop(q);
@@ -613,7 +620,7 @@ mod tests {
         // As if ptelab died without running Drop (SIGKILL): PR_SET_PDEATHSIG
         // kills the child when the spawning thread ends.
         let (pid, q) = std::thread::spawn(|| {
-            let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+            let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()], &[]).unwrap();
             let pid = q.child().id();
             // Skip Drop's kill, keep the handle to reap the zombie later.
             q.reaped = true;
@@ -630,7 +637,7 @@ mod tests {
 
     #[test]
     fn own_process_group() {
-        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()]).unwrap();
+        let mut q = Qemu::spawn(Path::new("/bin/sleep"), &["60".into()], &[]).unwrap();
         let pid = q.child().id() as libc::pid_t;
         // SAFETY: getpgid only queries.
         assert_eq!(

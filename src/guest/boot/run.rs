@@ -135,9 +135,10 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
         env: Default::default(),
         symbols: job.profile.as_ref().is_some_and(|p| p.symbols),
     };
-    if job.profile.is_some() {
-        super::plugin::check_qemu(&emulator, &qemu_version)?;
-    }
+    let loads = match &job.profile {
+        Some(p) => Some(super::plugin::probe(&emulator, &qemu_version, &p.library)?),
+        None => None,
+    };
     // The plugin writes into an unnamed file QEMU opens through /proc (gone
     // with ptelab, whatever happens).
     let counts_file = match &job.profile {
@@ -234,7 +235,12 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
     }
 
     let started = Instant::now();
-    let mut q = Qemu::spawn(&emulator, &qemu::args(&machine))?;
+    let env = loads.as_ref().map(|l| l.env());
+    let mut q = Qemu::spawn(
+        &emulator,
+        &qemu::args(&machine),
+        env.as_ref().map_or(&[][..], |e| &e[..]),
+    )?;
     let stderr = drain_stderr(&mut q)?;
     let console = pump(job, &mut q, &mut log, started)?;
     let status = q.wait().context("waiting for QEMU")?;
