@@ -13,6 +13,7 @@ mod layers;
 mod model_cli;
 mod predict_cli;
 mod profile_guest;
+mod qemu_versions;
 mod report_cli;
 mod store_cli;
 mod store_kill;

@@ -190,7 +190,8 @@ pub struct MeasureOpts {
     pub windows: bool,
     /// The clock counts guest instructions (a QEMU TCG guest under icount;
     /// set by the host, not typed): the memory-latency probe, one
-    /// instruction per load there, is not taken.
+    /// instruction per load there, is not taken, and samples last a
+    /// quarter of a timer tick (`runner::ICOUNT_SAMPLE_TARGET`).
     #[arg(long, hide = true)]
     pub icount: bool,
     /// reclaim: swap the anonymous region out to a temporary swapfile of SIZE

@@ -136,6 +136,10 @@ pub fn kernel_plan(
             reclaim: reclaim.clone(),
             windows: opts.windows,
             memory_probe: !opts.icount,
+            sample_target: match opts.icount {
+                true => crate::measure::runner::ICOUNT_SAMPLE_TARGET,
+                false => crate::measure::runner::SAMPLE_TARGET,
+            },
         })
         .collect();
     Ok(KernelPlan {

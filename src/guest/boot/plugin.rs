@@ -76,6 +76,9 @@ pub struct Loads {
     pub level: i32,
     /// The levels this QEMU accepts, as it reported them: `min..cur`.
     pub accepts: String,
+    /// The QEMU's release (major, minor), which the plugin is told
+    /// (`qemu=`: how its blocks list instructions).
+    pub release: (u32, u32),
 }
 
 impl Loads {
@@ -97,7 +100,10 @@ pub fn probe(emulator: &Path, version: &str, library: &Path) -> anyhow::Result<L
     if let Some((_, l)) = SEEN.lock().unwrap().iter().find(|(k, _)| *k == key) {
         return Ok(l.clone());
     }
-    let Some(level) = major_minor(version).and_then(|(m, n)| api::level_for_qemu(m, n)) else {
+    let release = major_minor(version);
+    let Some((level, release)) =
+        release.and_then(|(m, n)| Some((api::level_for_qemu(m, n)?, (m, n))))
+    else {
         let (m, n) = api::FIRST_QEMU_WITH_PLUGINS;
         return Err(usage(format!(
             "{} is QEMU {version}, which has no TCG plugins (they came with QEMU {m}.{n}); \
@@ -137,7 +143,7 @@ pub fn probe(emulator: &Path, version: &str, library: &Path) -> anyhow::Result<L
         .output()
         .with_context(|| format!("running {} to load the QEMU plugin", emulator.display()))?;
     let err = String::from_utf8_lossy(&out.stderr);
-    let loads = parse_probe(&err, level).ok_or_else(|| {
+    let loads = parse_probe(&err, level, release).ok_or_else(|| {
         let said = err
             .lines()
             .rev()
@@ -168,7 +174,7 @@ pub fn loads_in(arch: Arch, library: &Path) -> anyhow::Result<Loads> {
 
 /// The plugin's probe line (`ptelab plugin: loads: level 7, QEMU accepts
 /// 7..7, target aarch64`) in QEMU's stderr.
-fn parse_probe(stderr: &str, level: i32) -> Option<Loads> {
+fn parse_probe(stderr: &str, level: i32, release: (u32, u32)) -> Option<Loads> {
     let line = stderr
         .lines()
         .find_map(|l| l.strip_prefix(api::PROBE_LINE))?;
@@ -181,6 +187,7 @@ fn parse_probe(stderr: &str, level: i32) -> Option<Loads> {
     Some(Loads {
         level,
         accepts: accepts.to_string(),
+        release,
     })
 }
 
@@ -196,8 +203,13 @@ fn supports_plugins(help: &str) -> bool {
 
 /// QEMU's `-plugin` argument: commas in a path are doubled (QEMU's option
 /// syntax).
-pub fn qemu_arg(library: &Path, out: &Path) -> String {
-    format!("{},out={}", escape(library), escape(out))
+pub fn qemu_arg(library: &Path, out: &Path, loads: &Loads) -> String {
+    let (major, minor) = loads.release;
+    format!(
+        "{},out={},qemu={major}.{minor}",
+        escape(library),
+        escape(out)
+    )
 }
 
 fn escape(p: &Path) -> String {
@@ -297,7 +309,8 @@ mod tests {
             l,
             Loads {
                 level: 2,
-                accepts: "2..4".into()
+                accepts: "2..4".into(),
+                release: (10, 0)
             }
         );
         assert_eq!(l.env(), [("PTELAB_QEMU_PLUGIN_API", "2".to_string())]);
@@ -306,8 +319,16 @@ mod tests {
     #[test]
     fn commas_in_paths_are_doubled() {
         assert_eq!(
-            qemu_arg(Path::new("/a,b/lib.so"), Path::new("/proc/1/fd/5")),
-            "/a,,b/lib.so,out=/proc/1/fd/5"
+            qemu_arg(
+                Path::new("/a,b/lib.so"),
+                Path::new("/proc/1/fd/5"),
+                &Loads {
+                    level: 1,
+                    accepts: "0..1".into(),
+                    release: (7, 2)
+                }
+            ),
+            "/a,,b/lib.so,out=/proc/1/fd/5,qemu=7.2"
         );
     }
 }

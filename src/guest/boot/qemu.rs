@@ -181,6 +181,73 @@ fn parse_version(text: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_string())
 }
 
+/// The x86-64 CPU every TCG guest sees, whichever QEMU runs it: the `max`
+/// CPU of QEMU 7.2 (Debian 12's), on which ptelab's stored x86 figures were
+/// measured. Later releases' `max` adds features (FSRM, RDPID, x2APIC,
+/// RDSEED, SHA-NI, …) and reports family 6 model 6, and the guest kernel
+/// patches itself by them (another `memcpy`, other vulnerability
+/// mitigations: `spec_store_bypass` "Vulnerable" instead of "Not
+/// affected"). These are the flags QEMU 7.2's `max` has (its
+/// `query-cpu-model-expansion`); every other flag a QEMU recognizes is
+/// turned off, and family, model and stepping are 7.2's. Measured: Debian
+/// 6.17.8's `/proc/cpuinfo` flags, bugs and vulnerabilities are then the same
+/// under QEMU 7.2, 10.0 and 11.1 (docs/guests.md, "QEMU versions").
+const X86_REFERENCE_FLAGS: &[&str] = &[
+    "3dnow", "3dnowext", "abm", "acpi", "adx", "aes", "apic", "arat", "avx", "avx2", "bmi1",
+    "bmi2", "clflush", "clflushopt", "clwb", "cmov", "cr8legacy", "cx16", "cx8", "de", "erms",
+    "f16c", "fma", "fpu", "fsgsbase", "fxsr", "hypervisor", "i64", "la57", "lahf-lm", "lm",
+    "mca", "mce", "mmx", "mmxext", "monitor", "movbe", "mpx", "msr", "mtrr", "npt", "nx",
+    "pae", "pat", "pclmuldq", "pclmulqdq", "pcommit", "pdpe1gb", "pge", "pks", "pku", "pni",
+    "popcnt", "pse", "pse36", "rdrand", "rdtscp", "sep", "smap", "smep", "ss", "sse", "sse2",
+    "sse3", "sse4-1", "sse4-2", "sse4a", "ssse3", "svm", "svme-addr-chk", "syscall", "tsc",
+    "umip", "vaes", "vgif", "xd", "xgetbv1", "xsave", "xsaveopt",
+];
+
+/// Family, model and stepping of QEMU 7.2's x86-64 `max` CPU.
+const X86_REFERENCE_MODEL: &str = "family=15,model=107,stepping=1";
+
+/// `-cpu` for an x86-64 TCG guest of `emulator`: `max` less every flag
+/// [`X86_REFERENCE_FLAGS`] lacks, among those this QEMU recognizes (its
+/// `-cpu help`), with 7.2's family, model and stepping. Asked once per
+/// emulator in a process.
+pub fn x86_reference_cpu(emulator: &Path) -> anyhow::Result<String> {
+    static SEEN: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+    if let Some((_, c)) = SEEN.lock().unwrap().iter().find(|(e, _)| e == emulator) {
+        return Ok(c.clone());
+    }
+    let out = Command::new(emulator)
+        .args(["-cpu", "help"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("running {} -cpu help", emulator.display()))?;
+    let cpu = reference_cpu(&String::from_utf8_lossy(&out.stdout));
+    SEEN.lock().unwrap().push((emulator.to_path_buf(), cpu.clone()));
+    Ok(cpu)
+}
+
+/// [`x86_reference_cpu`] from the text of `-cpu help`.
+fn reference_cpu(help: &str) -> String {
+    let norm = |f: &str| f.replace(['_', '.'], "-");
+    let keep: Vec<String> = X86_REFERENCE_FLAGS.iter().map(|f| norm(f)).collect();
+    let recognized = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Recognized CPUID flags"))
+        .skip(1)
+        .take_while(|l| l.starts_with(' '))
+        .flat_map(str::split_whitespace);
+    let mut cpu = String::from("max");
+    for f in recognized {
+        if !keep.contains(&norm(f)) {
+            cpu.push_str(",-");
+            cpu.push_str(f);
+        }
+    }
+    cpu.push(',');
+    cpu.push_str(X86_REFERENCE_MODEL);
+    cpu
+}
+
 /// What a guest boots with.
 pub struct Machine<'a> {
     pub arch: Arch,
@@ -202,6 +269,9 @@ pub struct Machine<'a> {
     /// (ERMS, FSRM), for guests whose untimed work is mostly page clears
     /// and `write()` copies (`run::GuestJob`).
     pub narrow_strings: bool,
+    /// x86-64 under TCG: the features to take off this QEMU's `max` CPU
+    /// ([`x86_reference_cpu`]); None leaves `max` as this QEMU has it.
+    pub x86_cpu: Option<&'a str>,
 }
 
 /// Whether a guest of `arch` runs on a CPU without fast short string
@@ -280,15 +350,21 @@ pub const TCG_RTC: &str = "base=2025-01-01T00:00:00,clock=vm";
 
 /// QEMU's arguments (after the emulator's name).
 pub fn args(m: &Machine) -> Vec<OsString> {
-    let (machine, tcg_cpu) = match m.arch {
+    let x86 = |narrow: bool| {
+        let mut cpu = m.x86_cpu.unwrap_or("max").to_string();
         // Without ERMS/FSRM the kernel's string copies and clears move 8
         // bytes per `rep` iteration instead of 1; TCG executes (and icount
         // counts) each iteration.
-        Arch::X86_64 if m.narrow_strings => ("pc", "max,-erms,-fsrm"),
-        Arch::X86_64 => ("pc", "max"),
+        if narrow {
+            cpu.push_str(",-erms,-fsrm");
+        }
+        cpu
+    };
+    let (machine, tcg_cpu) = match m.arch {
+        Arch::X86_64 => ("pc", x86(m.narrow_strings)),
         // pauth-impdef: QEMU's cheap pointer-authentication hash instead of
         // QARMA; same instructions executed, several times faster under TCG.
-        Arch::Arm64 => ("virt", "max,pauth-impdef=on"),
+        Arch::Arm64 => ("virt", "max,pauth-impdef=on".to_string()),
     };
     let mem = m.memory_mib.to_string();
     let seed = m.setup.seed.map_or(TCG_SEED.to_string(), |s| s.to_string());
@@ -299,7 +375,7 @@ pub fn args(m: &Machine) -> Vec<OsString> {
             "-accel",
             "tcg",
             "-cpu",
-            tcg_cpu,
+            &tcg_cpu,
             "-icount",
             "shift=0,sleep=off",
             "-seed",
@@ -444,6 +520,7 @@ mod tests {
             plugin: None,
             setup: &Setup::default(),
             narrow_strings: false,
+            x86_cpu: None,
         };
         args(&m)
             .iter()
@@ -483,6 +560,7 @@ mod tests {
             plugin: None,
             setup: &Setup::default(),
             narrow_strings: false,
+            x86_cpu: None,
         };
         let a = args(&m);
         assert_eq!(a[a.len() - 1], OsString::from(kernel_cmdline(Arch::X86_64)));
@@ -517,6 +595,7 @@ mod tests {
             plugin: None,
             setup: &setup,
             narrow_strings: false,
+            x86_cpu: None,
         });
         let at = padded.iter().position(|x| x == "-seed").unwrap();
         assert_eq!(padded[at + 1], OsString::from("7"));

@@ -135,6 +135,10 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
         env: Default::default(),
         symbols: job.profile.as_ref().is_some_and(|p| p.symbols),
     };
+    let x86_cpu = match (job.arch, job.accel) {
+        (Arch::X86_64, Accel::Tcg) => Some(qemu::x86_reference_cpu(&emulator)?),
+        _ => None,
+    };
     let loads = match &job.profile {
         Some(p) => Some(super::plugin::probe(&emulator, &qemu_version, &p.library)?),
         None => None,
@@ -145,8 +149,8 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
         Some(_) => Some(tempfile::tempfile().context("creating the plugin's output file")?),
         None => None,
     };
-    let plugin_arg = match (&job.profile, &counts_file) {
-        (Some(p), Some(f)) => Some(super::plugin::qemu_arg(&p.library, &proc_path(f))),
+    let plugin_arg = match (&job.profile, &counts_file, &loads) {
+        (Some(p), Some(f), Some(l)) => Some(super::plugin::qemu_arg(&p.library, &proc_path(f), l)),
         _ => None,
     };
     if job.disk.is_some() {
@@ -202,6 +206,7 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
         plugin: plugin_arg,
         setup: &job.setup,
         narrow_strings: qemu::narrow_strings(job.arch, job.disk.is_some()),
+        x86_cpu: x86_cpu.as_deref(),
     };
     if let Some(dir) = job.log.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

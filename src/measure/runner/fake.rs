@@ -104,6 +104,7 @@ pub fn plan(size: u64, budget: Budget, blocks: u32) -> CellPlan {
         reclaim: None,
         windows: false,
         memory_probe: true,
+        sample_target: super::SAMPLE_TARGET,
     }
 }
 

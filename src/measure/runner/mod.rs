@@ -7,7 +7,7 @@
 //! 2. warm up for `WARMUP` (first calls settle the page tables, e.g. the first
 //!    mprotect after population write-protects nothing yet);
 //! 3. calibrate (first block): double the batch until one batch takes about
-//!    `SAMPLE_TARGET`;
+//!    `SAMPLE_TARGET` (`ICOUNT_SAMPLE_TARGET` in a TCG guest);
 //! 4. sample: batches until the 95% CI half-width of the median over every
 //!    block so far is under `PRECISION` of the median, or the block's share
 //!    of the time budget is spent;
@@ -42,7 +42,17 @@ mod tests;
 /// Time spent warming up before calibration.
 const WARMUP: Duration = Duration::from_millis(50);
 /// Target duration of one sample (a batch of calls).
-const SAMPLE_TARGET: Duration = Duration::from_millis(10);
+pub const SAMPLE_TARGET: Duration = Duration::from_millis(10);
+/// Target of one sample in a TCG guest under icount, where the clock counts
+/// instructions: a quarter of the 4 ms timer tick of Debian's kernels
+/// (HZ=250), so that at most one sample in four takes a tick and the
+/// median is the figure of the calls alone. 10 ms samples hold two or three
+/// ticks each, and the figure then carried their cost, 29 to 45
+/// instructions a call on `prot-transition` 400K 4K (Debian 6.17.8): under
+/// QEMU 10.0 and 11.1 it was 41,077 a call, under 7.2, whose calibration
+/// had chosen 30 calls a sample instead of 129, 41,032, the calls alone
+/// (docs/guests.md, "QEMU versions").
+pub const ICOUNT_SAMPLE_TARGET: Duration = Duration::from_millis(1);
 /// Stop sampling once the CI half-width of the median is under this fraction.
 const PRECISION: f64 = 0.01;
 /// Never stop on precision before this many samples.
@@ -85,6 +95,9 @@ pub struct CellPlan {
     /// cycle costs a guest about a second of emulation (its mappings are
     /// still made: `probe::reserve_memory_probe`).
     pub memory_probe: bool,
+    /// How long one sample should take: [`SAMPLE_TARGET`], or
+    /// [`ICOUNT_SAMPLE_TARGET`] in a TCG guest.
+    pub sample_target: Duration,
 }
 
 impl CellPlan {
@@ -337,7 +350,7 @@ impl CellRun {
             Some(b) => b,
             None => {
                 reporter.event(RunEvent::Phase("calibrate"));
-                let b = calibrate(op.as_mut(), &*backend, plan.budget)?;
+                let b = calibrate(op.as_mut(), &*backend, plan.budget, plan.sample_target)?;
                 self.batch = Some(b);
                 b
             }
@@ -587,17 +600,22 @@ impl CellRun {
 }
 
 /// Calls per sample: double the batch until one batch takes a quarter of
-/// [`SAMPLE_TARGET`], then scale it to the target (a whole number of
-/// iteration multiples; never more than a fixed `--iters` budget).
-fn calibrate(op: &mut dyn KernelOp, clock: &dyn Backend, budget: Budget) -> anyhow::Result<u64> {
+/// `target`, then scale it to the target (a whole number of iteration
+/// multiples; never more than a fixed `--iters` budget).
+fn calibrate(
+    op: &mut dyn KernelOp,
+    clock: &dyn Backend,
+    budget: Budget,
+    target: Duration,
+) -> anyhow::Result<u64> {
     let multiple = op.iteration_multiple();
     let mut batch = multiple;
     loop {
         let t = clock.now();
         op.run(batch)?;
         let el = clock.now() - t;
-        if el >= SAMPLE_TARGET / 4 || batch >= 1 << 30 {
-            let scale = SAMPLE_TARGET.as_secs_f64() / el.as_secs_f64().max(1e-9);
+        if el >= target / 4 || batch >= 1 << 30 {
+            let scale = target.as_secs_f64() / el.as_secs_f64().max(1e-9);
             batch = ((batch as f64 * scale) as u64).max(multiple);
             batch = batch.div_ceil(multiple) * multiple;
             break;

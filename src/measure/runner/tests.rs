@@ -66,6 +66,19 @@ fn warm_up_comes_before_any_timed_sample() {
 }
 
 #[test]
+fn a_tcg_guest_samples_a_quarter_of_a_timer_tick() {
+    let mut b = FakeBackend::new(41_000.0);
+    let mut plan = fake::plan(4096, Budget::Time(200 * MS), 1);
+    plan.sample_target = ICOUNT_SAMPLE_TARGET;
+    measure(&mut b, plan, 1);
+    let log = b.log();
+    for took in runs(&log[at(&log, "sample")..]) {
+        let err = (took.as_secs_f64() / ICOUNT_SAMPLE_TARGET.as_secs_f64() - 1.0).abs();
+        assert!(err < 0.05, "a sample took {took:?}");
+    }
+}
+
+#[test]
 fn calibration_lands_samples_near_the_target() {
     for (cost_ns, multiple) in [(1_000.0, 1), (7_300.0, 2), (37.0, 1), (450_000.0, 2)] {
         let mut b = FakeBackend::new(cost_ns);
