@@ -53,6 +53,9 @@ pub fn measure(
     // after the other, joined by `--then`), started in the same order.
     let jobs: Vec<Job> = planned.iter().map(|p| p.job.clone()).collect();
     let boots = fleet::boots_per_kernel(&jobs);
+    // An arch whose QEMU here cannot load the plugin is measured plain on
+    // the nodes too (`Fleet::uncounted`).
+    let uncounted: Vec<_> = ev.uncounted.iter().map(|(a, _)| *a).collect();
     let tasks: Vec<(String, PathBuf, Vec<String>)> = boots
         .iter()
         .map(|boot| {
@@ -67,7 +70,8 @@ pub fn measure(
                     arch: Some(p.arch),
                     accel: p.accel.name(),
                     profile: p.accel == Accel::Tcg
-                        && settings.profile != crate::fleet::ProfileRequest::Off,
+                        && settings.profile != crate::fleet::ProfileRequest::Off
+                        && !uncounted.contains(&p.arch),
                     tags,
                     json: false,
                 },

@@ -70,15 +70,23 @@ const CB_NO_REGS: c_int = 0;
 
 type VcpuUdataCb = extern "C" fn(c_uint, *mut c_void);
 
+type TbExecCb = unsafe extern "C" fn(*mut QemuPluginTb, VcpuUdataCb, c_int, *mut c_void);
+type InsnExecCb = unsafe extern "C" fn(*mut QemuPluginInsn, VcpuUdataCb, c_int, *mut c_void);
+type TbNInsns = unsafe extern "C" fn(*const QemuPluginTb) -> usize;
+type TbVaddr = unsafe extern "C" fn(*const QemuPluginTb) -> u64;
+type TbGetInsn = unsafe extern "C" fn(*const QemuPluginTb, usize) -> *mut QemuPluginInsn;
+type InsnSize = unsafe extern "C" fn(*const QemuPluginInsn) -> usize;
+type InsnVaddr = unsafe extern "C" fn(*const QemuPluginInsn) -> u64;
+
 /// The calls whose shape is the same at every level.
 struct Calls {
-    tb_exec_cb: unsafe extern "C" fn(*mut QemuPluginTb, VcpuUdataCb, c_int, *mut c_void),
-    insn_exec_cb: unsafe extern "C" fn(*mut QemuPluginInsn, VcpuUdataCb, c_int, *mut c_void),
-    tb_n_insns: unsafe extern "C" fn(*const QemuPluginTb) -> usize,
-    tb_vaddr: unsafe extern "C" fn(*const QemuPluginTb) -> u64,
-    tb_get_insn: unsafe extern "C" fn(*const QemuPluginTb, usize) -> *mut QemuPluginInsn,
-    insn_size: unsafe extern "C" fn(*const QemuPluginInsn) -> usize,
-    insn_vaddr: unsafe extern "C" fn(*const QemuPluginInsn) -> u64,
+    tb_exec_cb: TbExecCb,
+    insn_exec_cb: InsnExecCb,
+    tb_n_insns: TbNInsns,
+    tb_vaddr: TbVaddr,
+    tb_get_insn: TbGetInsn,
+    insn_size: InsnSize,
+    insn_vaddr: InsnVaddr,
     /// `qemu_plugin_insn_data`, its shape in `insn_data_abi`.
     insn_data: *mut c_void,
     insn_data_abi: InsnData,
@@ -104,31 +112,29 @@ fn require(name: &str) -> Result<*mut c_void, String> {
     lookup(name).ok_or_else(|| format!("this QEMU does not export {}", name.trim_end_matches('\0')))
 }
 
+/// A call QEMU must export (`name` NUL-terminated), as the function type
+/// `F`.
+///
+/// # Safety
+/// `F` is the C signature of that call in this QEMU.
+unsafe fn bind<F: Copy>(name: &str) -> Result<F, String> {
+    let p = require(name)?;
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    Ok(std::mem::transmute_copy::<*mut c_void, F>(&p))
+}
+
 impl Calls {
     fn bind(abi: Abi) -> Result<Calls, String> {
-        // SAFETY: each symbol is the plugin API call of that name, whose C
-        // signature at `abi`'s level is the type it is cast to.
+        // SAFETY: each type is that call's C signature at every level.
         unsafe {
             Ok(Calls {
-                tb_exec_cb: std::mem::transmute::<*mut c_void, _>(require(
-                    "qemu_plugin_register_vcpu_tb_exec_cb\0",
-                )?),
-                insn_exec_cb: std::mem::transmute::<*mut c_void, _>(require(
-                    "qemu_plugin_register_vcpu_insn_exec_cb\0",
-                )?),
-                tb_n_insns: std::mem::transmute::<*mut c_void, _>(require(
-                    "qemu_plugin_tb_n_insns\0",
-                )?),
-                tb_vaddr: std::mem::transmute::<*mut c_void, _>(require("qemu_plugin_tb_vaddr\0")?),
-                tb_get_insn: std::mem::transmute::<*mut c_void, _>(require(
-                    "qemu_plugin_tb_get_insn\0",
-                )?),
-                insn_size: std::mem::transmute::<*mut c_void, _>(require(
-                    "qemu_plugin_insn_size\0",
-                )?),
-                insn_vaddr: std::mem::transmute::<*mut c_void, _>(require(
-                    "qemu_plugin_insn_vaddr\0",
-                )?),
+                tb_exec_cb: bind::<TbExecCb>("qemu_plugin_register_vcpu_tb_exec_cb\0")?,
+                insn_exec_cb: bind::<InsnExecCb>("qemu_plugin_register_vcpu_insn_exec_cb\0")?,
+                tb_n_insns: bind::<TbNInsns>("qemu_plugin_tb_n_insns\0")?,
+                tb_vaddr: bind::<TbVaddr>("qemu_plugin_tb_vaddr\0")?,
+                tb_get_insn: bind::<TbGetInsn>("qemu_plugin_tb_get_insn\0")?,
+                insn_size: bind::<InsnSize>("qemu_plugin_insn_size\0")?,
+                insn_vaddr: bind::<InsnVaddr>("qemu_plugin_insn_vaddr\0")?,
                 insn_data: require("qemu_plugin_insn_data\0")?,
                 insn_data_abi: abi.insn_data,
             })
@@ -418,21 +424,29 @@ mod backed_out {
     fn take_one(b: usize) {
         // SAFETY: pending entries hold leaked `Block`s.
         let b = unsafe { &*(b as *const Block) };
-        b.insns.store(b.insns.load(Relaxed).saturating_sub(1), Relaxed);
+        b.insns
+            .store(b.insns.load(Relaxed).saturating_sub(1), Relaxed);
     }
 
     /// `block` lists as its last instruction one of `size` bytes at `vaddr`.
     pub(super) fn last_listed(block: &Block, vaddr: u64, size: usize) {
-        if (vaddr + size as u64) % 4096 != 0 {
+        if !(vaddr + size as u64).is_multiple_of(4096) {
             return;
         }
         let raw = block as *const Block as usize;
-        if FOUND.lock().unwrap_or_else(|e| e.into_inner()).contains(&(vaddr, size)) {
+        if FOUND
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&(vaddr, size))
+        {
             take_one(raw);
             return;
         }
         let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-        match pending.iter_mut().find(|(v, s, _)| (*v, *s) == (vaddr, size)) {
+        match pending
+            .iter_mut()
+            .find(|(v, s, _)| (*v, *s) == (vaddr, size))
+        {
             Some((_, _, blocks)) => blocks.push(raw),
             None => pending.push((vaddr, size, vec![raw])),
         }
@@ -447,7 +461,10 @@ mod backed_out {
         let (v, listed, blocks) = pending.swap_remove(i);
         if size > listed {
             blocks.into_iter().for_each(take_one);
-            FOUND.lock().unwrap_or_else(|e| e.into_inner()).push((v, listed));
+            FOUND
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((v, listed));
         }
     }
 }
