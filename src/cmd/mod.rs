@@ -362,6 +362,8 @@ fn stored_kernels(store: &Store) -> anyhow::Result<Vec<(RunId, KernelId)>> {
     let mut runs: Vec<(RunId, KernelId)> = store
         .runs()?
         .into_iter()
+        // A padded calibration boot never stands for its kernel.
+        .filter(|r| !r.tags.iter().any(|t| t == calibrate::guest::TAG))
         .filter_map(|r| {
             let id = identity::stored(r.guest.as_ref()?, &r.arch)?;
             Some((r.id, id))
