@@ -412,14 +412,14 @@ fn runs_of_kernel(
             keys.join(", ")
         ),
     }
-    let runs = stored
+    let mut runs = stored
         .iter()
         .filter(|(_, k)| k.key == keys[0])
         .map(|(id, _)| *id);
     Ok(if every {
         runs.collect()
     } else {
-        runs.last().into_iter().collect()
+        runs.next_back().into_iter().collect()
     })
 }
 
