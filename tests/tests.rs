@@ -3,6 +3,7 @@ mod common;
 mod bench_cli;
 mod bisect_cli;
 mod calibrate_guest;
+mod compare_guard_cli;
 mod crosscheck_cli;
 mod crosscheck_guest;
 mod doctor;

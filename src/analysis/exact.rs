@@ -112,8 +112,8 @@ fn a_metric_or_accelerator_that_differs_is_refused() {
     };
     assert_eq!(
         refused(&host, &tcg),
-        "run 1 ('A') was measured in time on the host but run 2 ('B') in instructions in \
-         a tcg guest: compare runs of one metric and one accelerator"
+        "run 1 ('A') was measured as x86_64 time on the host but run 2 ('B') as x86_64 \
+         instructions in a tcg guest: compare runs of one arch, one metric and one accelerator"
     );
     // Both in time, but a KVM guest's time is not the host's.
     assert!(refused(&kvm, &host).contains("time in a kvm guest"));
@@ -131,6 +131,35 @@ fn a_metric_or_accelerator_that_differs_is_refused() {
         crate::error::is_usage(&err) && err.to_string().contains("run 3 ('b')"),
         "{err}"
     );
+}
+
+#[test]
+fn an_arch_that_differs_is_refused() {
+    // The same kernel's counts on x86-64 and arm64 are different programs'
+    // counts: no ratio of them is a regression.
+    let x86 = guest_run(1, Accel::Tcg, grid(1.0));
+    let mut arm = guest_run(2, Accel::Tcg, grid(2.0));
+    arm.run.arch = "aarch64".into();
+    let err = compare_runs("A", &x86, "B", &arm, &opts(), &NoiseRule::Fixed).unwrap_err();
+    assert!(crate::error::is_usage(&err), "{err}");
+    assert!(
+        err.to_string()
+            .contains("as x86_64 instructions in a tcg guest but run 2 ('B') as arm64"),
+        "{err}"
+    );
+    let err = compare_replicated(
+        ("a", &[x86.clone(), guest_run(3, Accel::Tcg, grid(1.0))]),
+        ("b", std::slice::from_ref(&arm)),
+        &opts(),
+        false,
+        false,
+    )
+    .unwrap_err();
+    assert!(crate::error::is_usage(&err), "{err}");
+    // An arch spelt otherwise is the same arch.
+    let mut x86_too = guest_run(4, Accel::Tcg, grid(1.0));
+    x86_too.run.arch = "amd64".into();
+    assert!(compare_runs("A", &x86, "B", &x86_too, &opts(), &NoiseRule::Fixed).is_ok());
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::pair::key;
+use super::pair::{key, require_comparable};
 use crate::error::bail_usage;
 use crate::record::{CellResult, Profile};
 use crate::store::StoredRun;
@@ -146,6 +146,10 @@ pub fn compare_functions(
     (name_a, a): (&str, &StoredRun),
     (name_b, b): (&str, &StoredRun),
 ) -> anyhow::Result<FunctionsView> {
+    require_comparable(
+        (name_a, std::slice::from_ref(a)),
+        (name_b, std::slice::from_ref(b)),
+    )?;
     let mut cells = Vec::new();
     let mut uncounted = Vec::new();
     for ca in a.kernel_cells() {

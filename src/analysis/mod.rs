@@ -22,6 +22,7 @@ pub mod view;
 
 pub use drift::Normalize;
 pub use noise::{calibrated_noise, pooled, NoiseRule};
+pub use pair::{incomparable, Measured};
 pub use paired::{compare_runs, compare_runs_paired, Rules};
 pub use replicated::compare_replicated;
 pub use view::{CompareRow, CompareView, Drift, Method, RunRef, SideView, VerdictKind};

@@ -4,8 +4,9 @@
 use ptelab_stats::compare::NotComparable;
 
 use crate::error::bail_usage;
-use crate::record::{CellResult, Metric};
-use crate::store::StoredRun;
+use crate::record::{Accel, CellResult, Metric};
+use crate::store::{RunSummary, StoredRun};
+use crate::workload::Arch;
 
 /// What pairs two cells: everything but the kernel that ran them (and, with
 /// `--across-folios`, but the folio layout).
@@ -40,42 +41,87 @@ pub(super) fn require_cells(name: &str, runs: &[StoredRun]) -> anyhow::Result<()
     Ok(())
 }
 
-/// How a run was measured, for the refusal below: `time on the host`,
-/// `instructions in a tcg guest`.
-fn measured(r: &StoredRun) -> String {
-    match &r.run.guest {
-        None => format!("{} on the host", r.run.metric()),
-        Some(g) => format!("{} in a {} guest", g.metric, g.accel),
+/// What makes two runs' figures commensurable: the arch their kernel ran
+/// on, and the metric and accelerator they were measured in (the host
+/// counting as its own). An x86-64 instruction count says nothing about an
+/// arm64 one, instructions and nanoseconds have no ratio, and a KVM guest's
+/// time is not the host's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Measured {
+    /// Canonical (`Arch::name`) when known; as stored otherwise.
+    pub arch: String,
+    pub metric: Metric,
+    pub accel: Option<Accel>,
+}
+
+impl Measured {
+    pub fn of(r: &RunSummary) -> Measured {
+        Measured {
+            arch: Arch::parse(&r.arch).map_or_else(|| r.arch.clone(), |a| a.name().to_string()),
+            metric: r.metric(),
+            accel: r.guest.as_ref().map(|g| g.accel),
+        }
+    }
+
+    /// Whether runs measured so compare with runs measured as `self`. A run
+    /// whose arch was not recorded (imported from an older document)
+    /// conflicts with none.
+    pub fn compares_with(&self, other: &Measured) -> bool {
+        let arch = self.arch.is_empty() || other.arch.is_empty() || self.arch == other.arch;
+        arch && self.metric == other.metric && self.accel == other.accel
     }
 }
 
-/// A usage error unless every run of both sides was measured in one metric
-/// on one accelerator (the host counting as its own): instructions and
-/// nanoseconds have no ratio, and a KVM guest's time is not the host's.
-/// Returns the shared metric.
-pub(super) fn require_same_metric(
+impl std::fmt::Display for Measured {
+    /// `x86_64 time on the host`, `arm64 instructions in a tcg guest`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let arch = if self.arch.is_empty() {
+            "unknown-arch"
+        } else {
+            &self.arch
+        };
+        match self.accel {
+            None => write!(f, "{arch} {} on the host", self.metric),
+            Some(a) => write!(f, "{arch} {} in a {a} guest", self.metric),
+        }
+    }
+}
+
+/// Why the runs of two sides cannot be compared (None: they can): a run
+/// measured otherwise than A's first run, named with both.
+pub fn incomparable(
     (name_a, runs_a): (&str, &[StoredRun]),
     (name_b, runs_b): (&str, &[StoredRun]),
-) -> anyhow::Result<Metric> {
-    let first = &runs_a[0];
-    let how = |r: &StoredRun| (r.run.metric(), r.run.guest.as_ref().map(|g| g.accel));
+) -> Option<String> {
+    let first = runs_a.first()?;
+    let how = Measured::of(&first.run);
     let named = runs_a
         .iter()
         .map(|r| (name_a, r))
         .chain(runs_b.iter().map(|r| (name_b, r)));
     for (name, r) in named {
-        if how(r) != how(first) {
-            bail_usage!(
-                "run {} ('{name_a}') was measured in {} but run {} ('{name}') in {}: \
-                 compare runs of one metric and one accelerator",
-                first.run.id,
-                measured(first),
-                r.run.id,
-                measured(r)
-            );
+        let other = Measured::of(&r.run);
+        if !how.compares_with(&other) {
+            return Some(format!(
+                "run {} ('{name_a}') was measured as {how} but run {} ('{name}') as {other}: \
+                 compare runs of one arch, one metric and one accelerator",
+                first.run.id, r.run.id
+            ));
         }
     }
-    Ok(first.run.metric())
+    None
+}
+
+/// A usage error unless every run of both sides was measured alike
+/// ([`incomparable`]). Returns the shared metric.
+pub(super) fn require_comparable(
+    a: (&str, &[StoredRun]),
+    b: (&str, &[StoredRun]),
+) -> anyhow::Result<Metric> {
+    if let Some(why) = incomparable(a, b) {
+        bail_usage!("{why}");
+    }
+    Ok(a.1[0].run.metric())
 }
 
 /// The distinct keys of `cells` in first-seen order (A's cells first, then

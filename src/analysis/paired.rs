@@ -6,9 +6,7 @@ use ptelab_stats::compare::{compare_grid, CellInput, CompareOpts, NotComparable,
 
 use super::drift::{drift_plan, probe_covariates, Covariates, Normalize};
 use super::noise::{noise_threshold, NoiseRule};
-use super::pair::{
-    key, keys_in_order, layout_refusal, require_cells, require_same_metric, CellKey,
-};
+use super::pair::{key, keys_in_order, layout_refusal, require_cells, require_comparable, CellKey};
 use super::rows::{hex, row, run_ref};
 use super::view::{CompareRow, CompareView, Method, Summary, SCHEMA};
 use crate::error::usage;
@@ -75,7 +73,7 @@ pub fn compare_runs_paired(
     let across_folios = rules.across_folios;
     require_cells(name_a, std::slice::from_ref(a))?;
     require_cells(name_b, std::slice::from_ref(b))?;
-    let metric = require_same_metric(
+    let metric = require_comparable(
         (name_a, std::slice::from_ref(a)),
         (name_b, std::slice::from_ref(b)),
     )?;

@@ -6,7 +6,7 @@ use ptelab_stats::holm::holm;
 use ptelab_stats::replicated::{self, RunsEstimate};
 
 use super::pair::{
-    folio_label, key, keys_in_order, layout_refusal, require_cells, require_same_metric, CellKey,
+    folio_label, key, keys_in_order, layout_refusal, require_cells, require_comparable, CellKey,
 };
 use super::rows::{run_ref, verdict_kind};
 use super::view::{
@@ -30,7 +30,7 @@ pub fn compare_replicated(
 ) -> anyhow::Result<CompareView> {
     require_cells(name_a, runs_a)?;
     require_cells(name_b, runs_b)?;
-    let metric = require_same_metric((name_a, runs_a), (name_b, runs_b))?;
+    let metric = require_comparable((name_a, runs_a), (name_b, runs_b))?;
     fn per_run(runs: &[StoredRun]) -> Vec<Vec<&CellResult>> {
         runs.iter().map(|r| r.kernel_cells().collect()).collect()
     }

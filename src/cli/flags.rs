@@ -390,9 +390,11 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Baseline run: id, `latest`, `latest~N`, or a tag (the newest run
-    /// carrying it); several separated by commas make a replicated
-    /// comparison, where each run counts once (docs/statistics.md).
+    /// Baseline run: id, `latest`, `latest~N`, a tag (the newest run
+    /// carrying it), or a kernel spec (the newest guest run of that kernel,
+    /// however it was spelt: docs/guests.md); several separated by commas
+    /// make a replicated comparison, where each run counts once
+    /// (docs/statistics.md).
     pub a: String,
     /// Candidate run(s), as A.
     pub b: String,

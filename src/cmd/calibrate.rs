@@ -46,7 +46,7 @@ use crate::workload::WorkloadKind;
 /// cache-resident to memory-bound page-table walks.
 const WORKLOAD: WorkloadKind = WorkloadKind::MprotectToggle;
 
-mod guest;
+pub mod guest;
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     if args.guest {

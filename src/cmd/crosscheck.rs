@@ -151,9 +151,12 @@ fn stored(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     };
     let mut cells = Vec::new();
     for arch in arches {
-        let obs = super::stored_guest_cells(&store, arch)?
+        let all = super::stored_guest_cells(&store, arch)?;
+        // Kernels by identity, however they were spelt when they ran.
+        let kernels = super::kernels_named(&args.kernel, arch, &all, &store)?.concat();
+        let obs = all
             .into_iter()
-            .filter(|o| args.kernel.is_empty() || args.kernel.contains(&o.kernel))
+            .filter(|o| args.kernel.is_empty() || kernels.contains(&o.kernel))
             .filter(|o| args.workloads.is_empty() || args.workloads.contains(&o.workload))
             .collect();
         cells.extend(predict::with_model_rows(obs)?);

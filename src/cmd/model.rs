@@ -354,25 +354,32 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
              --sizes 4K,40K,400K,4M,40M --folios 4K,64K`"
         )
     };
-    for k in args.fit.iter().chain(&args.kernel) {
-        if !kernels.contains(k) {
-            let have = if kernels.is_empty() {
-                "none".to_string()
-            } else {
-                kernels.join(", ")
-            };
-            bail_usage!(
-                "no stored TCG guest runs of {k} on {arch} in {} (kernels with stored guest runs: \
-                 {have}); measure it with {}",
-                store.location(),
-                gather(k, "mprotect-toggle")
-            );
+    // A spec names a kernel by identity: `debian:6.16.12` is the kernel
+    // `reproduce` stored as `debian:6.16.12-x86_64`.
+    let named = |specs: &[String]| -> anyhow::Result<Vec<String>> {
+        let labels = super::kernels_named(specs, arch, &stored, &store)?;
+        for (k, found) in specs.iter().zip(&labels) {
+            if found.is_empty() {
+                let have = if kernels.is_empty() {
+                    "none".to_string()
+                } else {
+                    kernels.join(", ")
+                };
+                bail_usage!(
+                    "no stored TCG guest runs of {k} on {arch} in {} (kernels with stored guest \
+                     runs: {have}); measure it with {}",
+                    store.location(),
+                    gather(k, "mprotect-toggle")
+                );
+            }
         }
-    }
+        Ok(labels.concat())
+    };
+    let (fit, kernel) = (named(&args.fit)?, named(&args.kernel)?);
     let selected = |list: &[String], o: &Observed| list.is_empty() || list.contains(&o.kernel);
     let fit_obs: Vec<Observed> = stored
         .iter()
-        .filter(|o| selected(&args.fit, o) && args.fit_workloads.contains(&o.workload))
+        .filter(|o| selected(&fit, o) && args.fit_workloads.contains(&o.workload))
         .cloned()
         .collect();
     if fit_obs.is_empty() {
@@ -397,7 +404,7 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     }
     let targets: Vec<Observed> = stored
         .into_iter()
-        .filter(|o| selected(&args.kernel, o))
+        .filter(|o| selected(&kernel, o))
         .filter(|o| args.workload.is_none_or(|w| w == o.workload))
         .filter(|o| args.sizes.is_empty() || args.sizes.contains(&o.size_bytes))
         .filter(|o| args.folio.is_none_or(|f| f == o.folio))

@@ -24,12 +24,16 @@ use crate::store::{Store, StoredRun};
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let format = ReportFormat::from_path(&args.output)?;
     let store = Store::open_existing(&args.out.db)?;
-    let run = store.load_run(&args.run)?;
-    let base = args.vs.as_deref().map(|v| store.load_run(v)).transpose()?;
+    let run = super::load_named(&store, &args.run)?;
+    let base = args
+        .vs
+        .as_deref()
+        .map(|v| super::load_named(&store, v))
+        .transpose()?;
     let model_run = args
         .model
         .as_deref()
-        .map(|m| store.load_run(m))
+        .map(|m| super::load_named(&store, m))
         .transpose()?;
     if run.cells.is_empty() {
         bail_usage!(

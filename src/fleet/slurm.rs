@@ -315,7 +315,23 @@ impl Batch {
         }
     }
 
+    /// Submit, removing the batch's directory again when sbatch refuses a
+    /// batch this submission created: a refusal leaves nothing behind (one
+    /// submitted before keeps its logs and what `--resume` needs).
     fn submit(&self, opts: &Options, todo: &[usize]) -> anyhow::Result<String> {
+        let fresh = !self.dir.exists();
+        let job = self.submit_in_dir(opts, todo);
+        if job.is_err() && fresh {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            if let Some(parent) = self.dir.parent() {
+                // Only when empty: other batches stay.
+                let _ = std::fs::remove_dir(parent);
+            }
+        }
+        job
+    }
+
+    fn submit_in_dir(&self, opts: &Options, todo: &[usize]) -> anyhow::Result<String> {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("creating {}", self.dir.display()))?;
         if let Some(parent) = self.dir.parent() {
@@ -357,10 +373,12 @@ impl Batch {
             ))
         })?;
         if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
             return Err(usage(format!(
-                "sbatch refused the job array ({}): {}",
+                "sbatch refused the job array ({}): {}{}",
                 out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
+                said.trim(),
+                remedy(&said, opts).map_or_else(String::new, |r| format!("\n{r}"))
             )));
         }
         // `--parsable` prints `JOBID` or `JOBID;CLUSTER`.
@@ -498,6 +516,50 @@ fn prune_batches(dir: &Path, keep: usize, current: &Path) {
     let old = batches.len().saturating_sub(keep.saturating_sub(1));
     for (_, p) in &batches[..old] {
         let _ = std::fs::remove_dir_all(p);
+    }
+}
+
+/// What to do about a refusal sbatch explains only in Slurm's words (the
+/// messages of an unconfigured client, a stopped controller, a stopped
+/// munge); None for one it explains itself (a bad partition, a limit).
+fn remedy(stderr: &str, opts: &Options) -> Option<String> {
+    let conf = opts
+        .env
+        .iter()
+        .find(|(k, _)| k == "SLURM_CONF")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os("SLURM_CONF"))
+        .map_or_else(
+            || "/etc/slurm/slurm.conf".to_string(),
+            |v| v.to_string_lossy().into_owned(),
+        );
+    let said = stderr.to_lowercase();
+    if said.contains("configuration source")
+        || said.contains("configuration file")
+        || (said.contains("slurm.conf") && said.contains("no such file"))
+    {
+        Some(format!(
+            "remedy: this machine has no Slurm configuration ({conf} is missing): copy the \
+             cluster's slurm.conf there, or set SLURM_CONF to it, or run ptelab on a machine of \
+             the cluster; `scontrol ping` then names the controller (docs/cluster.md)"
+        ))
+    } else if said.contains("munge") || said.contains("authentication") {
+        Some(
+            "remedy: Slurm could not authenticate this user: start munge (`systemctl start \
+             munge`) with the cluster's /etc/munge/munge.key, then check with `munge -n | unmunge`"
+                .to_string(),
+        )
+    } else if said.contains("unable to contact slurm controller")
+        || said.contains("connect failure")
+        || said.contains("connection refused")
+    {
+        Some(format!(
+            "remedy: no Slurm controller answers: start it (`systemctl start slurmctld` on the \
+             host SlurmctldHost names in {conf}; `slurmd` on the nodes), then check with \
+             `scontrol ping` and `sinfo` (docs/cluster.md)"
+        ))
+    } else {
+        None
     }
 }
 

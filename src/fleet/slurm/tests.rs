@@ -362,3 +362,80 @@ fn a_refused_submission_is_bad_input() {
     assert!(msg.contains("sbatch refused the job array"), "{msg}");
     assert!(msg.to_lowercase().contains("partition"), "{msg}");
 }
+
+/// A directory holding an `sbatch` that fails as Slurm's does on a machine
+/// set up as `why` says, and Options that find it first on PATH.
+fn fake_sbatch(dir: &Path, stderr: &str) -> Options {
+    let bin = dir.join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("sbatch");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncat >&2 <<'EOF'\n{stderr}\nEOF\nexit 1\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut full = bin.into_os_string();
+    full.push(":");
+    full.push(path);
+    Options {
+        env: vec![
+            ("PATH".into(), full),
+            ("SLURM_CONF".into(), dir.join("slurm.conf").into_os_string()),
+        ],
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_refusal_leaves_no_batch_and_says_what_to_do() {
+    // What sbatch says with no slurm.conf, with no controller, without munge.
+    let cases = [
+        (
+            "sbatch: error: s_p_parse_file: unable to status file /etc/slurm/slurm.conf: No such file or directory, retrying in 1sec up to 60sec\nsbatch: fatal: Unable to process configuration file",
+            "slurm.conf is missing",
+        ),
+        (
+            "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\nsbatch: error: fetch_config: DNS SRV lookup failed\nsbatch: fatal: Could not establish a configuration source",
+            "slurm.conf is missing",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+            "systemctl start slurmctld",
+        ),
+        (
+            "sbatch: error: Munge encode failed: Failed to access \"/run/munge/munge.socket.2\": No such file or directory (retrying ...)\nsbatch: error: Batch job submission failed: Protocol authentication error",
+            "systemctl start munge",
+        ),
+    ];
+    for (stderr, remedy) in cases {
+        let root = tempfile::tempdir().unwrap();
+        let opts = fake_sbatch(root.path(), stderr);
+        let batch = Batch::new(root.path(), "refused".into(), vec![sh("x", "true")]);
+        let e = batch.run(&opts, &|_| false).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(crate::error::is_usage(&e), "{msg}");
+        assert!(msg.contains("sbatch refused the job array"), "{msg}");
+        assert!(msg.contains(remedy), "missing {remedy:?} in {msg}");
+        assert!(!root.path().join("slurm").exists(), "{msg}");
+    }
+    // A batch submitted before keeps its directory: its logs and state are
+    // what --resume needs.
+    let root = tempfile::tempdir().unwrap();
+    let opts = fake_sbatch(root.path(), cases[2].0);
+    let batch = Batch::new(root.path(), "kept".into(), vec![sh("x", "true")]);
+    std::fs::create_dir_all(&batch.dir).unwrap();
+    batch
+        .save_state(&State {
+            jobs: vec!["7".into()],
+            done: vec![false],
+        })
+        .unwrap();
+    let resume = Options {
+        resume: true,
+        ..opts
+    };
+    assert!(batch.run(&resume, &|_| false).is_err());
+    assert!(batch.submitted_before());
+}

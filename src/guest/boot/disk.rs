@@ -140,12 +140,18 @@ impl DiskImage {
 
     /// A path other processes open the image by while it is held open here.
     pub fn path(&self) -> PathBuf {
-        PathBuf::from(format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            self.file.as_raw_fd()
-        ))
+        held_path(&self.file)
     }
+}
+
+/// The path other processes (QEMU, mkfs) open an unnamed file by while this
+/// process holds it open: the file has no name to leave behind.
+pub fn held_path(file: &File) -> PathBuf {
+    PathBuf::from(format!(
+        "/proc/{}/fd/{}",
+        std::process::id(),
+        file.as_raw_fd()
+    ))
 }
 
 /// Bytes an unprivileged user may still write in `dir`'s filesystem.

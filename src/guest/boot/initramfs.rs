@@ -205,19 +205,40 @@ impl Initramfs {
         Ok(cpio::newc::trailer(out)?)
     }
 
-    /// Write the archive to a new temporary file (removed when dropped).
-    pub fn write_temp(&self) -> anyhow::Result<tempfile::TempPath> {
-        let f = tempfile::Builder::new()
-            .prefix("ptelab-initramfs-")
-            .suffix(".cpio")
-            .tempfile()
-            .context("creating the initramfs")?;
-        let (file, path) = f.into_parts();
+    /// Write the archive to an unnamed temporary file in the system's
+    /// temporary directory (see [`Initrd`]).
+    pub fn write_temp(&self) -> anyhow::Result<Initrd> {
+        self.write_temp_in(&std::env::temp_dir())
+    }
+
+    /// Write the archive to an unnamed temporary file in `dir`.
+    pub fn write_temp_in(&self, dir: &Path) -> anyhow::Result<Initrd> {
+        let file = tempfile::tempfile_in(dir)
+            .with_context(|| format!("creating the initramfs in {}", dir.display()))?;
         let w = self
             .write(BufWriter::new(file))
             .context("writing the initramfs")?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all().ok();
-        Ok(path)
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all().ok();
+        Ok(Initrd { file })
+    }
+}
+
+/// A written initramfs: an unnamed file (`O_TMPFILE`), so that nothing is
+/// left behind whatever ends ptelab, SIGKILL included (a named one of
+/// several MB per boot was). QEMU opens it by [`Initrd::path`] while this
+/// is held.
+pub struct Initrd {
+    file: File,
+}
+
+impl Initrd {
+    pub fn path(&self) -> PathBuf {
+        super::disk::held_path(&self.file)
+    }
+
+    pub fn bytes(&self) -> anyhow::Result<u64> {
+        Ok(self.file.metadata().context("the initramfs's size")?.len())
     }
 }
 
@@ -476,6 +497,60 @@ mod tests {
             list.lines().any(|l| l == "init") && list.lines().any(|l| l == "ptelab/job.json"),
             "{list}"
         );
+    }
+
+    /// Not a test on its own: the process [`a_killed_holder_leaves_nothing`]
+    /// starts and SIGKILLs while it holds an initramfs.
+    #[test]
+    #[ignore]
+    fn hold_an_initramfs() {
+        let Ok(dir) = std::env::var("PTELAB_TEST_INITRAMFS_DIR") else {
+            return;
+        };
+        let bin = Path::new(&dir).join("..").join("ptelab");
+        let initrd = Initramfs::for_job(&bin, &job(), &[])
+            .unwrap()
+            .write_temp_in(Path::new(&dir))
+            .unwrap();
+        assert!(initrd.bytes().unwrap() > 10_000);
+        println!("holding {}", initrd.path().display());
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_killed_holder_leaves_nothing() {
+        use std::io::BufRead;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("tmp");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(root.path().join("ptelab"), vec![7u8; 20_000]).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "guest::boot::initramfs::tests::hold_an_initramfs",
+            ])
+            .args(["--ignored", "--nocapture", "--test-threads", "1"])
+            .env("PTELAB_TEST_INITRAMFS_DIR", &dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let held = out
+            .lines()
+            .map_while(Result::ok)
+            // libtest may print the test's name on the same line first.
+            .find_map(|l| {
+                l.split_once("holding ")
+                    .map(|(_, p)| PathBuf::from(p.trim()))
+            })
+            .expect("the child holds an initramfs");
+        // Readable by path while held, as QEMU reads it.
+        assert!(std::fs::metadata(&held).unwrap().len() > 10_000);
+        // SIGKILL: no handler runs, no destructor.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 
     #[test]

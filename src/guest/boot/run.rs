@@ -180,7 +180,7 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
     let initrd = Initramfs::for_job(&job.binary, &jobfile, &libs)?
         .with_files(&job.files)?
         .write_temp()?;
-    let initrd_len = std::fs::metadata(&initrd)?.len();
+    let (initrd_path, initrd_len) = (initrd.path(), initrd.bytes()?);
     let least = min_memory_mib(initrd_len);
     if job.memory_mib < least {
         bail_usage!(
@@ -200,7 +200,7 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
         accel: job.accel,
         memory_mib: job.memory_mib,
         kernel: &job.kernel,
-        initrd: &initrd,
+        initrd: &initrd_path,
         append: &job.append,
         disk: image_path.as_deref(),
         plugin: plugin_arg,

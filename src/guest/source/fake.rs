@@ -11,8 +11,9 @@ use std::sync::atomic::AtomicBool;
 use super::cache::{now_rfc3339, Cache, Cached, Manifest, Package};
 use super::image::{detect_arch, sha256_file, HEADER_LEN};
 use super::spec::{Flavour, Version};
-use super::{Kernel, KernelSource, KernelSpec, Options};
+use super::{Kernel, KernelId, KernelPattern, KernelSource, KernelSpec, Options};
 use crate::error::bail_usage;
+use crate::record::Guest;
 use crate::workload::Arch;
 
 pub struct Fake;
@@ -116,6 +117,30 @@ impl KernelSource for Fake {
 
     fn tags_runs(&self) -> bool {
         true
+    }
+
+    fn stored(&self, guest: &Guest, arch: Option<Arch>) -> Option<KernelId> {
+        let spec = guest.kernel_source.split_whitespace().next()?;
+        let version = Version::parse(spec.strip_prefix("fake:")?)?;
+        Some(KernelId {
+            source: self.name(),
+            line: String::new(),
+            version: Some(version),
+            arch,
+            sha256: guest.kernel_sha256.clone(),
+            key: spec.to_string(),
+            label: spec.to_string(),
+        })
+    }
+
+    fn pattern(&self, spec: &KernelSpec, arch: Option<Arch>) -> anyhow::Result<KernelPattern> {
+        Ok(KernelPattern {
+            source: self.name(),
+            line: None,
+            version: Version::parse(&spec.text()["fake:".len()..]),
+            arch,
+            sha256: None,
+        })
     }
 }
 

@@ -16,8 +16,11 @@ use super::debian::{self, Apt, Offer, Stanza, INDEX_MAX_AGE};
 use super::image;
 use super::sources;
 use super::spec::{DebianSpec, Flavour, Version};
-use super::{Kernel, KernelSource, KernelSpec, Offered, Options, Versions};
+use super::{
+    Kernel, KernelId, KernelPattern, KernelSource, KernelSpec, Offered, Options, Versions,
+};
 use crate::error::usage;
+use crate::record::Guest;
 use crate::workload::Arch;
 
 /// Resolve a Debian spec: the cache entry, and whether it was fetched now
@@ -316,6 +319,49 @@ impl KernelSource for Debian {
 
     fn tags_runs(&self) -> bool {
         true
+    }
+
+    // The package booted names the kernel (`linux-image-6.16.12+deb13-cloud-amd64`),
+    // whichever spec asked for it; runs stored without one fall back on their spec.
+    fn stored(&self, guest: &Guest, arch: Option<Arch>) -> Option<KernelId> {
+        let mut words = guest.kernel_source.split_whitespace();
+        let spec = DebianSpec::parse(words.next()?).ok()?;
+        let (version, flavour, arch) = match words.next().and_then(Offer::from_package) {
+            Some(o) => (o.version, o.flavour, o.arch),
+            None => (spec.version, spec.flavour, spec.arch(arch).ok()?),
+        };
+        let on = |arch| DebianSpec {
+            version,
+            flavour,
+            arch,
+        };
+        Some(KernelId {
+            source: self.name(),
+            line: flavour.to_string(),
+            version: Some(version),
+            arch: Some(arch),
+            sha256: guest.kernel_sha256.clone(),
+            key: on(Some(arch)).to_string(),
+            label: on(None).to_string(),
+        })
+    }
+
+    fn pattern(&self, spec: &KernelSpec, arch: Option<Arch>) -> anyhow::Result<KernelPattern> {
+        let d = own(spec);
+        let arch = match d
+            .arch
+            .or((d.flavour == Flavour::K16).then_some(Arch::Arm64))
+        {
+            Some(_) => Some(d.arch(arch)?),
+            None => arch,
+        };
+        Ok(KernelPattern {
+            source: self.name(),
+            line: Some(d.flavour.to_string()),
+            version: Some(d.version),
+            arch,
+            sha256: None,
+        })
     }
 
     fn versions(&self) -> Option<&dyn Versions> {

@@ -11,8 +11,9 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::cache::Cache;
-use super::{Kernel, KernelSource, KernelSpec, Options};
+use super::{Kernel, KernelId, KernelPattern, KernelSource, KernelSpec, Options};
 use crate::error::bail_usage;
+use crate::record::Guest;
 use crate::workload::Arch;
 
 /// x86 boot protocol: "HdrS" at 0x202 (Documentation/arch/x86/boot.rst).
@@ -169,6 +170,39 @@ impl KernelSource for ImagePath {
             image: img.image,
             sha256: img.sha256,
             version: None,
+        })
+    }
+
+    // The fallback source: any guest run no other source recognises was
+    // booted from an image, which is its sha256.
+    fn stored(&self, guest: &Guest, arch: Option<Arch>) -> Option<KernelId> {
+        let path = guest.kernel_source.split_whitespace().next().unwrap_or("");
+        Some(KernelId {
+            source: self.name(),
+            line: String::new(),
+            version: None,
+            arch,
+            sha256: guest.kernel_sha256.clone(),
+            key: format!("sha256:{}", guest.kernel_sha256),
+            label: path.to_string(),
+        })
+    }
+
+    fn pattern(&self, spec: &KernelSpec, arch: Option<Arch>) -> anyhow::Result<KernelPattern> {
+        let path = Path::new(spec.text());
+        if !path.is_file() {
+            bail_usage!(
+                "no kernel image at {}: name an image by its path, or a kernel by its spec ({})",
+                path.display(),
+                super::accepted()
+            );
+        }
+        Ok(KernelPattern {
+            source: self.name(),
+            line: None,
+            version: None,
+            arch,
+            sha256: Some(sha256_file(path)?),
         })
     }
 }

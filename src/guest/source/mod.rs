@@ -15,6 +15,7 @@ pub mod debian;
 #[cfg(test)]
 pub mod fake;
 pub mod fetch;
+pub mod identity;
 pub mod image;
 pub mod sources;
 pub mod spec;
@@ -26,8 +27,10 @@ use std::sync::atomic::AtomicBool;
 use serde_json::Value;
 
 use crate::error::bail_usage;
+use crate::record::Guest;
 use crate::workload::Arch;
 use cache::Cache;
+pub use identity::{KernelId, KernelPattern};
 /// The sha256 a cached or given image is checked by, for any file.
 pub use image::sha256_file;
 pub use spec::Version;
@@ -58,6 +61,12 @@ pub trait KernelSource: Sync {
     fn tags_runs(&self) -> bool {
         false
     }
+    /// The identity of the kernel a stored guest run booted (`arch`: the
+    /// run's), when this source booted it (identity.rs).
+    fn stored(&self, guest: &Guest, arch: Option<Arch>) -> Option<KernelId>;
+    /// What `spec` names among stored kernels, on `arch` when the spec names
+    /// none (None: any).
+    fn pattern(&self, spec: &KernelSpec, arch: Option<Arch>) -> anyhow::Result<KernelPattern>;
     /// The versions it offers, for `kernel list --available`, `reproduce
     /// --kernels auto` and bisect; None for a source without a list.
     fn versions(&self) -> Option<&dyn Versions> {
