@@ -340,3 +340,35 @@ fn a_password_file_and_tls_from_the_environment() {
         .unwrap();
     assert_success(&out);
 }
+
+/// See: #30. A password given in `--db` is never stored or printed.
+#[test]
+fn a_password_in_the_url_is_never_stored_or_printed() {
+    let Some(server) = TestServer::start_or_skip("a_password_in_the_url_is_never_stored") else {
+        return;
+    };
+    let pg = server.create_database("secret");
+    assert!(
+        pg.contains(PASSWORD),
+        "the test needs a password in the URL: {pg}"
+    );
+    let out = ptelab()
+        .args(["model", "mprotect-toggle", "--size", "64K", "--db", &pg])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["show", "latest", "--json"],
+    ] {
+        let out = ptelab().args(args).args(["--db", &pg]).output().unwrap();
+        assert_success(&out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains(PASSWORD),
+            "{args:?} shows the password:\n{text}"
+        );
+        assert!(text.contains(":***@"), "{args:?}:\n{text}");
+    }
+}

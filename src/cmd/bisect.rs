@@ -209,11 +209,12 @@ fn metric_settings(
     }
 }
 
-/// This command line, quoted where a word needs it, for the report's
-/// "how to reproduce".
+/// This command line, quoted where a word needs it and its secrets masked,
+/// for the report's "how to reproduce" (kept in the bisect's state file).
 fn invocation() -> String {
     std::iter::once("ptelab".to_string())
         .chain(std::env::args().skip(1).map(|a| {
+            let a = crate::text::redact::redact(&a);
             if !a.is_empty()
                 && a.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.,:/=+@%".contains(c))

@@ -74,7 +74,19 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_calibration.sql"),
     include_str!("migrations/0003_profile.sql"),
     include_str!("migrations/0004_guest_bias.sql"),
+    include_str!("migrations/0005_redact_commands.sql"),
 ];
+
+/// The part of a migration that SQL cannot say, run after the script that
+/// takes the database to `version`, in the same transaction, on either
+/// backend.
+#[cfg(feature = "store")]
+fn migrate_data(db: &db::Db, version: usize) -> anyhow::Result<()> {
+    match version {
+        5 => rows::redact_stored_commands(db),
+        _ => Ok(()),
+    }
+}
 
 /// The `schema` value of a run document ([`StoredRun`] as JSON): what
 /// `ptelab show RUN --json` prints and what the store can import back.

@@ -604,6 +604,7 @@ pub(super) fn identify_and_migrate(store: &super::Store) -> anyhow::Result<()> {
     }
     for (i, sql) in super::MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.batch(&ddl(sql))
+            .and_then(|()| super::migrate_data(&tx, i + 1))
             .with_context(|| store.what(&format!("apply schema migration {}", i + 1)))?;
     }
     tx.batch(&format!(

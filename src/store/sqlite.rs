@@ -21,11 +21,60 @@ pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Open (create) the file with the busy timeout set.
 pub(super) fn connect(path: &Path) -> anyhow::Result<Connection> {
-    let conn = Connection::open(path)
-        .with_context(|| format!("cannot open results database {}", path.display()))?;
+    let conn = Connection::open(path).map_err(|e| fault(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| fault(path, e))
         .with_context(|| format!("configure results database {}", path.display()))?;
     Ok(conn)
+}
+
+/// An SQLite error as the user can act on it: what is wrong with the file
+/// or where it is, as bad input (exit 2) naming the path and what to do; any
+/// other error as it is. SQLite's own text ("Error code 11") says neither.
+pub(super) fn fault(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    use rusqlite::ErrorCode as C;
+    let Some(code) = e.sqlite_error_code() else {
+        return e.into();
+    };
+    let shown = path.display();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let why = match code {
+        C::CannotOpen if !dir.is_dir() => format!(
+            "no directory {} for results database {shown}: create it (`mkdir -p {}`), or pass \
+             --db with a path in a directory that exists",
+            dir.display(),
+            dir.display()
+        ),
+        C::CannotOpen | C::PermissionDenied => format!(
+            "cannot open or create results database {shown} ({e}): check that you may read and \
+             write it and its directory {} (`ls -ld`), or pass --db with another path",
+            dir.display()
+        ),
+        C::ReadOnly => format!(
+            "results database {shown} is read-only ({e}): make it and its directory {} \
+             writable (a ptelab database is written to even when read: its journal and lock \
+             files live beside it), or pass --db with a writable copy",
+            dir.display()
+        ),
+        C::DatabaseCorrupt => format!(
+            "results database {shown} is damaged ({e}): move it away and pass --db with a new \
+             file, or restore a copy (`sqlite3 {shown} .recover` may save its runs)"
+        ),
+        C::DiskFull => format!(
+            "the file system of results database {shown} is full ({e}): free space there (`df \
+             {}`), or pass --db with a file on another file system",
+            dir.display()
+        ),
+        _ => return e.into(),
+    };
+    crate::error::usage(why)
+}
+
+fn path(store: &Store) -> &Path {
+    store.location.file().expect("an SQLite store")
 }
 
 fn conn(store: &Store) -> &Connection {
@@ -38,7 +87,9 @@ fn conn(store: &Store) -> &Connection {
 /// Refuse a file that is not ptelab's, switch it to WAL, and migrate it.
 pub(super) fn identify_and_migrate(store: &Store) -> anyhow::Result<()> {
     identify(store)?;
-    configure(conn(store)).with_context(|| store.what("configure"))?;
+    configure(conn(store))
+        .map_err(|e| fault(path(store), e))
+        .with_context(|| store.what("configure"))?;
     migrate(store)
 }
 
@@ -67,7 +118,10 @@ fn identify(store: &Store) -> anyhow::Result<()> {
         {
             return Err(store.not_ours("SQLite cannot read it as a database"));
         }
-        Err(e) => return Err(e).with_context(|| store.what("read the database header")),
+        Err(e) => {
+            return Err(fault(path(store), e))
+                .with_context(|| store.what("read the database header"))
+        }
     };
     match identity(app, version, &tables) {
         Identity::Fresh | Identity::Ours => Ok(()),
@@ -113,15 +167,19 @@ fn migrate(store: &Store) -> anyhow::Result<()> {
     let conn = conn(store);
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| fault(path(store), e))
         .with_context(|| store.what("read schema version"))?;
     store.check_version(version)?;
     let known = MIGRATIONS.len() as i64;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         conn.execute_batch(sql)
+            .map_err(|e| fault(path(store), e))
+            .and_then(|()| super::migrate_data(&store.db, i + 1))
             .with_context(|| store.what(&format!("apply schema migration {}", i + 1)))?;
     }
     if version < known {
         conn.pragma_update(None, "user_version", known)
+            .map_err(|e| fault(path(store), e))
             .with_context(|| store.what("set schema version"))?;
     }
     // Stamped outside the numbered migrations: a header field, not a
@@ -131,6 +189,7 @@ fn migrate(store: &Store) -> anyhow::Result<()> {
         .with_context(|| store.what("read application id"))?;
     if app != APPLICATION_ID {
         conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(|e| fault(path(store), e))
             .with_context(|| store.what("set application id"))?;
     }
     tx.commit()
