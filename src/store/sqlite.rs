@@ -21,6 +21,7 @@ pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Open (create) the file with the busy timeout set.
 pub(super) fn connect(path: &Path) -> anyhow::Result<Connection> {
+    check_writable(path)?;
     let conn = Connection::open(path).map_err(|e| fault(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| fault(path, e))
@@ -28,20 +29,80 @@ pub(super) fn connect(path: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
+/// Refuse, before SQLite touches anything, a file or directory ptelab cannot
+/// write: SQLite would open a read-only file anyway and leave its `-wal` and
+/// `-shm` files beside it before the first write fails.
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = dir_of(path);
+    if !dir.is_dir() {
+        return Err(fault_of(
+            path,
+            rusqlite::ErrorCode::CannotOpen,
+            "no such directory",
+        ));
+    }
+    // access(2) answers for root too: an immutable file or a read-only
+    // file system is EPERM or EROFS whoever asks.
+    let writable = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            // SAFETY: a valid NUL-terminated path; access only reads it.
+            .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+    };
+    if path.exists() && !writable(path) {
+        let e = std::io::Error::last_os_error();
+        return Err(fault_of(
+            path,
+            rusqlite::ErrorCode::ReadOnly,
+            &e.to_string(),
+        ));
+    }
+    if !writable(dir) {
+        let e = std::io::Error::last_os_error();
+        return Err(fault_of(
+            path,
+            rusqlite::ErrorCode::CannotOpen,
+            &format!("its directory: {e}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The directory of `path` ("." for a bare file name).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// An SQLite error as the user can act on it: what is wrong with the file
 /// or where it is, as bad input (exit 2) naming the path and what to do; any
 /// other error as it is. SQLite's own text ("Error code 11") says neither.
 pub(super) fn fault(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    match e.sqlite_error_code() {
+        Some(code) => {
+            let text = e.to_string();
+            match known_fault(path, code, &text) {
+                Some(msg) => crate::error::usage(msg),
+                None => e.into(),
+            }
+        }
+        None => e.into(),
+    }
+}
+
+/// [`fault`] for a condition found before SQLite was asked.
+fn fault_of(path: &Path, code: rusqlite::ErrorCode, why: &str) -> anyhow::Error {
+    crate::error::usage(known_fault(path, code, why).expect("a known fault"))
+}
+
+/// The message of an SQLite error code the user can act on, with `why`.
+fn known_fault(path: &Path, code: rusqlite::ErrorCode, e: &str) -> Option<String> {
     use rusqlite::ErrorCode as C;
-    let Some(code) = e.sqlite_error_code() else {
-        return e.into();
-    };
     let shown = path.display();
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let why = match code {
+    let dir = dir_of(path);
+    Some(match code {
         C::CannotOpen if !dir.is_dir() => format!(
             "no directory {} for results database {shown}: create it (`mkdir -p {}`), or pass \
              --db with a path in a directory that exists",
@@ -68,9 +129,8 @@ pub(super) fn fault(path: &Path, e: rusqlite::Error) -> anyhow::Error {
              {}`), or pass --db with a file on another file system",
             dir.display()
         ),
-        _ => return e.into(),
-    };
-    crate::error::usage(why)
+        _ => return None,
+    })
 }
 
 fn path(store: &Store) -> &Path {
