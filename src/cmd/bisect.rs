@@ -110,11 +110,14 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     }
     let mut settings = super::fleet_settings(&args.guest, args.memory, 1, Vec::new(), Vec::new());
     let counter = metric_settings(args.metric.as_ref(), arch, &mut settings)?;
-    let store = if args.out.no_store {
-        None
-    } else {
-        Some(crate::store::Store::open(&args.out.db)?)
-    };
+    // Opened at the first run stored: the endpoints' kernels and builds may
+    // still be refused, and bad input writes nothing (issue 30). Slurm's
+    // tasks store into it, so a server that cannot be reached is refused
+    // before anything is submitted.
+    let store = (!args.out.no_store).then(|| crate::store::OnFirstUse::new(&args.out.db));
+    if let (Some(s), Some(_)) = (&store, &slurm) {
+        s.get()?;
+    }
     let setup = Setup {
         cache: &cache,
         settings,

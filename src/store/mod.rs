@@ -139,6 +139,32 @@ fn identity(app: i64, version: i64, tables: &[String]) -> Identity {
     }
 }
 
+/// A results database opened when first asked for: a command that may still
+/// refuse its input after its first checks (bisect: the endpoints' kernels
+/// and builds) creates no database until it has a run to store.
+pub struct OnFirstUse {
+    at: Location,
+    store: std::cell::OnceCell<Store>,
+}
+
+impl OnFirstUse {
+    pub fn new(at: impl Into<Location>) -> OnFirstUse {
+        OnFirstUse {
+            at: at.into(),
+            store: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The database, opened (created) the first time.
+    pub fn get(&self) -> anyhow::Result<&Store> {
+        if let Some(s) = self.store.get() {
+            return Ok(s);
+        }
+        let opened = Store::open(&self.at)?;
+        Ok(self.store.get_or_init(|| opened))
+    }
+}
+
 /// Where a run stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
