@@ -372,3 +372,28 @@ fn a_password_in_the_url_is_never_stored_or_printed() {
         assert!(text.contains(":***@"), "{args:?}:\n{text}");
     }
 }
+
+/// See: #30. A server that accepts the connection and never answers: exit 2
+/// within seconds, naming the server. Needs no PostgreSQL.
+#[test]
+fn a_silent_server_is_an_error_within_seconds() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _held = std::thread::spawn(move || listener.incoming().take(1).collect::<Vec<_>>());
+    let started = std::time::Instant::now();
+    let out = ptelab()
+        .args(["runs", "--db"])
+        .arg(format!(
+            "postgres://lab@127.0.0.1:{port}/x?connect_timeout=2"
+        ))
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1 port {port} did not answer")),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}

@@ -596,3 +596,34 @@ fn stored_command_lines_never_hold_a_password_on_postgres() {
         .collect();
     assert_eq!(commands, [masked, masked]);
 }
+
+/// See: #30. A server that takes the connection and never answers (here a
+/// listener on loopback that accepts and stays silent) is refused within
+/// connect_timeout, naming the server and the remedy, in the TLS request
+/// (sslmode=prefer) and in the login (sslmode=disable) alike.
+#[test]
+fn a_silent_server_is_refused_within_the_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        // Accept and hold every connection, answering nothing.
+        listener.incoming().take(2).collect::<Vec<_>>()
+    });
+    for mode in ["prefer", "disable"] {
+        let url = format!("postgres://lab:pw@127.0.0.1:{port}/x?connect_timeout=1&sslmode={mode}");
+        let started = std::time::Instant::now();
+        refused(
+            &url,
+            &[
+                "lab:***@127.0.0.1",
+                &format!("the server at 127.0.0.1 port {port} did not answer within 1 s"),
+                "pg_isready",
+            ],
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{mode}"
+        );
+    }
+    drop(held);
+}
