@@ -794,8 +794,8 @@ impl crate::record::CellSink for Store {
     fn cell(&self, run: i64, cell: &CellResult) -> anyhow::Result<()> {
         self.insert_cell(run, cell).map(drop)
     }
-    fn finish(&self, run: i64, interrupted: bool, all_failed: bool) -> anyhow::Result<()> {
-        let status = match (interrupted, all_failed) {
+    fn finish(&self, run: i64, interrupted: bool, failed: bool) -> anyhow::Result<()> {
+        let status = match (interrupted, failed) {
             (true, _) => RunStatus::Interrupted,
             (false, true) => RunStatus::Failed,
             (false, false) => RunStatus::Complete,
