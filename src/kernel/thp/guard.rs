@@ -314,14 +314,17 @@ mod tests {
         assert_eq!(unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX) }, 0);
         let (tx, rx) = std::sync::mpsc::channel();
         let p2 = paths.clone();
+        let lock = paths.lock.clone();
         let t = std::thread::spawn(move || {
-            KnobGuard::acquire_at(p2, &mut |m: &str| tx.send(m.to_owned()).unwrap()).map(|_| ())
+            // The holder's line, read while the guard holds the lock (its
+            // drop clears it).
+            KnobGuard::acquire_at(p2, &mut |m: &str| tx.send(m.to_owned()).unwrap())
+                .map(|_g| fs::read_to_string(&lock).unwrap())
         });
         let msg = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(msg, "waiting for the THP knob lock held by pid 4242 (ptelab sweep mprotect-toggle --folios 64K)");
         drop(other);
-        t.join().unwrap().unwrap();
-        let holder = fs::read_to_string(&paths.lock).unwrap();
+        let holder = t.join().unwrap().unwrap();
         assert!(
             holder.starts_with(&format!("{} ", std::process::id())),
             "{holder}"
