@@ -538,8 +538,9 @@ pub trait CellSink {
     fn begin(&self, kind: &str, command: &str, host: &Host) -> anyhow::Result<i64>;
     /// Store one finished cell (one transaction).
     fn cell(&self, run: i64, cell: &CellResult) -> anyhow::Result<()>;
-    /// Mark the run finished.
-    fn finish(&self, run: i64, interrupted: bool, all_failed: bool) -> anyhow::Result<()>;
+    /// Mark the run finished: `failed` when an error stopped it (every cell
+    /// failed, or the sink refused one), `interrupted` by a signal.
+    fn finish(&self, run: i64, interrupted: bool, failed: bool) -> anyhow::Result<()>;
 }
 
 /// Median of every positive finite value `per_cell` gives over `cells`

@@ -785,3 +785,20 @@ impl Drop for StateRemoved {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// See: #30. A bisect refused once its endpoints are looked at (here: an
+/// endpoint whose build gives no kernel) creates no results database.
+#[test]
+fn a_refused_bisect_creates_no_database() {
+    let t = Tree::new(3, |i| format!("/nonexistent/{i}"));
+    let db = TempDb::new();
+    let mut c = ptelab();
+    c.args(["bisect", "--repo", t.path(), "--db", db.path()])
+        .args(["--good", &t.ids[0], "--bad", &t.ids[3]])
+        .args(["--build-cmd", "cp \"$(cat KERNEL)\" \"$OUT\""])
+        .arg("--")
+        .args(BENCH);
+    refused(c, "--good");
+    let left: Vec<_> = std::fs::read_dir(db.dir()).unwrap().collect();
+    assert!(left.is_empty(), "written: {left:?}");
+}

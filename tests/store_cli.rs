@@ -787,3 +787,141 @@ fn a_file_that_is_not_a_ptelab_database_is_bad_input() {
             "has schema version 99, newer than this ptelab knows",
         ));
 }
+
+/// `ptelab ARGS --db DB` must be refused as bad input (exit 2) with a message
+/// holding each of `want`; returns the message.
+fn refused_store(args: &[&str], db: &str, want: &[&str]) -> String {
+    let out = ptelab().args(args).args(["--db", db]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?} --db {db}: {err}");
+    for w in want {
+        assert!(err.contains(w), "{args:?} --db {db}: no '{w}' in: {err}");
+    }
+    err
+}
+
+const MODEL: [&str; 4] = ["model", "mprotect-toggle", "--size", "64K"];
+
+/// The file names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut n: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+/// See: #30. A database in a directory that does not exist: every command
+/// says so the same way, and creates nothing.
+#[test]
+fn a_database_in_a_missing_directory_is_refused_alike_by_every_command() {
+    let db = TempDb::new();
+    let missing = db.dir().join("no/such/dir/ptelab.db");
+    let missing = missing.to_str().unwrap();
+    refused_store(
+        &MODEL,
+        missing,
+        &["no directory", "no/such/dir", "mkdir -p"],
+    );
+    refused_store(&["runs"], missing, &["no/such/dir/ptelab.db"]);
+    assert!(!db.dir().join("no").exists());
+}
+
+/// See: #30. A damaged (truncated) file: exit 2 naming it and the remedy,
+/// not SQLite's "malformed: Error code 11"; the file is left as it was.
+#[test]
+fn a_damaged_database_is_refused_with_a_remedy() {
+    let db = TempDb::new();
+    for i in 0..3 {
+        ptelab()
+            .args(MODEL)
+            .args(["--tag", &format!("t{i}"), "--db", db.path()])
+            .assert()
+            .success();
+    }
+    let file = std::fs::read(db.path()).unwrap();
+    assert!(file.len() > 3 * 4096, "{} bytes", file.len());
+    let cut = &file[..file.len() / 2];
+    std::fs::write(db.path(), cut).unwrap();
+    for args in [&["runs"][..], &["show", "latest"], &MODEL] {
+        refused_store(
+            args,
+            db.path(),
+            &[db.path(), "is damaged", "--db", ".recover"],
+        );
+        assert_eq!(
+            std::fs::read(db.path()).unwrap(),
+            cut,
+            "{args:?} wrote to it"
+        );
+    }
+}
+
+/// Makes a file or directory immutable (`chattr +i`: read-only even for
+/// root) for as long as it lives, always undone.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn new(path: &std::path::Path) -> Option<Immutable> {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Immutable(path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// See: #30. A read-only database, or a new one in a read-only directory:
+/// exit 2 naming the path and what to do; nothing written.
+#[test]
+fn a_read_only_database_or_directory_is_refused_with_a_remedy() {
+    let db = TempDb::new();
+    ptelab()
+        .args(MODEL)
+        .args(["--db", db.path()])
+        .assert()
+        .success();
+    let before = std::fs::read(db.path()).unwrap();
+    let listed = names(db.dir());
+    {
+        // Root writes through file modes; an immutable file stops it too.
+        let Some(_ro) = Immutable::new(std::path::Path::new(db.path())) else {
+            crate::common::skip(
+                "chattr +i does not work here (not root, or a file system without it)",
+            );
+            return;
+        };
+        refused_store(&MODEL, db.path(), &[db.path(), "read-only", "writable"]);
+    }
+    assert_eq!(std::fs::read(db.path()).unwrap(), before);
+    assert_eq!(names(db.dir()), listed);
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("ptelab.db");
+    {
+        let Some(_ro) = Immutable::new(dir.path()) else {
+            crate::common::skip("chattr +i does not work on directories here");
+            return;
+        };
+        refused_store(
+            &MODEL,
+            new.to_str().unwrap(),
+            &[
+                new.to_str().unwrap(),
+                "cannot open or create",
+                "its directory",
+            ],
+        );
+    }
+    assert!(names(dir.path()).is_empty());
+}

@@ -340,3 +340,60 @@ fn a_password_file_and_tls_from_the_environment() {
         .unwrap();
     assert_success(&out);
 }
+
+/// See: #30. A password given in `--db` is never stored or printed.
+#[test]
+fn a_password_in_the_url_is_never_stored_or_printed() {
+    let Some(server) = TestServer::start_or_skip("a_password_in_the_url_is_never_stored") else {
+        return;
+    };
+    let pg = server.create_database("secret");
+    assert!(
+        pg.contains(PASSWORD),
+        "the test needs a password in the URL: {pg}"
+    );
+    let out = ptelab()
+        .args(["model", "mprotect-toggle", "--size", "64K", "--db", &pg])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["show", "latest", "--json"],
+    ] {
+        let out = ptelab().args(args).args(["--db", &pg]).output().unwrap();
+        assert_success(&out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains(PASSWORD),
+            "{args:?} shows the password:\n{text}"
+        );
+        assert!(text.contains(":***@"), "{args:?}:\n{text}");
+    }
+}
+
+/// See: #30. A server that accepts the connection and never answers: exit 2
+/// within seconds, naming the server. Needs no PostgreSQL.
+#[test]
+fn a_silent_server_is_an_error_within_seconds() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _held = std::thread::spawn(move || listener.incoming().take(1).collect::<Vec<_>>());
+    let started = std::time::Instant::now();
+    let out = ptelab()
+        .args(["runs", "--db"])
+        .arg(format!(
+            "postgres://lab@127.0.0.1:{port}/x?connect_timeout=2"
+        ))
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1 port {port} did not answer")),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}

@@ -31,7 +31,7 @@ use crate::guest::boot::profile::Symbols;
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
 use crate::record::{Counter, Metric};
-use crate::store::Store;
+use crate::store::OnFirstUse;
 use crate::workload::Arch;
 use classify::{Classifier, Quantity, Verdict};
 use state::{Measurement, State};
@@ -40,7 +40,9 @@ use state::{Measurement, State};
 pub struct Setup<'a> {
     pub cache: &'a Cache,
     pub settings: Settings,
-    pub store: Option<&'a Store>,
+    /// Opened at the first run stored, so that a bisect refused before it
+    /// creates no database.
+    pub store: Option<&'a OnFirstUse>,
     /// ptelab's arguments in the guest (a `bench … --no-store --json`).
     pub args: Vec<String>,
     /// The guest command as the user typed it.
@@ -228,6 +230,7 @@ impl<'a> Prober<'a> {
         let (Some(req), Some(store)) = (&self.setup.slurm, self.setup.store) else {
             return Ok(());
         };
+        let store = store.get()?;
         let todo: Vec<on_slurm::Item> = items
             .iter()
             .filter(|(id, _)| {
@@ -317,7 +320,7 @@ impl<'a> Prober<'a> {
         if let Some(store) = self.setup.store {
             let mut tags = vec![self.tag.clone()];
             tags.extend(self.setup.tags.iter().cloned());
-            run_ids.push(measured.store(store, "bench", kernel, &tags)?);
+            run_ids.push(measured.store(store.get()?, "bench", kernel, &tags)?);
         }
         Ok(Ok(Measurement {
             figures: vec![figure],

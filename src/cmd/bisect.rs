@@ -110,11 +110,14 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     }
     let mut settings = super::fleet_settings(&args.guest, args.memory, 1, Vec::new(), Vec::new());
     let counter = metric_settings(args.metric.as_ref(), arch, &mut settings)?;
-    let store = if args.out.no_store {
-        None
-    } else {
-        Some(crate::store::Store::open(&args.out.db)?)
-    };
+    // Opened at the first run stored: the endpoints' kernels and builds may
+    // still be refused, and bad input writes nothing (issue 30). Slurm's
+    // tasks store into it, so a server that cannot be reached is refused
+    // before anything is submitted.
+    let store = (!args.out.no_store).then(|| crate::store::OnFirstUse::new(&args.out.db));
+    if let (Some(s), Some(_)) = (&store, &slurm) {
+        s.get()?;
+    }
     let setup = Setup {
         cache: &cache,
         settings,
@@ -209,11 +212,12 @@ fn metric_settings(
     }
 }
 
-/// This command line, quoted where a word needs it, for the report's
-/// "how to reproduce".
+/// This command line, quoted where a word needs it and its secrets masked,
+/// for the report's "how to reproduce" (kept in the bisect's state file).
 fn invocation() -> String {
     std::iter::once("ptelab".to_string())
         .chain(std::env::args().skip(1).map(|a| {
+            let a = crate::text::redact::redact(&a);
             if !a.is_empty()
                 && a.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.,:/=+@%".contains(c))

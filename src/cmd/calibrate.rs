@@ -123,6 +123,9 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
             eprintln!("ptelab: calibration run {} of {}", i + 1, args.runs);
         }
         let outcome = session::run(&plan, "calibrate", Some(&store))?;
+        if let Some(e) = outcome.store_error {
+            return Err(e);
+        }
         let id = outcome.run_id.expect("a stored session has a run id");
         store.add_tags(id, &tags)?;
         if outcome.interrupted {

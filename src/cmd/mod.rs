@@ -160,6 +160,7 @@ pub fn run_kernel(
             "host": outcome.host,
             "run_id": outcome.run_id,
             "interrupted": outcome.interrupted,
+            "store_error": outcome.store_error.as_ref().map(|e| format!("{e:#}")),
             "failed": outcome.failed.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
             "skipped": plan.skipped,
         });
@@ -183,13 +184,24 @@ pub fn run_kernel(
         );
         text.push_str("\n\n");
         text.push_str(&cells::render_table(&outcome.cells));
-        if let Some(id) = outcome.run_id {
-            text.push_str(&format!("stored as run {id} in {}\n", out.db.display()));
+        match (outcome.run_id, &outcome.store_error) {
+            (Some(id), None) => {
+                text.push_str(&format!("stored as run {id} in {}\n", out.db.display()))
+            }
+            (Some(id), Some(_)) => text.push_str(&format!(
+                "not all stored: run {id} in {} holds the cells stored before the store failed\n",
+                out.db.display()
+            )),
+            (None, _) => {}
         }
         print_text(&text)?;
     }
     for (cell, err) in &outcome.failed {
         eprintln!("ptelab: cell {cell} failed: {err}");
+    }
+    // The figures are out; now the store's error decides the exit code.
+    if let Some(e) = outcome.store_error {
+        return Err(e);
     }
     Ok(if outcome.interrupted {
         ExitCode::from(130)

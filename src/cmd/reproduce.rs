@@ -119,6 +119,11 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     let store = super::open_store(&args.out)?;
     let sink: Option<&dyn CellSink> = store.as_ref().map(|s| s as &dyn CellSink);
     let outcome = session::run(&kplan, "reproduce", sink)?;
+    // The run is marked failed by the session; the claims cannot be judged
+    // on a run that is not all stored.
+    if let Some(e) = outcome.store_error {
+        return Err(e);
+    }
     if let (Some(s), Some(id), false) = (&store, outcome.run_id, args.out.tags.is_empty()) {
         s.add_tags(id, &args.out.tags)?;
     }

@@ -20,9 +20,11 @@ use serde::{Deserialize, Serialize};
 use super::{procfs, thp};
 pub use crate::record::Host;
 
-/// How ptelab was invoked, as stored with every run.
+/// How ptelab was invoked, as stored with every run: secrets masked
+/// (`text::redact`), since `runs` and `show` print it to anyone who reads the
+/// database.
 pub fn invocation() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
+    crate::text::redact::redact_args(std::env::args())
 }
 
 const UNKNOWN: &str = "unknown";

@@ -219,7 +219,8 @@ pub fn own_cmdline() -> String {
             *first = base.to_string_lossy().into_owned();
         }
     }
-    let mut s = args.join(" ");
+    // The lock and recovery files outlive the run: no secret goes in them.
+    let mut s = crate::text::redact::redact_args(&args);
     if s.chars().count() > 200 {
         s = s.chars().take(197).collect::<String>() + "...";
     }

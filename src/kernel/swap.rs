@@ -202,9 +202,12 @@ fn write_record(path: &Path, rec: &Record) -> anyhow::Result<()> {
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(0o644)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
+        // Its command line is nobody else's business (`/run/lock` is
+        // world-readable), even when an older temporary was left.
+        f.set_permissions(fs::Permissions::from_mode(0o600))?;
         f.write_all_at(&json, 0)?;
         f.sync_all()?;
         fs::rename(&tmp, path)

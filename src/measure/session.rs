@@ -22,6 +22,9 @@ pub struct Blocks {
     /// Cells that failed, with the reason.
     pub failed: Vec<(String, String)>,
     pub interrupted: bool,
+    /// Why `keep` (the store) refused a cell: measuring stopped there, the
+    /// refused cell is in `cells` with the others measured.
+    pub store_error: Option<anyhow::Error>,
 }
 
 /// Measure `cells` block by block, round-robin: block 1 of every cell, then
@@ -30,7 +33,8 @@ pub struct Blocks {
 /// store) as soon as its last block is done; a failed cell is given up and
 /// the others go on. On SIGINT/SIGTERM the cells keep what they measured:
 /// a cell with at least one finished block is kept with those blocks and
-/// says so.
+/// says so. When `keep` fails (a full disk), measuring stops: what was
+/// measured is returned, with the error, to be printed all the same.
 pub fn run_blocks(
     cells: &[CellPlan],
     backend: &mut dyn Backend,
@@ -41,6 +45,7 @@ pub fn run_blocks(
         cells: Vec::new(),
         failed: Vec::new(),
         interrupted: false,
+        store_error: None,
     };
     let mut runs: Vec<Option<CellRun>> = cells
         .iter()
@@ -88,12 +93,17 @@ pub fn run_blocks(
             if run.finished() {
                 let run = slot.take().expect("checked above");
                 for r in run.finish() {
-                    keep(&r)?;
+                    if out.store_error.is_none() {
+                        out.store_error = keep(&r).err();
+                    }
                     reporter.event(RunEvent::Finished {
                         cell: &name,
                         result: &r,
                     });
                     out.cells.push(r);
+                }
+                if out.store_error.is_some() {
+                    break 'rounds;
                 }
             }
         }
@@ -107,7 +117,9 @@ pub fn run_blocks(
             for mut r in run.finish() {
                 r.warnings
                     .push(format!("interrupted: {done} of {planned} blocks measured"));
-                keep(&r)?;
+                if out.store_error.is_none() {
+                    out.store_error = keep(&r).err();
+                }
                 out.cells.push(r);
             }
         }
@@ -137,6 +149,9 @@ pub struct SessionOutcome {
     /// Cells that failed, with the reason.
     pub failed: Vec<(String, String)>,
     pub interrupted: bool,
+    /// The store's refusal of a cell (a full disk): the run was stopped
+    /// there and marked failed; `cells` still holds every figure measured.
+    pub store_error: Option<anyhow::Error>,
 }
 
 struct Progress {
@@ -218,6 +233,7 @@ pub fn run(
         cells,
         failed,
         interrupted,
+        store_error,
     } = run_blocks(
         &plan.cells,
         &mut backend,
@@ -233,9 +249,21 @@ pub fn run(
     }
     drop(guard);
     if let (Some(s), Some(id)) = (store, run_id) {
-        s.finish(id, interrupted, !failed.is_empty() && cells.is_empty())?;
+        // Labelled by what stopped it: a store that refused a cell makes a
+        // failed run, not an interrupted one. The label may not fit on a
+        // full disk either; then say so rather than fail without figures.
+        let failed_run = store_error.is_some() || (!failed.is_empty() && cells.is_empty());
+        let marked = s.finish(id, interrupted && store_error.is_none(), failed_run);
+        match (marked, &store_error) {
+            (Ok(()), _) => {}
+            (Err(e), None) => return Err(e),
+            (Err(e), Some(_)) => eprintln!(
+                "ptelab: run {id} could not be marked failed either ({e:#}): it reads \
+                 interrupted"
+            ),
+        }
     }
-    if interrupted {
+    if interrupted && store_error.is_none() {
         eprintln!(
             "ptelab: interrupted after {:.1}s: {} finished cell(s) kept{}; THP knobs restored",
             started.elapsed().as_secs_f64(),
@@ -250,6 +278,7 @@ pub fn run(
         cells,
         failed,
         interrupted,
+        store_error,
     })
 }
 
@@ -308,6 +337,35 @@ mod tests {
         assert!(!out.interrupted && out.failed.is_empty());
         let blocks: Vec<usize> = out.cells.iter().map(|c| c.blocks.len()).collect();
         assert_eq!(blocks, [1, 2, 3]);
+    }
+
+    /// See: #30. A store that refuses a cell (a full disk) stops the
+    /// measuring, and every figure measured, the refused cell's included,
+    /// comes back with the error to be printed.
+    #[test]
+    fn a_store_that_refuses_a_cell_stops_and_keeps_the_figures() {
+        let mut b = FakeBackend::new(10_000.0);
+        let plans = [
+            fake::plan(4 * K, Budget::Iters(50), 1),
+            fake::plan(8 * K, Budget::Iters(50), 1),
+            fake::plan(12 * K, Budget::Iters(50), 1),
+        ];
+        let mut stored = Vec::new();
+        let out = run_blocks(&plans, &mut b, &mut Quiet, &mut |r| {
+            if r.size_bytes == 8 * K {
+                anyhow::bail!("database or disk is full");
+            }
+            stored.push(r.size_bytes / K);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(stored, [4]);
+        let measured: Vec<u64> = out.cells.iter().map(|c| c.size_bytes / K).collect();
+        assert_eq!(measured, [4, 8]);
+        assert_eq!(prepared(&b), [4, 8], "measured on after the store failed");
+        let e = out.store_error.expect("the store's error");
+        assert!(format!("{e:#}").contains("disk is full"));
+        assert!(!out.interrupted);
     }
 
     #[test]

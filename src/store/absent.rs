@@ -94,7 +94,7 @@ impl crate::record::CellSink for Store {
     fn cell(&self, _run: i64, _cell: &CellResult) -> anyhow::Result<()> {
         match *self {}
     }
-    fn finish(&self, _run: i64, _interrupted: bool, _all_failed: bool) -> anyhow::Result<()> {
+    fn finish(&self, _run: i64, _interrupted: bool, _failed: bool) -> anyhow::Result<()> {
         match *self {}
     }
 }

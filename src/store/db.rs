@@ -154,8 +154,11 @@ impl Db {
     pub fn execute(&self, sql: &str, params: &[Value]) -> anyhow::Result<u64> {
         match self {
             Db::Sqlite(c) => {
-                let mut stmt = c.prepare_cached(sql)?;
-                Ok(stmt.execute(rusqlite::params_from_iter(params))? as u64)
+                let run = || -> rusqlite::Result<u64> {
+                    let mut stmt = c.prepare_cached(sql)?;
+                    Ok(stmt.execute(rusqlite::params_from_iter(params))? as u64)
+                };
+                run().map_err(|e| sqlite_fault(c, e))
             }
             Db::Postgres(pg) => pg.execute(sql, params),
         }
@@ -165,11 +168,14 @@ impl Db {
     pub fn query(&self, sql: &str, params: &[Value]) -> anyhow::Result<Vec<Row>> {
         match self {
             Db::Sqlite(c) => {
-                let mut stmt = c.prepare_cached(sql)?;
+                let fault = |e| sqlite_fault(c, e);
+                let mut stmt = c.prepare_cached(sql).map_err(fault)?;
                 let n = stmt.column_count();
-                let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+                let mut rows = stmt
+                    .query(rusqlite::params_from_iter(params))
+                    .map_err(fault)?;
                 let mut out = Vec::new();
-                while let Some(r) = rows.next()? {
+                while let Some(r) = rows.next().map_err(fault)? {
                     let mut row = Vec::with_capacity(n);
                     for i in 0..n {
                         row.push(match r.get_ref(i)? {
@@ -239,10 +245,18 @@ impl Db {
     /// Statements without parameters or results (DDL, transaction control).
     pub fn batch(&self, sql: &str) -> anyhow::Result<()> {
         match self {
-            Db::Sqlite(c) => c.execute_batch(sql)?,
+            Db::Sqlite(c) => c.execute_batch(sql).map_err(|e| sqlite_fault(c, e))?,
             Db::Postgres(pg) => pg.batch(sql)?,
         }
         Ok(())
+    }
+}
+
+/// [`super::sqlite::fault`] for an error of connection `c`.
+fn sqlite_fault(c: &rusqlite::Connection, e: rusqlite::Error) -> anyhow::Error {
+    match c.path() {
+        Some(p) if !p.is_empty() => super::sqlite::fault(std::path::Path::new(p), e),
+        _ => e.into(),
     }
 }
 

@@ -105,37 +105,7 @@ impl fmt::Display for Location {
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`; a
 /// `password=` parameter is masked the same way.
 pub fn without_password(url: &str) -> String {
-    let url = &mask_password_parameter(url);
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let rest = &url[start..];
-    // The authority ends at the first '/', '?' or '#'; its userinfo at the
-    // last '@' in it.
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{}{user}:***{}", &url[..start], &rest[at..]),
-        None => url.to_string(),
-    }
-}
-
-fn mask_password_parameter(url: &str) -> String {
-    let Some((base, query)) = url.split_once('?') else {
-        return url.to_string();
-    };
-    let query: Vec<String> = query
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-            _ => kv.to_string(),
-        })
-        .collect();
-    format!("{base}?{}", query.join("&"))
+    crate::text::redact::redact(url)
 }
 
 impl From<&Path> for Location {

@@ -74,7 +74,19 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_calibration.sql"),
     include_str!("migrations/0003_profile.sql"),
     include_str!("migrations/0004_guest_bias.sql"),
+    include_str!("migrations/0005_redact_commands.sql"),
 ];
+
+/// The part of a migration that SQL cannot say, run after the script that
+/// takes the database to `version`, in the same transaction, on either
+/// backend.
+#[cfg(feature = "store")]
+fn migrate_data(db: &db::Db, version: usize) -> anyhow::Result<()> {
+    match version {
+        5 => rows::redact_stored_commands(db),
+        _ => Ok(()),
+    }
+}
 
 /// The `schema` value of a run document ([`StoredRun`] as JSON): what
 /// `ptelab show RUN --json` prints and what the store can import back.
@@ -124,6 +136,32 @@ fn identity(app: i64, version: i64, tables: &[String]) -> Identity {
         other => Identity::Foreign(format!(
             "another application's SQLite file, application id {other:#x}"
         )),
+    }
+}
+
+/// A results database opened when first asked for: a command that may still
+/// refuse its input after its first checks (bisect: the endpoints' kernels
+/// and builds) creates no database until it has a run to store.
+pub struct OnFirstUse {
+    at: Location,
+    store: std::cell::OnceCell<Store>,
+}
+
+impl OnFirstUse {
+    pub fn new(at: impl Into<Location>) -> OnFirstUse {
+        OnFirstUse {
+            at: at.into(),
+            store: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The database, opened (created) the first time.
+    pub fn get(&self) -> anyhow::Result<&Store> {
+        if let Some(s) = self.store.get() {
+            return Ok(s);
+        }
+        let opened = Store::open(&self.at)?;
+        Ok(self.store.get_or_init(|| opened))
     }
 }
 
@@ -756,8 +794,8 @@ impl crate::record::CellSink for Store {
     fn cell(&self, run: i64, cell: &CellResult) -> anyhow::Result<()> {
         self.insert_cell(run, cell).map(drop)
     }
-    fn finish(&self, run: i64, interrupted: bool, all_failed: bool) -> anyhow::Result<()> {
-        let status = match (interrupted, all_failed) {
+    fn finish(&self, run: i64, interrupted: bool, failed: bool) -> anyhow::Result<()> {
+        let status = match (interrupted, failed) {
             (true, _) => RunStatus::Interrupted,
             (false, true) => RunStatus::Failed,
             (false, false) => RunStatus::Complete,

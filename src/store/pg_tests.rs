@@ -565,3 +565,65 @@ fn the_password_comes_from_pgpassword_then_the_password_file() {
         Ok(false)
     );
 }
+
+#[test]
+fn stored_command_lines_never_hold_a_password_on_postgres() {
+    let Some(server) = TestServer::start_or_skip("stored_command_lines_never_hold_a_password")
+    else {
+        return;
+    };
+    let url = server.create_database("secrets");
+    let secret = "ptelab sweep x --db postgres://lab:s3cret@db.example/p";
+    let masked = "ptelab sweep x --db postgres://lab:***@db.example/p";
+    drop(store_at(&url));
+    // A run stored in plain text by a ptelab of schema version 4.
+    let mut c = server.client("secrets");
+    c.execute(
+        "INSERT INTO run (kind, command, started_at, status, host_json, kernel_release, arch, \
+         machine_id, tool_version) VALUES ('sweep', $1, 'T', 'complete', '{}', 'r', 'a', 'm', '0')",
+        &[&secret],
+    )
+    .unwrap();
+    c.batch_execute("UPDATE ptelab_meta SET value = '4' WHERE key = 'user_version'")
+        .unwrap();
+    let store = store_at(&url);
+    store.begin_run("bench", secret, &host(), &[]).unwrap();
+    let commands: Vec<String> = store
+        .runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.command)
+        .collect();
+    assert_eq!(commands, [masked, masked]);
+}
+
+/// See: #30. A server that takes the connection and never answers (here a
+/// listener on loopback that accepts and stays silent) is refused within
+/// connect_timeout, naming the server and the remedy, in the TLS request
+/// (sslmode=prefer) and in the login (sslmode=disable) alike.
+#[test]
+fn a_silent_server_is_refused_within_the_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        // Accept and hold every connection, answering nothing.
+        listener.incoming().take(2).collect::<Vec<_>>()
+    });
+    for mode in ["prefer", "disable"] {
+        let url = format!("postgres://lab:pw@127.0.0.1:{port}/x?connect_timeout=1&sslmode={mode}");
+        let started = std::time::Instant::now();
+        refused(
+            &url,
+            &[
+                "lab:***@127.0.0.1",
+                &format!("the server at 127.0.0.1 port {port} did not answer within 1 s"),
+                "pg_isready",
+            ],
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{mode}"
+        );
+    }
+    drop(held);
+}

@@ -367,16 +367,40 @@ pub(super) fn connect_with(url: &str, env: &PgEnv) -> anyhow::Result<Pg> {
         .connector()
         .map_err(|e| usage(format!("results database {shown}: {e}")))?;
     config.ssl_mode(tls.mode.wire());
-    let mut tried = config.connect(connector.clone());
-    // libpq's prefer: a handshake that fails is tried again in the clear.
-    if tls.mode == pgtls::SslMode::Prefer {
-        if let Err(e) = &tried {
-            if matches!(pgtls::failure(e), Some(pgtls::Failure::Handshake(..))) {
-                config.ssl_mode(pgtls::SslMode::Disable.wire());
-                tried = config.connect(connector);
+    // The client's connect_timeout bounds the TCP connect alone; a server
+    // that accepts and then never answers (a stopped postmaster, another
+    // program on the port) would hold the TLS handshake or the login for
+    // ever. So the whole of it runs on a thread of its own, waited for as
+    // long as connect_timeout: on time out that thread is left blocked on
+    // a socket the exiting process closes.
+    let wait = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(CONNECT_TIMEOUT);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let attempt = {
+        let (mut config, prefer) = (config.clone(), tls.mode == pgtls::SslMode::Prefer);
+        move || {
+            let mut tried = config.connect(connector.clone());
+            // libpq's prefer: a handshake that fails is tried again in the clear.
+            if prefer {
+                if let Err(e) = &tried {
+                    if matches!(pgtls::failure(e), Some(pgtls::Failure::Handshake(..))) {
+                        config.ssl_mode(pgtls::SslMode::Disable.wire());
+                        tried = config.connect(connector);
+                    }
+                }
             }
+            let _ = tx.send(tried);
         }
-    }
+    };
+    std::thread::Builder::new()
+        .name("ptelab-pg-connect".into())
+        .spawn(attempt)
+        .context("start the thread that connects to the results database")?;
+    let tried = rx
+        .recv_timeout(wait)
+        .map_err(|_| silent_server(&shown, &config, wait))?;
     let client = tried.map_err(|e| connect_error(&shown, &config, &tls, &from, &e))?;
     Ok(Pg {
         client: RefCell::new(client),
@@ -450,6 +474,24 @@ fn take_parameters(url: &str, keys: &[&str]) -> Result<(String, Vec<(String, Str
         format!("{base}?{}", kept.join("&"))
     };
     Ok((rest, taken))
+}
+
+/// The refusal of a server that took the connection but did not answer
+/// within `wait`.
+fn silent_server(shown: &str, config: &Config, wait: Duration) -> anyhow::Error {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(DEFAULT_PORT);
+    usage(format!(
+        "results database {shown}: the server at {host} port {port} did not answer within {} s \
+         (TLS handshake and login): check that PostgreSQL runs there and answers (`pg_isready -h \
+         {host} -p {port}`) and that no other program listens on that port; a slow server may \
+         get longer with connect_timeout=SECONDS in the URL",
+        wait.as_secs_f64()
+    ))
 }
 
 fn connect_error(
@@ -604,6 +646,7 @@ pub(super) fn identify_and_migrate(store: &super::Store) -> anyhow::Result<()> {
     }
     for (i, sql) in super::MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.batch(&ddl(sql))
+            .and_then(|()| super::migrate_data(&tx, i + 1))
             .with_context(|| store.what(&format!("apply schema migration {}", i + 1)))?;
     }
     tx.batch(&format!(

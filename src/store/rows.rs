@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::db::{params, Db, Row, NOW};
 use super::{RunId, RunStatus, RunSummary, StoredCell};
 use crate::record::{CellResult, FunctionCount, Guest, ModelCellRecord};
+use crate::text::redact::redact;
 use anyhow::Context;
 
 /// Values of a new `run` row.
@@ -29,6 +30,23 @@ fn i64_of(v: u64) -> anyhow::Result<i64> {
     i64::try_from(v).with_context(|| format!("{v} does not fit a database integer"))
 }
 
+/// Schema migration 5 (`migrations/0005_redact_commands.sql`): mask the
+/// secrets of the command lines stored before ptelab masked them. In code,
+/// since neither backend's SQL can find a password in a URL.
+pub(super) fn redact_stored_commands(db: &Db) -> anyhow::Result<()> {
+    for row in db.query("SELECT id, command FROM run", &[])? {
+        let (id, command) = (row.int(0)?, row.text(1)?);
+        let masked = redact(&command);
+        if masked != command {
+            db.execute(
+                "UPDATE run SET command = ?1 WHERE id = ?2",
+                params![masked, id],
+            )?;
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn insert_run(db: &Db, run: &NewRun<'_>, tags: &[String]) -> anyhow::Result<RunId> {
     let unknown = || "unknown".to_string();
     let id = db.insert(
@@ -40,7 +58,9 @@ pub(super) fn insert_run(db: &Db, run: &NewRun<'_>, tags: &[String]) -> anyhow::
         ),
         params![
             run.kind,
-            run.command,
+            // Whoever wrote the line (a caller, an imported document), no
+            // secret reaches the table that `runs` prints.
+            redact(run.command),
             run.started_at,
             run.finished_at,
             run.status.as_str(),

@@ -21,11 +21,120 @@ pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Open (create) the file with the busy timeout set.
 pub(super) fn connect(path: &Path) -> anyhow::Result<Connection> {
-    let conn = Connection::open(path)
-        .with_context(|| format!("cannot open results database {}", path.display()))?;
+    check_writable(path)?;
+    let conn = Connection::open(path).map_err(|e| fault(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| fault(path, e))
         .with_context(|| format!("configure results database {}", path.display()))?;
     Ok(conn)
+}
+
+/// Refuse, before SQLite touches anything, a file or directory ptelab cannot
+/// write: SQLite would open a read-only file anyway and leave its `-wal` and
+/// `-shm` files beside it before the first write fails.
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = dir_of(path);
+    if !dir.is_dir() {
+        return Err(fault_of(
+            path,
+            rusqlite::ErrorCode::CannotOpen,
+            "no such directory",
+        ));
+    }
+    // access(2) answers for root too: an immutable file or a read-only
+    // file system is EPERM or EROFS whoever asks.
+    let writable = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            // SAFETY: a valid NUL-terminated path; access only reads it.
+            .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+    };
+    if path.exists() && !writable(path) {
+        let e = std::io::Error::last_os_error();
+        return Err(fault_of(
+            path,
+            rusqlite::ErrorCode::ReadOnly,
+            &e.to_string(),
+        ));
+    }
+    if !writable(dir) {
+        let e = std::io::Error::last_os_error();
+        return Err(fault_of(
+            path,
+            rusqlite::ErrorCode::CannotOpen,
+            &format!("its directory: {e}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The directory of `path` ("." for a bare file name).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// An SQLite error as the user can act on it: what is wrong with the file
+/// or where it is, as bad input (exit 2) naming the path and what to do; any
+/// other error as it is. SQLite's own text ("Error code 11") says neither.
+pub(super) fn fault(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    match e.sqlite_error_code() {
+        Some(code) => {
+            let text = e.to_string();
+            match known_fault(path, code, &text) {
+                Some(msg) => crate::error::usage(msg),
+                None => e.into(),
+            }
+        }
+        None => e.into(),
+    }
+}
+
+/// [`fault`] for a condition found before SQLite was asked.
+fn fault_of(path: &Path, code: rusqlite::ErrorCode, why: &str) -> anyhow::Error {
+    crate::error::usage(known_fault(path, code, why).expect("a known fault"))
+}
+
+/// The message of an SQLite error code the user can act on, with `why`.
+fn known_fault(path: &Path, code: rusqlite::ErrorCode, e: &str) -> Option<String> {
+    use rusqlite::ErrorCode as C;
+    let shown = path.display();
+    let dir = dir_of(path);
+    Some(match code {
+        C::CannotOpen if !dir.is_dir() => format!(
+            "no directory {} for results database {shown}: create it (`mkdir -p {}`), or pass \
+             --db with a path in a directory that exists",
+            dir.display(),
+            dir.display()
+        ),
+        C::CannotOpen | C::PermissionDenied => format!(
+            "cannot open or create results database {shown} ({e}): check that you may read and \
+             write it and its directory {} (`ls -ld`), or pass --db with another path",
+            dir.display()
+        ),
+        C::ReadOnly => format!(
+            "results database {shown} is read-only ({e}): make it and its directory {} \
+             writable (a ptelab database is written to even when read: its journal and lock \
+             files live beside it), or pass --db with a writable copy",
+            dir.display()
+        ),
+        C::DatabaseCorrupt => format!(
+            "results database {shown} is damaged ({e}): move it away and pass --db with a new \
+             file, or restore a copy (`sqlite3 {shown} .recover` may save its runs)"
+        ),
+        C::DiskFull => format!(
+            "the file system of results database {shown} is full ({e}): free space there (`df \
+             {}`), or pass --db with a file on another file system",
+            dir.display()
+        ),
+        _ => return None,
+    })
+}
+
+fn path(store: &Store) -> &Path {
+    store.location.file().expect("an SQLite store")
 }
 
 fn conn(store: &Store) -> &Connection {
@@ -38,7 +147,9 @@ fn conn(store: &Store) -> &Connection {
 /// Refuse a file that is not ptelab's, switch it to WAL, and migrate it.
 pub(super) fn identify_and_migrate(store: &Store) -> anyhow::Result<()> {
     identify(store)?;
-    configure(conn(store)).with_context(|| store.what("configure"))?;
+    configure(conn(store))
+        .map_err(|e| fault(path(store), e))
+        .with_context(|| store.what("configure"))?;
     migrate(store)
 }
 
@@ -67,7 +178,10 @@ fn identify(store: &Store) -> anyhow::Result<()> {
         {
             return Err(store.not_ours("SQLite cannot read it as a database"));
         }
-        Err(e) => return Err(e).with_context(|| store.what("read the database header")),
+        Err(e) => {
+            return Err(fault(path(store), e))
+                .with_context(|| store.what("read the database header"))
+        }
     };
     match identity(app, version, &tables) {
         Identity::Fresh | Identity::Ours => Ok(()),
@@ -113,15 +227,19 @@ fn migrate(store: &Store) -> anyhow::Result<()> {
     let conn = conn(store);
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| fault(path(store), e))
         .with_context(|| store.what("read schema version"))?;
     store.check_version(version)?;
     let known = MIGRATIONS.len() as i64;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         conn.execute_batch(sql)
+            .map_err(|e| fault(path(store), e))
+            .and_then(|()| super::migrate_data(&store.db, i + 1))
             .with_context(|| store.what(&format!("apply schema migration {}", i + 1)))?;
     }
     if version < known {
         conn.pragma_update(None, "user_version", known)
+            .map_err(|e| fault(path(store), e))
             .with_context(|| store.what("set schema version"))?;
     }
     // Stamped outside the numbered migrations: a header field, not a
@@ -131,6 +249,7 @@ fn migrate(store: &Store) -> anyhow::Result<()> {
         .with_context(|| store.what("read application id"))?;
     if app != APPLICATION_ID {
         conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(|e| fault(path(store), e))
             .with_context(|| store.what("set application id"))?;
     }
     tx.commit()

@@ -587,3 +587,39 @@ fn a_database_of_schema_3_migrates_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(store.guest_biases().unwrap().len(), 1);
 }
+
+#[test]
+fn stored_command_lines_never_hold_a_password() {
+    let (_d, path) = temp();
+    let secret = "ptelab sweep x --db postgres://lab:s3cret@db.example/p?password=pw2";
+    {
+        // Written as a ptelab of schema version 4 wrote it: the password in
+        // plain text.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..4] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn.execute(
+            "INSERT INTO run (kind, command, started_at, status, host_json, kernel_release, \
+             arch, machine_id, tool_version) VALUES ('sweep', ?1, '2026-11-23T00:00:00Z', \
+             'complete', '{}', '6.18', 'x86_64', 'm', '0')",
+            [secret],
+        )
+        .unwrap();
+    }
+    // Migration 5 masks the old run; a new run is stored masked.
+    let store = Store::open(&path).unwrap();
+    store.begin_run("bench", secret, &host(), &[]).unwrap();
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        assert_eq!(
+            r.command,
+            "ptelab sweep x --db postgres://lab:***@db.example/p?password=***"
+        );
+    }
+    drop(store);
+    let raw = std::fs::read(&path).unwrap();
+    assert!(!raw.windows(6).any(|w| w == b"s3cret"), "left in the file");
+}

@@ -143,6 +143,10 @@ impl Drop for KnobGuard {
                 eprintln!("ptelab: error: {e:#}");
             }
         }
+        // The holder's line goes with the hold: the file outlives the run.
+        if let Some(f) = &self.lock_file {
+            let _ = f.set_len(0);
+        }
         // Closing the file drops the flock.
         self.lock_file = None;
         release_holder(&self.paths.lock);
@@ -207,6 +211,28 @@ mod tests {
         }
         assert_eq!(read_knobs_at(&paths.sysfs).unwrap(), before);
         assert!(!paths.recovery.exists());
+    }
+
+    /// See: #30. The lock and recovery files hold the command line: only
+    /// their owner reads them, and the lock's holder line leaves with the hold.
+    #[test]
+    fn lock_and_recovery_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let paths = fake_sysfs(dir.path());
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // Left world-readable by an older ptelab.
+        fs::write(&paths.lock, "1 ptelab --db postgres://u:s3cret@h/d\n").unwrap();
+        fs::set_permissions(&paths.lock, fs::Permissions::from_mode(0o644)).unwrap();
+        {
+            let mut g = KnobGuard::acquire_at(paths.clone(), &mut no_wait()).unwrap();
+            assert_eq!(mode(&paths.lock), 0o600);
+            let holder = fs::read_to_string(&paths.lock).unwrap();
+            assert!(!holder.contains("s3cret"), "{holder}");
+            g.configure_for(FolioSpec::Mthp(64 << 10)).unwrap();
+            assert_eq!(mode(&paths.recovery), 0o600);
+        }
+        assert_eq!(fs::read_to_string(&paths.lock).unwrap(), "");
     }
 
     #[test]
@@ -288,14 +314,17 @@ mod tests {
         assert_eq!(unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX) }, 0);
         let (tx, rx) = std::sync::mpsc::channel();
         let p2 = paths.clone();
+        let lock = paths.lock.clone();
         let t = std::thread::spawn(move || {
-            KnobGuard::acquire_at(p2, &mut |m: &str| tx.send(m.to_owned()).unwrap()).map(|_| ())
+            // The holder's line, read while the guard holds the lock (its
+            // drop clears it).
+            KnobGuard::acquire_at(p2, &mut |m: &str| tx.send(m.to_owned()).unwrap())
+                .map(|_g| fs::read_to_string(&lock).unwrap())
         });
         let msg = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(msg, "waiting for the THP knob lock held by pid 4242 (ptelab sweep mprotect-toggle --folios 64K)");
         drop(other);
-        t.join().unwrap().unwrap();
-        let holder = fs::read_to_string(&paths.lock).unwrap();
+        let holder = t.join().unwrap().unwrap();
         assert!(
             holder.starts_with(&format!("{} ", std::process::id())),
             "{holder}"

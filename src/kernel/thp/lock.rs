@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -32,7 +32,8 @@ pub(super) fn release_holder(lock: &Path) {
 }
 
 /// Open the lock file and take flock(LOCK_EX), polling so that SIGINT can
-/// stop the wait; then write our pid and command line into it.
+/// stop the wait; then write our pid and command line (secrets masked) into
+/// it, the file readable by its owner only.
 pub(super) fn take_flock(
     path: &Path,
     on_wait: &mut dyn FnMut(&str),
@@ -44,7 +45,8 @@ pub(super) fn take_flock(
             .write(write)
             .create(write)
             .truncate(false)
-            .mode(0o644)
+            // Only its owner reads who holds it (root: knobs need root).
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
     };
@@ -83,7 +85,13 @@ pub(super) fn take_flock(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    if writable {
+    // A lock file made by an older ptelab was world-readable: make it
+    // private before writing into it, or write nothing.
+    let private = writable
+        && file
+            .set_permissions(fs::Permissions::from_mode(0o600))
+            .is_ok();
+    if private {
         let line = format!("{} {}\n", std::process::id(), procfs::own_cmdline());
         // Overwrite, then cut: a waiter never reads an empty file.
         let w = file

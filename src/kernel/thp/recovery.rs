@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -65,9 +65,11 @@ pub(super) fn write_recovery(path: &Path, rec: &Recovery) -> anyhow::Result<()> 
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(0o644)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
+        // Private even when a temporary of an older ptelab was left.
+        f.set_permissions(fs::Permissions::from_mode(0o600))?;
         f.write_all(&json)?;
         f.sync_all()?;
         fs::rename(&tmp, path)

@@ -1,0 +1,3 @@
+-- Version 5: no schema change. Stored command lines lose their secrets
+-- (a password in a --db URL), by code: store::rows::redact_stored_commands,
+-- which the store runs right after this script (store::migrate_data).
