@@ -387,8 +387,7 @@ fn another_process_flushing_elsewhere_is_not_counted() {
     let _pin = Pin::here();
     // SAFETY: sched_getcpu has no preconditions.
     let here = unsafe { libc::sched_getcpu() } as usize;
-    let Some(there) = (0..crate::kernel::procfs::online_cpus() as usize).find(|&c| c != here)
-    else {
+    let Some(there) = (0..crate::kernel::procfs::online_cpus()).find(|&c| c != here) else {
         eprintln!("skipping: one CPU");
         return;
     };
