@@ -303,8 +303,17 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                  reasons are above"
             )?;
         }
+        let bias = crate::reproduce::bias_note(&rows);
+        if !bias.is_empty() {
+            writeln!(text, "\n{}", bias.trim_end())?;
+        }
         if let Some(id) = outcome.run_id {
             writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?;
+        }
+        // The verdicts are the last thing read, before where the report is.
+        let closing = crate::reproduce::closing_text(&rows);
+        if !closing.is_empty() {
+            writeln!(text, "\n{}", closing.trim_end())?;
         }
         match report {
             Some(path) => writeln!(text, "report: {}", path.display())?,

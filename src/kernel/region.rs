@@ -17,8 +17,9 @@
 //!   chunk allocates the whole folio.
 //! - `2M-pte`: as `2M`, then each PMD mapping is split (not the folio) by a
 //!   temporary VMA split: MADV_DONTFORK then MADV_DOFORK on the first page of
-//!   each 2 MiB chunk (seed 000's `pte_map_thps`); MADV_NOHUGEPAGE afterwards
-//!   keeps khugepaged from collapsing the PTE-mapped THPs back.
+//!   each 2 MiB chunk (seed 000's `pte_map_thps`); MADV_NOHUGEPAGE, given
+//!   before the splits, keeps khugepaged from collapsing the PTE-mapped THPs
+//!   back (given after, khugepaged could collapse them in between).
 //!
 //! Left out: file-backed and shared regions (a later issue), hugetlbfs.
 
@@ -257,17 +258,21 @@ impl Region {
     }
 
     /// PTE-map every PMD-mapped THP by temporarily splitting the VMA at the
-    /// first page of each PMD (seed 000's trick), then forbid collapse.
+    /// first page of each PMD (seed 000's trick), collapse forbidden first.
     fn pte_map_thps(&mut self) -> anyhow::Result<()> {
-        let pmd = PMD_SIZE as usize;
-        let mut off = 0;
-        while off + pmd <= self.len {
-            // SAFETY: in bounds of our mapping.
-            let p = unsafe { self.addr.add(off) };
-            madvise(p, PAGE_SIZE, libc::MADV_DONTFORK, "MADV_DONTFORK")?;
-            madvise(p, PAGE_SIZE, libc::MADV_DOFORK, "MADV_DOFORK")?;
-            off += pmd;
-        }
+        self.pte_map_thps_then(|_| {})
+    }
+
+    /// [`Region::pte_map_thps`], with `after_split` run after each PMD is
+    /// split: where khugepaged may strike (tests collapse there).
+    ///
+    /// MADV_NOHUGEPAGE comes before the splits, not after: until the VMA
+    /// carries it, khugepaged may collapse a PTE-mapped THP back into a PMD
+    /// mapping. One khugepaged pass scans 4096 pages, 16 MiB: under load, a
+    /// region preempted between its splits and the advice was found 16 MiB
+    /// PMD-mapped after them. The advice leaves existing PMD mappings alone,
+    /// and the temporary VMAs carry it, so they merge back.
+    fn pte_map_thps_then(&mut self, mut after_split: impl FnMut(*mut u8)) -> anyhow::Result<()> {
         if let Some((p, l)) = self.neighbor {
             madvise(p, l, libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE")?;
         }
@@ -276,7 +281,18 @@ impl Region {
             self.len,
             libc::MADV_NOHUGEPAGE,
             "MADV_NOHUGEPAGE",
-        )
+        )?;
+        let pmd = PMD_SIZE as usize;
+        let mut off = 0;
+        while off + pmd <= self.len {
+            // SAFETY: in bounds of our mapping.
+            let p = unsafe { self.addr.add(off) };
+            madvise(p, PAGE_SIZE, libc::MADV_DONTFORK, "MADV_DONTFORK")?;
+            madvise(p, PAGE_SIZE, libc::MADV_DOFORK, "MADV_DOFORK")?;
+            after_split(p);
+            off += pmd;
+        }
+        Ok(())
     }
 
     /// Replace the region's anonymous memory by a `MAP_SHARED` mapping of
@@ -398,6 +414,43 @@ mod tests {
             let r = Region::map(size, FolioSpec::Base, false).unwrap();
             assert_eq!(r.addr() as usize % PMD_SIZE as usize, 0, "{size}");
         }
+    }
+
+    /// khugepaged collapsing a split PMD back, at the worst moment
+    /// (MADV_COLLAPSE is its synchronous form): the region stays PTE-mapped.
+    #[test]
+    fn a_collapse_after_the_split_leaves_2m_pte_pte_mapped() {
+        if !crate::kernel::procfs::is_root() {
+            return eprintln!("skipping: THP knobs need root");
+        }
+        let Ok(mut knobs) = crate::kernel::thp::KnobGuard::acquire(&mut |_| {}) else {
+            return eprintln!("skipping: no THP knobs");
+        };
+        if let Err(e) = knobs.configure_for(FolioSpec::PmdPte) {
+            return eprintln!("skipping: {e:#}");
+        }
+        let len: usize = 4 << 20;
+        let mut r = Region::map(len as u64, FolioSpec::PmdPte, false).unwrap();
+        madvise(r.addr, len, libc::MADV_HUGEPAGE, "MADV_HUGEPAGE").unwrap();
+        touch(r.addr, len);
+        let pmd_mapped = |r: &Region| {
+            crate::kernel::layout::observe(r.addr(), len, FolioSpec::PmdPte)
+                .map(|l| l.pmd_mapped_bytes)
+        };
+        match pmd_mapped(&r) {
+            Ok(b) if b == len as u64 => {}
+            other => return eprintln!("skipping: no PMD THPs here ({other:?})"),
+        }
+        let mut collapsed = 0;
+        r.pte_map_thps_then(|p| {
+            // SAFETY: advice on a PMD-sized range of the region.
+            let rc = unsafe { libc::madvise(p.cast(), PMD_SIZE as usize, libc::MADV_COLLAPSE) };
+            collapsed += (rc == 0) as u32;
+        })
+        .unwrap();
+        assert_eq!(collapsed, 0, "MADV_COLLAPSE succeeded on a split PMD");
+        assert_eq!(pmd_mapped(&r).unwrap(), 0);
+        assert_eq!(r.vma_count().unwrap(), 1);
     }
 
     #[test]

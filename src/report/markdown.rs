@@ -481,16 +481,29 @@ fn kernel_section(out: &mut String, k: &KernelSection) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One bullet per claim (a table would not fit 80 columns): the claim and
-/// its verdict, then the published, measured and modelled figures.
+/// The claims as `reproduce` closes: one table row per claim (seed, claim,
+/// arch, verdict, measured vs published), then one bullet per claim with
+/// its full text (a table of those would not fit 80 columns), each
+/// repeated sentence said once.
 fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
+    use crate::report::view::claims::{dedup_sentences, verdict_counts, verdict_table};
     writeln!(out, "## Claims\n")?;
+    writeln!(out, "{}", verdict_table(claims).markdown())?;
+    writeln!(out, "{}\n", md(&verdict_counts(claims)))?;
+    writeln!(out, "### Details of the claims\n")?;
     for c in claims {
+        let verdict = dedup_sentences(&c.verdict);
+        let why = verdict.split_once(": ").map_or("", |(_, why)| why);
         let mut text = format!(
-            "[{}] {}: {}.",
+            "[{}] {}: {}{}.",
             md(&c.seed),
             md(&c.claim),
-            md(&c.verdict.to_uppercase())
+            md(&c.word().to_uppercase()),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", md(why))
+            }
         );
         for (what, v) in [
             ("published", &c.published),
@@ -499,8 +512,11 @@ fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
             ("predicted", &c.predicted),
         ] {
             if let Some(v) = v {
-                text.push_str(&format!(" {what}: {};", md(v)));
+                text.push_str(&format!(" {what}: {};", md(&dedup_sentences(v))));
             }
+        }
+        for u in &c.uncalibrated {
+            text.push_str(&format!(" {};", md(u)));
         }
         bullet(out, text.trim_end_matches(';'));
     }
@@ -512,6 +528,16 @@ fn claims(out: &mut String, claims: &[ClaimRow]) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::report::view::tests::fixture_model;
+
+    #[test]
+    fn the_claims_table_reads_like_the_closing_table() {
+        let rows = crate::report::view::claims::tests::sample_claims();
+        let mut out = String::new();
+        claims(&mut out, &rows).unwrap();
+        let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(words.matches("no kernel offered").count(), 1, "{out}");
+        insta::assert_snapshot!(out);
+    }
 
     #[test]
     fn wrapping_keeps_lines_short() {

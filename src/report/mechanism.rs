@@ -157,7 +157,7 @@ fn more(n: usize, hint: &str) -> String {
 
 fn change_pct(r: &FunctionRow) -> String {
     match r.instructions_a {
-        Some(a) if a > 0.0 => format!("{:+.1}%", 100.0 * r.instructions_change / a),
+        Some(a) if a > 0.0 => crate::text::format::signed_pct(100.0 * r.instructions_change / a, 1),
         _ => "new".into(),
     }
 }

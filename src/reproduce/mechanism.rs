@@ -254,6 +254,7 @@ fn row(m: &Mechanism, g: &GuestEvidence) -> ClaimRow {
         model: None,
         predicted: None,
         verdict: String::new(),
+        uncalibrated: Vec::new(),
     };
     match count(m, g) {
         Ok(c) if c.rows.is_empty() => {

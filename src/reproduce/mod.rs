@@ -122,6 +122,7 @@ impl Evidence {
     }
 }
 
+use crate::report::view::claims::{dedup_sentences, verdict_counts, verdict_table};
 pub use crate::report::view::ClaimRow;
 
 /// A claim as `reproduce` prints it: the claim, its published, measured,
@@ -135,10 +136,57 @@ pub fn claim_text(r: &ClaimRow) -> String {
         ("predicted", &r.predicted),
     ] {
         if let Some(v) = v {
-            s.push_str(&format!("    {label:>9}: {v}\n"));
+            s.push_str(&format!("    {label:>9}: {}\n", dedup_sentences(v)));
         }
     }
-    s.push_str(&format!("    {:>9}: {}\n", "verdict", r.verdict));
+    s.push_str(&format!(
+        "    {:>9}: {}\n",
+        "verdict",
+        dedup_sentences(&r.verdict)
+    ));
+    s
+}
+
+/// The one note on guest bias for the whole run: which cells lack a
+/// calibration (`calibrate --guest`) and the command for each; empty when
+/// every compared guest cell has one.
+pub fn bias_note(rows: &[ClaimRow]) -> String {
+    let mut remedies: Vec<&str> = Vec::new();
+    for r in rows.iter().flat_map(|r| &r.uncalibrated) {
+        if !remedies.contains(&r.as_str()) {
+            remedies.push(r);
+        }
+    }
+    if remedies.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "guest bias not calibrated for {} cell{} (their changes were judged against the \
+         metric's fixed noise, 1% of instructions; docs/guests.md); calibrate each with:\n",
+        remedies.len(),
+        if remedies.len() == 1 { "" } else { "s" }
+    );
+    for r in remedies {
+        let r = r
+            .strip_prefix("guest bias not calibrated for ")
+            .unwrap_or(r);
+        let r = r.replacen(": run ", ": ", 1);
+        s.push_str(&format!("  {r}\n"));
+    }
+    s
+}
+
+/// The closing table of `reproduce`: one line per claim (seed, claim, arch,
+/// verdict, measured vs published), then the claims per verdict word.
+pub fn closing_text(rows: &[ClaimRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("verdicts:\n");
+    for line in verdict_table(rows).text(" | ").lines() {
+        s.push_str(&format!("  {line}\n"));
+    }
+    s.push_str(&format!("{}\n", verdict_counts(rows)));
     s
 }
 
@@ -384,4 +432,28 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
             }],
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::view::claims::tests::sample_claims;
+
+    /// The end of `reproduce`'s text: the one note on guest bias, then one
+    /// line per claim and the counts.
+    #[test]
+    fn the_run_closes_with_its_verdicts() {
+        let rows = sample_claims();
+        let text = format!("{}\n{}", bias_note(&rows), closing_text(&rows));
+        assert_eq!(text.matches("calibrate --guest").count(), 1, "{text}");
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn a_claim_says_a_repeated_sentence_once() {
+        let rows = sample_claims();
+        let text = claim_text(&rows[2]);
+        assert_eq!(text.matches("no kernel offered").count(), 1, "{text}");
+        assert!(text.contains("x86_64: 400 KiB, 4000 KiB, 40000 KiB: x86_64 guests"));
+    }
 }

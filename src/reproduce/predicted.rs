@@ -849,7 +849,7 @@ mod tests {
         let from = md.find("## Claims").unwrap();
         insta::assert_snapshot!("synthetic_arm64_claims_markdown", &md[from..]);
         let html = String::from_utf8(crate::report::html::render_html(&m).unwrap()).unwrap();
-        assert!(html.contains("<th>predicted (cost model)</th>"), "{html}");
+        assert!(html.contains("<dt>predicted (cost model)</dt>"), "{html}");
         assert!(html.contains("out of sample"));
         let json = serde_json::to_value(&ev.predicted).unwrap();
         assert_eq!(json[0]["arch"], "arm64");

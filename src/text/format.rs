@@ -18,10 +18,34 @@ pub fn ns(v: f64) -> String {
     }
 }
 
+/// A formatted number without the sign of a zero: a figure that rounds
+/// to zero (a -0.0 per-call TLB count, a -0.04% change at one decimal) is
+/// `0`, `0.0` or `+0.0%`, never `-0`.
+pub fn no_negative_zero(s: String) -> String {
+    let zero = |t: &str| {
+        let digits = t.trim_end_matches('%');
+        !digits.is_empty() && digits.chars().all(|c| c == '0' || c == '.')
+    };
+    match s.strip_prefix('-') {
+        Some(rest) if zero(rest) => rest.to_string(),
+        _ => s,
+    }
+}
+
+/// A change in percent with its sign and `decimals` decimals (`+1.5%`,
+/// `-3.0%`); one that rounds to zero is `+0.0%`.
+pub fn signed_pct(v: f64, decimals: usize) -> String {
+    let s = format!("{v:+.decimals$}%");
+    match s.strip_prefix('-') {
+        Some(rest) if no_negative_zero(s.clone()) == rest => format!("+{rest}"),
+        _ => s,
+    }
+}
+
 /// `v` with `decimals` decimals, or `n/a` for an undefined figure.
 pub fn fixed(v: f64, decimals: usize) -> String {
     if v.is_finite() {
-        format!("{v:.decimals$}")
+        no_negative_zero(format!("{v:.decimals$}"))
     } else {
         "n/a".into()
     }
@@ -87,10 +111,10 @@ pub fn p_value(p: f64) -> String {
 pub fn counter(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
-        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => no_negative_zero(format!("{v:.0}")),
         Some(v) => {
             let s = format!("{v:.2}");
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
+            no_negative_zero(s.trim_end_matches('0').trim_end_matches('.').to_string())
         }
     }
 }
@@ -104,7 +128,7 @@ fn trim(v: f64) -> String {
     } else {
         2
     };
-    let s = format!("{v:.digits$}");
+    let s = no_negative_zero(format!("{v:.digits$}"));
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
@@ -115,6 +139,23 @@ fn trim(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_has_no_sign() {
+        assert_eq!(counter(Some(-0.0)), "0");
+        assert_eq!(counter(Some(-0.001)), "0");
+        assert_eq!(counter(Some(-1.5)), "-1.5");
+        assert_eq!(fixed(-0.04, 1), "0.0");
+        assert_eq!(fixed(-0.06, 1), "-0.1");
+        assert_eq!(signed_pct(-0.04, 1), "+0.0%");
+        assert_eq!(signed_pct(-0.0, 1), "+0.0%");
+        assert_eq!(signed_pct(-2.5, 1), "-2.5%");
+        assert_eq!(signed_pct(3.0, 0), "+3%");
+        assert_eq!(no_negative_zero("-0".into()), "0");
+        assert_eq!(no_negative_zero("-0.00%".into()), "0.00%");
+        assert_eq!(no_negative_zero("-".into()), "-");
+        assert_eq!(no_negative_zero("-10".into()), "-10");
+    }
 
     #[test]
     fn nanoseconds_as_the_seeds_print_them() {

@@ -15,6 +15,16 @@ const KNOWN_REASONS: [(i64, &str); 6] = [
     (5, "remote_wrong_cpu"),
 ];
 
+/// Reasons emitted in the IRQ handler of another context's flush
+/// (`flush_tlb_func` run for someone else's IPI), which perf charges to
+/// whatever thread is current on the CPU: never the measured call's own
+/// flush. Under load another process that once ran on the pinned CPU stays
+/// in its `mm_cpumask`, and its page-table-freeing flushes IPI the CPU
+/// while the measured call runs (`remote_wrong_cpu`); a compaction or
+/// migration of the measured process's pages from another CPU does the same
+/// (`remote_shootdown`).
+const FOREIGN_REASONS: [&str; 2] = ["remote_shootdown", "remote_wrong_cpu"];
+
 /// A field of the tracepoint's raw record, from its format file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Field {
@@ -67,6 +77,34 @@ pub(super) struct TlbFormat {
 }
 
 impl TlbFormat {
+    /// The reason numbers of [`FOREIGN_REASONS`] in this kernel's enum.
+    fn foreign_numbers(&self) -> Vec<i64> {
+        self.reasons
+            .iter()
+            .filter(|(_, name)| FOREIGN_REASONS.contains(&name.as_str()))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// The tracepoint filter that drops [`FOREIGN_REASONS`]
+    /// (`reason != 1 && reason != 5`), or `None` when this kernel names
+    /// none of them.
+    pub(super) fn own_flushes_filter(&self) -> Option<String> {
+        let clauses: Vec<String> = self
+            .foreign_numbers()
+            .iter()
+            .map(|n| format!("reason != {n}"))
+            .collect();
+        (!clauses.is_empty()).then(|| clauses.join(" && "))
+    }
+
+    /// Whether a breakdown key (`"reason/pages"`) is of a foreign reason.
+    pub(super) fn is_foreign_key(key: &str) -> bool {
+        key.split('/')
+            .next()
+            .is_some_and(|r| FOREIGN_REASONS.contains(&r))
+    }
+
     /// `"reason/pages"` for one raw record.
     pub(super) fn key(&self, raw: &[u8]) -> Option<String> {
         let reason = self.reason.signed_value(raw)?;
@@ -306,6 +344,19 @@ print fmt: \"pages:%ld reason:%s (%d)\", REC->pages, __print_symbolic(REC->reaso
             None,
             "truncated raw data"
         );
+    }
+
+    #[test]
+    fn the_filter_drops_the_flushes_of_other_contexts() {
+        let f = parse_format(FORMAT_6_18).unwrap();
+        assert_eq!(
+            f.own_flushes_filter().as_deref(),
+            Some("reason != 1 && reason != 5")
+        );
+        assert!(TlbFormat::is_foreign_key("remote_wrong_cpu/0"));
+        assert!(TlbFormat::is_foreign_key("remote_shootdown/all"));
+        assert!(!TlbFormat::is_foreign_key("local_mm_shootdown/all"));
+        assert!(!TlbFormat::is_foreign_key("remote_ipi_send/4"));
     }
 
     #[test]

@@ -14,9 +14,13 @@
 //!   by the initiator in `native_flush_tlb_multi` *before* deciding which CPUs
 //!   really get an IPI: lazy-TLB CPUs are skipped but the event is still
 //!   emitted), `local_shootdown` (kernel-address flushes this thread does);
-//! * seen only by accident: `remote_shootdown` / `remote_wrong_cpu` events
-//!   handled in IRQ context on this thread's CPU while it runs (caused by
-//!   someone else's flush);
+//! * not counted: `remote_shootdown` / `remote_wrong_cpu` events handled in
+//!   IRQ context on this thread's CPU while it runs. They are someone
+//!   else's flush (another process that once ran on this CPU and frees page
+//!   tables, a migration of our pages from another CPU), seen under load: a
+//!   filter on both perf events drops them (`format::FOREIGN_REASONS`), and
+//!   where the kernel refuses the filter they are subtracted from the count
+//!   by the sampled breakdown;
 //! * not seen: the `remote_shootdown` handlers that *our* flush runs on other
 //!   CPUs (other contexts), and `flush_on_task_switch` at context switches
 //!   (emitted inside `switch_mm`, after perf has switched the old task's
@@ -152,6 +156,9 @@ pub struct FlushCounter {
     sampler: Option<Sampler>,
     format: TlbFormat,
     tally: Breakdown,
+    /// The kernel drops other contexts' flushes
+    /// ([`TlbFormat::own_flushes_filter`]) before counting and sampling.
+    filtered: bool,
 }
 
 /// Why `tlb:tlb_flush` cannot count anything on `arch` (`uname -m`), when
@@ -184,11 +191,21 @@ impl FlushCounter {
         } else {
             None
         };
+        // Both events or neither, so that the breakdown sums to the count.
+        let filtered = info.format.own_flushes_filter().is_some_and(|f| {
+            counter.set_filter(&f).is_ok()
+                && sampler.as_ref().is_none_or(|s| s.set_filter(&f).is_ok())
+        });
+        if !filtered {
+            // Undo a filter the counter took when the sampler refused one.
+            let _ = counter.set_filter("");
+        }
         Ok(FlushCounter {
             counter,
             sampler,
             format: info.format,
             tally: Breakdown::default(),
+            filtered,
         })
     }
 
@@ -223,9 +240,23 @@ impl FlushCounter {
         Ok(())
     }
 
-    /// Events counted since open or the last reset.
-    pub fn count(&self) -> anyhow::Result<u64> {
-        self.counter.count()
+    /// Events counted since open or the last reset, other contexts' flushes
+    /// left out (by the kernel's filter, or else by the sampled breakdown:
+    /// exact unless records were lost).
+    pub fn count(&mut self) -> anyhow::Result<u64> {
+        let n = self.counter.count()?;
+        if self.filtered || self.sampler.is_none() {
+            return Ok(n);
+        }
+        self.drain()?;
+        let foreign: u64 = self
+            .tally
+            .events
+            .iter()
+            .filter(|(k, _)| TlbFormat::is_foreign_key(k))
+            .map(|(_, v)| *v)
+            .sum();
+        Ok(n.saturating_sub(foreign))
     }
 
     /// Move records out of the ring buffer into the running tally. Cheap when
@@ -246,7 +277,9 @@ impl FlushCounter {
             bail!("FlushCounter opened without breakdown");
         }
         self.drain()?;
-        Ok(self.tally.clone())
+        let mut b = self.tally.clone();
+        b.events.retain(|k, _| !TlbFormat::is_foreign_key(k));
+        Ok(b)
     }
 }
 

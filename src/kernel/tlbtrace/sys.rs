@@ -31,6 +31,21 @@ fn paranoid() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
+/// Attach a tracepoint filter (the ftrace filter syntax, e.g.
+/// `reason != 1`) to one perf event: events it rejects are neither counted
+/// nor sampled.
+fn set_filter(fd: &OwnedFd, filter: &str) -> anyhow::Result<()> {
+    let c = CString::new(filter).context("filter with a NUL byte")?;
+    // SAFETY: the fd is our open perf event; the kernel copies the
+    // NUL-terminated string and does not keep the pointer.
+    let rc = unsafe { pe::ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut libc::c_char) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error())
+            .with_context(|| format!("perf ioctl SET_FILTER {filter:?}"));
+    }
+    Ok(())
+}
+
 /// `perf_event_open` for this thread on any CPU.
 fn open_event(attr: &mut perf_event_attr, group: Option<&OwnedFd>) -> Result<OwnedFd, Unavailable> {
     let group_fd = group.map_or(-1, |g| g.as_raw_fd());
@@ -188,6 +203,11 @@ impl Sampler {
         })
     }
 
+    /// Sample only the events `filter` accepts ([`set_filter`]).
+    pub(super) fn set_filter(&self, filter: &str) -> anyhow::Result<()> {
+        set_filter(&self._event, filter)
+    }
+
     /// Hand every record written since the last drain to `on(type, body)`.
     pub(super) fn drain(&mut self, on: impl FnMut(u32, &[u8])) -> anyhow::Result<()> {
         let meta = self.base as *mut perf_event_mmap_page;
@@ -250,6 +270,12 @@ impl Event {
             return Err(io::Error::last_os_error()).with_context(|| format!("perf ioctl {what}"));
         }
         Ok(())
+    }
+
+    /// Count only the events `filter` accepts ([`set_filter`]); the
+    /// group's members need their own.
+    pub(super) fn set_filter(&self, filter: &str) -> anyhow::Result<()> {
+        set_filter(&self.0, filter)
     }
 
     /// Start the group.

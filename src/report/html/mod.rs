@@ -513,28 +513,47 @@ impl<'a> ModelBlock<'a> {
     }
 }
 
+/// One line per claim, as `reproduce` closes (seed, claim, arch, verdict,
+/// measured vs published); the claim's full text a click away in
+/// `<details>`, each cell's repeated sentences said once.
 fn claims_table(claims: &[ClaimRow]) -> String {
-    let mut t = Table::new()
-        .left("seed")
-        .left("claim")
-        .left("published")
-        .left("measured")
-        .left("model")
-        .left("predicted (cost model)")
-        .left("verdict");
-    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    use crate::report::view::claims::dedup_sentences;
+    use crate::text::table::html_escape as esc;
+    let mut s = String::from(
+        "<table class=\"claims\">\n<thead><tr><th>seed</th><th>claim</th><th>arch</th>\
+         <th>verdict</th><th>measured vs published</th></tr></thead>\n<tbody>\n",
+    );
     for c in claims {
-        t.row([
-            c.seed.clone(),
-            c.claim.clone(),
-            dash(&c.published),
-            dash(&c.measured),
-            dash(&c.model),
-            dash(&c.predicted),
-            c.verdict.clone(),
-        ]);
+        let mut details = format!("<dl>\n<dt>claim</dt><dd>{}</dd>\n", esc(&c.claim));
+        for (label, v) in [
+            ("published", &c.published),
+            ("measured", &c.measured),
+            ("model", &c.model),
+            ("predicted (cost model)", &c.predicted),
+            ("verdict", &Some(c.verdict.clone())),
+        ] {
+            if let Some(v) = v {
+                details.push_str(&format!(
+                    "<dt>{label}</dt><dd>{}</dd>\n",
+                    esc(&dedup_sentences(v))
+                ));
+            }
+        }
+        for u in &c.uncalibrated {
+            details.push_str(&format!("<dt>not calibrated</dt><dd>{}</dd>\n", esc(u)));
+        }
+        details.push_str("</dl>");
+        s.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><details><summary>{}</summary>\n{details}\n</details></td></tr>\n",
+            esc(&c.seed),
+            esc(&c.short_claim()),
+            esc(&c.arch()),
+            esc(c.word()),
+            esc(&c.brief()),
+        ));
     }
-    t.html()
+    s.push_str("</tbody>\n</table>\n");
+    s
 }
 
 #[cfg(test)]
@@ -544,6 +563,16 @@ mod tests {
 
     fn html(model: &ReportModel) -> String {
         String::from_utf8(render_html(model).unwrap()).unwrap()
+    }
+
+    /// One line per claim; the rest in `<details>`, said once.
+    #[test]
+    fn the_claims_table_reads_like_the_closing_table() {
+        let rows = crate::report::view::claims::tests::sample_claims();
+        let t = claims_table(&rows);
+        assert_eq!(t.matches("<details>").count(), rows.len());
+        assert_eq!(t.matches("no kernel offered").count(), 1, "{t}");
+        insta::assert_snapshot!(t);
     }
 
     /// Text from a stored run is printed once, escaped: a `{{nav}}` in a

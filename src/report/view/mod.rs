@@ -35,6 +35,7 @@
 //! ([`ClaimRow`]).
 
 mod build;
+pub mod claims;
 mod types;
 
 pub use build::ReportBuilder;
@@ -190,6 +191,7 @@ pub(crate) mod tests {
                 model: Some("folio lookups 2.00x".into()),
                 predicted: None,
                 verdict: "reproduced".into(),
+                uncalibrated: Vec::new(),
             })
             .build()
     }
@@ -326,8 +328,17 @@ pub(crate) mod tests {
         let md =
             String::from_utf8(crate::report::markdown::render_markdown(&fixture_model()).unwrap())
                 .unwrap();
+        // The claims' table is one line per claim, as `reproduce` closes;
+        // their full text, below it, wraps.
+        let mut in_claims_table = false;
         for line in md.lines() {
-            if line.starts_with("- cmdline:") || line.starts_with("- command:") {
+            if line.starts_with("## ") || line.starts_with("### ") {
+                in_claims_table = line == "## Claims";
+            }
+            if line.starts_with("- cmdline:")
+                || line.starts_with("- command:")
+                || (in_claims_table && line.starts_with('|'))
+            {
                 continue;
             }
             assert!(line.chars().count() <= 80, "too wide: {line}");

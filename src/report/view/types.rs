@@ -420,6 +420,11 @@ pub struct ClaimRow {
     #[serde(default)]
     pub predicted: Option<String>,
     pub verdict: String,
+    /// Guest cells of the claim whose bias is not calibrated, each with the
+    /// `calibrate --guest` command that measures it; said once for the run,
+    /// not in every claim.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncalibrated: Vec<String>,
 }
 
 impl KernelSection {

@@ -22,6 +22,7 @@ pub(super) fn row(seed: &str, claim: &str) -> ClaimRow {
         model: None,
         predicted: None,
         verdict: String::new(),
+        uncalibrated: Vec::new(),
     }
 }
 
@@ -82,10 +83,10 @@ impl Delta {
             None => String::new(),
         };
         format!(
-            "{} -> {} ({:+.1}%{bias})",
+            "{} -> {} ({}{bias})",
             value(self.a, self.metric),
             value(self.b, self.metric),
-            self.pct()
+            crate::text::format::signed_pct(self.pct(), 1)
         )
     }
 

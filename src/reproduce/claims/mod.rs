@@ -120,7 +120,40 @@ pub fn judge_all(ids: &[&str], ev: &Evidence, quick: bool) -> Vec<ClaimRow> {
         }
         rows.extend(super::mechanism::rows(&[id], &ev.guests, quick));
     }
+    for r in &mut rows {
+        take_remedies(r);
+    }
     rows
+}
+
+/// What `measured_line` appends when a cell's guest bias is not calibrated.
+const REMEDY: &str = " (guest bias not calibrated for ";
+
+/// Move each "(guest bias not calibrated for …: run `…`)" out of the
+/// measured line into `uncalibrated`: `reproduce` says it once for the run.
+fn take_remedies(r: &mut super::ClaimRow) {
+    let Some(mut text) = r.measured.take() else {
+        return;
+    };
+    while let Some(start) = text.find(REMEDY) {
+        let inner = start + 2;
+        let mut depth = 1;
+        let end = text[inner..].char_indices().find_map(|(i, c)| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(inner + i)
+        });
+        let Some(end) = end else { break };
+        let remedy = text[inner..end].to_string();
+        if !r.uncalibrated.contains(&remedy) {
+            r.uncalibrated.push(remedy);
+        }
+        text.replace_range(start..=end, "");
+    }
+    r.measured = Some(text);
 }
 
 #[cfg(test)]
@@ -146,6 +179,33 @@ mod tests {
         // Time is noisier: 3% is within its noise.
         assert_eq!(judge(-37.0, -3.0, Metric::Time), Word::NotReproduced);
         assert_eq!(judge(-37.0, -3.0, i), Word::PartlyReproduced);
+    }
+
+    #[test]
+    fn the_calibration_remedy_leaves_the_measured_line() {
+        let mut r = evidence::row("002", "c");
+        r.measured = Some(
+            "arm64 guests a -> b: 64K 1 -> 2 (+100.0%, guest bias not calibrated) (guest bias \
+             not calibrated for debian:a, debian:b arm64: run `ptelab calibrate --guest`). \
+             x86_64 guests a -> b: 4K 1 -> 1 (+0.0%, guest bias not calibrated) (guest bias \
+             not calibrated for debian:a, debian:b x86_64: run `ptelab calibrate (x)`)"
+                .into(),
+        );
+        take_remedies(&mut r);
+        assert_eq!(
+            r.measured.as_deref(),
+            Some(
+                "arm64 guests a -> b: 64K 1 -> 2 (+100.0%, guest bias not calibrated). \
+                 x86_64 guests a -> b: 4K 1 -> 1 (+0.0%, guest bias not calibrated)"
+            )
+        );
+        assert_eq!(
+            r.uncalibrated,
+            [
+                "guest bias not calibrated for debian:a, debian:b arm64: run `ptelab calibrate --guest`",
+                "guest bias not calibrated for debian:a, debian:b x86_64: run `ptelab calibrate (x)`"
+            ]
+        );
     }
 
     #[test]
