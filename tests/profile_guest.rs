@@ -371,15 +371,12 @@ fn a_qemu_without_plugins_is_refused_naming_the_remedy() {
     // A "QEMU" built without plugins: it answers --version, and its -help
     // lists no -plugin option.
     let dir = tempfile::tempdir().unwrap();
-    let fake = dir.path().join("qemu-system-x86_64");
-    std::fs::write(
-        &fake,
-        "#!/bin/sh\ncase \"$1\" in --version) echo 'QEMU emulator version 7.2.0';; \
+    crate::common::script(
+        dir.path(),
+        "qemu-system-x86_64",
+        "case \"$1\" in --version) echo 'QEMU emulator version 7.2.0';; \
          *) echo '-accel tcg';; esac\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let path = format!(
         "{}:{}",
         dir.path().display(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{assert_success, cached_image, ptelab, TempDb};
+use crate::common::{assert_success, cached_image, ptelab, script, TempDb};
 
 /// The emulators named in `PTELAB_TEST_QEMUS` for `arch`'s binary name.
 fn given(binary: &str) -> Vec<PathBuf> {
@@ -163,21 +163,17 @@ fn arm64_tlb_invalidations_are_the_same_on_every_qemu() {
 /// load plugins, as a QEMU of a plugin level ptelab does not speak.
 fn refusing_qemu(dir: &Path) -> PathBuf {
     let real = which("qemu-system-x86_64");
-    let fake = dir.join("qemu-system-x86_64");
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *.so,*) echo \"qemu-system-x86_64: \
+    script(
+        dir,
+        "qemu-system-x86_64",
+        &format!(
+            "for a in \"$@\"; do case \"$a\" in *.so,*) echo \"qemu-system-x86_64: \
              Could not load plugin $a: plugin requires API version \
              $PTELAB_QEMU_PLUGIN_API, but this QEMU supports only a minimum version of 99\" >&2; \
              exit 1;; esac; done\nexec {} \"$@\"\n",
             real.display()
         ),
     )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    fake
 }
 
 fn which(binary: &str) -> PathBuf {
@@ -289,16 +285,13 @@ fn reproduce_whose_guests_all_fail_says_so_and_fails() {
     }
     let dir = tempfile::tempdir().unwrap();
     // A QEMU that starts and dies at once: every boot fails.
-    let fake = dir.path().join("qemu-system-x86_64");
-    std::fs::write(
-        &fake,
-        "#!/bin/sh\ncase \"$1\" in --version) echo 'QEMU emulator version 7.2.0';; \
+    let fake = script(
+        dir.path(),
+        "qemu-system-x86_64",
+        "case \"$1\" in --version) echo 'QEMU emulator version 7.2.0';; \
          -help) echo '-plugin [file=]<file>';; -cpu) echo 'Recognized CPUID flags:'; echo '  fpu';; \
          *) echo 'qemu: cannot start' >&2; exit 1;; esac\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let _knobs = crate::common::knob_watch();
     let out = ptelab()
         .env("PATH", path_with(Some(&fake)))

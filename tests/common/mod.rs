@@ -268,3 +268,13 @@ pub fn cached_image(version: &str, arch: &str) -> Option<String> {
     }
     image
 }
+
+/// A shell script `name` in `dir` running `body`, executable: a stand-in
+/// for a program (a QEMU that refuses or fails) first on a test's PATH.
+pub fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
