@@ -184,6 +184,22 @@ pub fn metric_line(metric: Metric) -> Option<String> {
     })
 }
 
+/// The sentence saying the two sides ran under different QEMU releases
+/// (None when they did not, or either ran on the host): what that does to
+/// their figures (docs/guests.md, "QEMU versions").
+pub(crate) fn qemu_line(a: &RunRef, b: &RunRef) -> Option<String> {
+    let (ga, gb) = (a.guest.as_ref()?, b.guest.as_ref()?);
+    let release = |v: &str| v.split_whitespace().next().unwrap_or(v).to_string();
+    let (va, vb) = (release(&ga.qemu_version), release(&gb.qemu_version));
+    (va != vb).then(|| {
+        format!(
+            "QEMU differs: A ran under QEMU {va}, B under {vb}. x86-64 guests see one CPU and \
+             count the same on every release measured (7.2, 10.0, 11.1); arm64 guests see the \
+             CPU of their release (10.0 adds MOPS, 11.1 GCS), which moves their figures."
+        )
+    })
+}
+
 /// The method paragraph's sentence on machine drift (None when neither run
 /// recorded the probe and nothing was corrected). `replicated`: each side is
 /// several runs, whose spread already carries the drift. Under
@@ -301,6 +317,9 @@ fn render_markup(view: &CompareView, m: Markup) -> String {
         writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     }
     if let Some(line) = drift_line(&view.drift, me.replicated.is_some(), view.metric) {
+        writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
+    }
+    if let Some(line) = qemu_line(&view.a, &view.b) {
         writeln!(out, "{}", wrap_sep(bullet, &words(&line), "", 76)).unwrap();
     }
     if let Some(line) = metric_line(view.metric) {
@@ -431,6 +450,24 @@ pub(crate) mod tests {
             guest: None,
             runs: Vec::new(),
         }
+    }
+
+    #[test]
+    fn runs_under_different_qemu_releases_are_said_to_be() {
+        let guest = |v: &str| {
+            crate::record::Guest::new(crate::record::Accel::Tcg, v, "debian:6.17.8", "00")
+        };
+        let (mut a, mut b) = (run(1, "6.17.8", &[]), run(2, "6.17.8", &[]));
+        assert_eq!(qemu_line(&a, &b), None, "host runs");
+        a.guest = Some(guest("7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)"));
+        b.guest = Some(guest("7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)"));
+        assert_eq!(qemu_line(&a, &b), None, "one release");
+        b.guest = Some(guest("10.0.13 (Debian 1:10.0.13+ds-0+deb13u1)"));
+        let line = qemu_line(&a, &b).unwrap();
+        assert!(
+            line.starts_with("QEMU differs: A ran under QEMU 7.2.22, B under 10.0.13."),
+            "{line}"
+        );
     }
 
     fn row(

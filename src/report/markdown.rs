@@ -185,7 +185,11 @@ fn comparison(out: &mut String, c: &ComparisonInfo) -> anyhow::Result<()> {
         c.no_change,
         c.not_comparable
     );
-    for paragraph in std::iter::once(&text).chain(&c.noise_line).chain(&c.drift) {
+    for paragraph in std::iter::once(&text)
+        .chain(&c.noise_line)
+        .chain(&c.drift)
+        .chain(&c.qemu)
+    {
         writeln!(out, "{}\n", wrap_sep("", &words(&md(paragraph)), "", 78))?;
     }
     Ok(())

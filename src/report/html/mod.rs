@@ -269,6 +269,7 @@ impl<'a> ComparisonBlock<'a> {
                 .noise_line
                 .iter()
                 .chain(&c.drift)
+                .chain(&c.qemu)
                 .map(String::as_str)
                 .collect(),
             regressions_class: if c.regressions > 0 { "bad" } else { "muted" },

@@ -223,6 +223,7 @@ fn comparison_info(v: &CompareView) -> ComparisonInfo {
             v.method.replicated.is_some(),
             v.metric,
         ),
+        qemu: crate::report::compare::qemu_line(&v.a, &v.b),
         cells: s.cells,
         regressions: s.regressions,
         improvements: s.improvements,

@@ -140,6 +140,10 @@ pub struct ComparisonInfo {
     /// for it, in words (`compare`'s sentence); None when not measured.
     #[serde(default)]
     pub drift: Option<String>,
+    /// The sides ran under different QEMU releases, in words
+    /// (`compare`'s sentence); None when they did not.
+    #[serde(default)]
+    pub qemu: Option<String>,
     pub cells: usize,
     pub regressions: usize,
     pub improvements: usize,
