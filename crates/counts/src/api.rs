@@ -35,6 +35,14 @@ pub const FIRST_QEMU_WITH_PLUGINS: (u32, u32) = (4, 2);
 /// The newest QEMU release (major, minor) the plugin was measured on.
 pub const NEWEST_QEMU_MEASURED: (u32, u32) = (11, 1);
 
+/// A QEMU release (major, minor) from its version text: `7.2.22 (Debian
+/// 1:7.2+dfsg-7+deb12u18+b3)` (what `--version` says) or `7.2` (the
+/// plugin's `qemu=` argument) → (7, 2).
+pub fn release(version: &str) -> Option<(u32, u32)> {
+    let mut it = version.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
 /// The level to declare to QEMU `major.minor`; None before plugins
 /// existed. A QEMU newer than any measured gets [`NEWEST`]: if it no longer
 /// accepts that, it says so when loading the plugin.
@@ -110,6 +118,17 @@ pub fn parse_level(value: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn releases_from_version_text() {
+        assert_eq!(
+            release("7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)"),
+            Some((7, 2))
+        );
+        assert_eq!(release("7.2"), Some((7, 2)));
+        assert_eq!(release("9.0.0"), Some((9, 0)));
+        assert_eq!(release("garbage"), None);
+    }
 
     #[test]
     fn levels_by_release() {

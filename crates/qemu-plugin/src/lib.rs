@@ -602,9 +602,8 @@ pub unsafe extern "C" fn qemu_plugin_install(
             Some(("out", path)) => out = Some(path.to_string()),
             Some(("probe", "on")) => probe = true,
             Some(("qemu", version)) => {
-                let mut it = version.split('.').map(|p| p.parse::<u32>().ok());
-                if let (Some(Some(major)), Some(Some(minor))) = (it.next(), it.next()) {
-                    BACKED_OUT_LISTED.store((major, minor) >= (7, 2), Relaxed);
+                if let Some(release) = api::release(version) {
+                    BACKED_OUT_LISTED.store(release >= (7, 2), Relaxed);
                 }
             }
             _ => {

@@ -100,7 +100,7 @@ pub fn probe(emulator: &Path, version: &str, library: &Path) -> anyhow::Result<L
     if let Some((_, l)) = SEEN.lock().unwrap().iter().find(|(k, _)| *k == key) {
         return Ok(l.clone());
     }
-    let release = major_minor(version);
+    let release = api::release(version);
     let Some((level, release)) =
         release.and_then(|(m, n)| Some((api::level_for_qemu(m, n)?, (m, n))))
     else {
@@ -191,12 +191,6 @@ fn parse_probe(stderr: &str, level: i32, release: (u32, u32)) -> Option<Loads> {
     })
 }
 
-/// `7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` → (7, 2).
-fn major_minor(version: &str) -> Option<(u32, u32)> {
-    let mut it = version.split(|c: char| !c.is_ascii_digit());
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-}
-
 fn supports_plugins(help: &str) -> bool {
     help.lines().any(|l| l.trim_start().starts_with("-plugin"))
 }
@@ -219,16 +213,6 @@ fn escape(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versions_that_load_the_plugin() {
-        assert_eq!(
-            major_minor("7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)"),
-            Some((7, 2))
-        );
-        assert_eq!(major_minor("9.0.0"), Some((9, 0)));
-        assert_eq!(major_minor("garbage"), None);
-    }
 
     /// A stand-in "QEMU" running `script` (sh), executable, in `dir`.
     fn fake_qemu(dir: &Path, script: &str) -> PathBuf {
