@@ -7,26 +7,26 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-mod analysis;
-mod bisect;
+use ptelab_analysis as analysis;
+use ptelab_bisect as bisect;
 mod cli;
 mod cmd;
-mod crosscheck;
-mod error;
-mod fleet;
-mod guest;
-mod kernel;
-mod measure;
-mod model;
-mod predict;
-mod record;
-mod report;
-mod reproduce;
+use ptelab_crosscheck as crosscheck;
+use ptelab_error as error;
+use ptelab_fleet as fleet;
+use ptelab_guest as guest;
+use ptelab_kernel as kernel;
+use ptelab_measure as measure;
+use ptelab_model_run as model;
+use ptelab_predict as predict;
+use ptelab_record as record;
+use ptelab_report as report;
+use ptelab_reproduce as reproduce;
 #[cfg(test)]
 mod roundtrip;
-mod store;
-mod text;
-mod workload;
+use ptelab_store as store;
+use ptelab_text as text;
+use ptelab_workload as workload;
 
 use cli::flags::{Cli, Command};
 

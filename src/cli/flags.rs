@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 
 use ptelab_model::Granule;
 
+use super::values::NormalizeFlag;
 use super::values::{self, TextFormat};
-use crate::analysis::Normalize;
 use crate::error::bail_usage;
 use crate::guest::source::{self, KernelChoice, KernelSpec};
 use crate::store::Location;
@@ -441,8 +441,8 @@ pub struct CompareArgs {
     /// kernel-speed probe every block records (ns per getppid): `auto` when
     /// both runs ran the same kernel release on the same machine, `probe`
     /// always, `none` never. See docs/statistics.md, "Machine drift".
-    #[arg(long, value_enum, default_value_t = Normalize::Auto)]
-    pub normalize: Normalize,
+    #[arg(long, value_enum, default_value_t = NormalizeFlag::Auto)]
+    pub normalize: NormalizeFlag,
     /// Exit 1 when any cell regressed.
     #[arg(long)]
     pub fail_on_regression: bool,

@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::ValueEnum;
 use ptelab_model::Granule;
 
+use crate::analysis::Normalize;
 use crate::workload::size::size_bytes;
-use crate::workload::{Arch, FolioSpec};
+use crate::workload::FolioSpec;
 
 /// `--size`, `--sizes`, `--swapfile`: bytes, with binary suffixes.
 pub fn size(text: &str) -> Result<u64, String> {
@@ -81,22 +82,6 @@ pub fn seed(text: &str) -> Result<u64, String> {
     parsed.map_err(|_| "expected a decimal or 0x-hex 64-bit number".to_string())
 }
 
-/// `model --arch`: the workload layer's [`Arch`], offered as flag values
-/// with the spellings users type (the workload layer knows nothing of clap).
-impl ValueEnum for Arch {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Arch::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        use clap::builder::PossibleValue;
-        Some(match self {
-            Arch::X86_64 => PossibleValue::new("x86_64").aliases(["x86-64", "x86", "amd64"]),
-            Arch::Arm64 => PossibleValue::new("arm64").alias("aarch64"),
-        })
-    }
-}
-
 /// `compare --format`: how the comparison is printed (`--json` aside).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TextFormat {
@@ -107,27 +92,26 @@ pub enum TextFormat {
     Markdown,
 }
 
-/// `compare --normalize`: the analysis layer's enum, offered as flag values
-/// (the help text is the flag's; the analysis layer knows nothing of clap).
-impl ValueEnum for crate::analysis::Normalize {
-    fn value_variants<'a>() -> &'a [Self] {
-        use crate::analysis::Normalize;
-        &[Normalize::Auto, Normalize::Probe, Normalize::None]
-    }
+/// `compare --normalize`: the analysis layer's [`Normalize`], offered as
+/// flag values (the analysis layer knows nothing of clap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NormalizeFlag {
+    /// When both runs ran the same kernel release on the same machine (on
+    /// different kernels the probe's own syscall path may have changed)
+    Auto,
+    /// Always, when both runs recorded the probe
+    Probe,
+    /// Never: compare raw times
+    None,
+}
 
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        use crate::analysis::Normalize;
-        use clap::builder::PossibleValue;
-        Some(match self {
-            Normalize::Auto => PossibleValue::new("auto").help(
-                "When both runs ran the same kernel release on the same machine (on different \
-                 kernels the probe's own syscall path may have changed)",
-            ),
-            Normalize::Probe => {
-                PossibleValue::new("probe").help("Always, when both runs recorded the probe")
-            }
-            Normalize::None => PossibleValue::new("none").help("Never: compare raw times"),
-        })
+impl From<NormalizeFlag> for Normalize {
+    fn from(f: NormalizeFlag) -> Normalize {
+        match f {
+            NormalizeFlag::Auto => Normalize::Auto,
+            NormalizeFlag::Probe => Normalize::Probe,
+            NormalizeFlag::None => Normalize::None,
+        }
     }
 }
 

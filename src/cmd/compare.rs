@@ -116,7 +116,7 @@ fn compare_two(
     };
     let rules = Rules {
         across_folios: args.across_folios,
-        normalize: args.normalize,
+        normalize: args.normalize.into(),
         noise,
         guest_biases,
     };

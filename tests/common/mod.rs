@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 /// The throwaway PostgreSQL server of the store's own tests.
-#[path = "../../src/store/testserver.rs"]
+#[path = "../../crates/store/src/testserver.rs"]
 pub mod testserver;
 
 /// The throwaway single-node Slurm of `fleet::slurm`'s own tests.
-#[path = "../../src/fleet/slurm/testcluster.rs"]
+#[path = "../../crates/fleet/src/slurm/testcluster.rs"]
 pub mod testcluster;
 
 /// A scratch working directory for the binary under test, so that commands
