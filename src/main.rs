@@ -9,7 +9,7 @@ use clap::Parser;
 
 use ptelab_analysis as analysis;
 use ptelab_bisect as bisect;
-mod cli;
+use ptelab_cli as cli;
 mod cmd;
 use ptelab_crosscheck as crosscheck;
 use ptelab_error as error;

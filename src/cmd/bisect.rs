@@ -13,7 +13,7 @@ use super::{print_json, print_text};
 use crate::bisect::build::{Builder, Config};
 use crate::bisect::{report, tree, versions, Setup};
 use crate::cli::bisect::{BisectArgs, MetricFlag};
-use crate::cli::guest::GuestCommand;
+use crate::cli::guest_command::GuestCommand;
 use crate::error::bail_usage;
 use crate::fleet;
 use crate::guest::boot::qemu::{kvm_probe, AccelRequest};

@@ -10,10 +10,10 @@ use ptelab_stats::compare::{CompareOpts, DEFAULT_SEED};
 use crate::analysis::functions::compare_functions;
 use crate::analysis::{
     compare_replicated, compare_runs_paired, incomparable, CompareRow, CompareView, Measured,
-    NoiseRule, Rules,
+    NoiseRule, Normalize, Rules,
 };
 use crate::cli::flags::CompareArgs;
-use crate::cli::values::TextFormat;
+use crate::cli::values::{NormalizeFlag, TextFormat};
 use crate::error::bail_usage;
 use crate::error::usage;
 use crate::record::Metric;
@@ -116,7 +116,7 @@ fn compare_two(
     };
     let rules = Rules {
         across_folios: args.across_folios,
-        normalize: args.normalize.into(),
+        normalize: normalize(args.normalize),
         noise,
         guest_biases,
     };
@@ -196,4 +196,13 @@ fn cell(r: &CompareRow) -> String {
         s.push_str(&format!(" ({p})"));
     }
     s
+}
+
+/// `--normalize` as the analysis layer takes it.
+fn normalize(flag: NormalizeFlag) -> Normalize {
+    match flag {
+        NormalizeFlag::Auto => Normalize::Auto,
+        NormalizeFlag::Probe => Normalize::Probe,
+        NormalizeFlag::None => Normalize::None,
+    }
 }

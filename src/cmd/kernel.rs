@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use super::{print_json, print_text};
-use crate::cli::kernel::{
+use crate::cli::kernels::{
     KernelArgs, KernelBuildArgs, KernelCommand, KernelFetchArgs, KernelListArgs,
 };
 use crate::guest::source::cache::{Cache, Cached};

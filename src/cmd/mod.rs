@@ -33,7 +33,7 @@ use crate::guest::source::{identity, KernelId, KernelSpec};
 use crate::measure::session;
 use crate::predict::Observed;
 use crate::record::Metric;
-use crate::report::cells;
+use crate::record::cells;
 use crate::report::html::render_html;
 use crate::report::markdown::render_markdown;
 use crate::report::view::ReportModel;

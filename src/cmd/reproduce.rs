@@ -245,7 +245,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 .collect();
             if !cells.is_empty() {
                 writeln!(text, "  measured here:")?;
-                for line in crate::report::cells::render_table(&cells).lines() {
+                for line in crate::record::cells::render_table(&cells).lines() {
                     writeln!(text, "    {line}")?;
                 }
             }

@@ -19,12 +19,12 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use super::{print_json, print_text};
-use crate::cli::guest::GuestCommand;
+use crate::cli::guest_command::GuestCommand;
 use crate::cli::vm::VmArgs;
 use crate::fleet::{self, Fleet, Job, Measured};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::{self, Kernel};
-use crate::report::cells;
+use crate::record::cells;
 
 pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut commands = args

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::bail_usage;
-use crate::guest::boot::binary::guest_binary;
+use crate::guest::boot::binary::guest_binaries;
 use crate::guest::boot::initramfs::JobStep;
 use crate::guest::boot::profile::Symbols;
 pub use crate::guest::boot::qemu::Setup;
@@ -162,9 +162,10 @@ impl Fleet {
     /// `kernels` (printing why that accelerator), so that nothing that can
     /// fail on this machine waits until after a boot.
     pub fn prepare(cache: &Cache, settings: Settings, kernels: &[Kernel]) -> anyhow::Result<Fleet> {
-        let mut per_arch = BTreeMap::new();
+        // Refusals first, then the guest binaries (minutes when built).
+        let mut accels = BTreeMap::new();
         for k in kernels {
-            if per_arch.contains_key(&k.arch) {
+            if accels.contains_key(&k.arch) {
                 continue;
             }
             let (accel, why) = choose_accel(settings.accel, k.arch)?;
@@ -176,10 +177,16 @@ impl Fleet {
                 );
             }
             eprintln!("ptelab: {} guests: {why}", k.arch.name());
+            accels.insert(k.arch, accel);
+        }
+        let arches: Vec<Arch> = accels.keys().copied().collect();
+        let mut binaries = guest_binaries(&arches)?;
+        let mut per_arch = BTreeMap::new();
+        for (arch, accel) in accels {
             per_arch.insert(
-                k.arch,
+                arch,
                 ArchSetup {
-                    binary: guest_binary(k.arch)?,
+                    binary: binaries.remove(&arch).expect("built for every arch"),
                     accel,
                     profile: settings.profile != ProfileRequest::Off && accel == Accel::Tcg,
                     uncounted: None,

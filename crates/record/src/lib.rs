@@ -2,6 +2,7 @@
 //! and JSON output (`"schema": "ptelab/bench/v1"`).
 
 // The layers below this one, named as the layers are (docs/architecture.md).
+use ptelab_text as text;
 use ptelab_workload as workload;
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::workload::{FolioSpec, WorkloadKind};
 
+pub mod cells;
 pub mod counter;
 pub use counter::Counter;
 

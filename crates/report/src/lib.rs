@@ -6,9 +6,9 @@ use ptelab_analysis as analysis;
 use ptelab_record as record;
 use ptelab_store as store;
 use ptelab_text as text;
+#[cfg(test)]
 use ptelab_workload as workload;
 
-pub mod cells;
 pub mod compare;
 pub mod html;
 pub mod json;

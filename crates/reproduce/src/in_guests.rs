@@ -161,6 +161,17 @@ pub fn measure(
         .max()
         .unwrap_or(0);
     settings.memory = settings.memory.max(fleet::memory_for(need));
+    // Both arches' guest binaries in one cargo invocation when both can be
+    // built; when one cannot, each arch's own preparation below says why.
+    let arches: Vec<Arch> = req
+        .arches
+        .iter()
+        .copied()
+        .filter(|a| kernels.iter().any(|k| k.arch == *a))
+        .collect();
+    if arches.len() > 1 {
+        let _ = crate::guest::boot::binary::guest_binaries(&arches);
+    }
     let mut usable = Vec::new();
     for arch in req.arches.iter().copied() {
         let ks: Vec<Kernel> = kernels.iter().filter(|k| k.arch == arch).cloned().collect();

@@ -23,7 +23,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::cli::flags::CalibrateArgs;
-use crate::cli::guest::GuestCommand;
+use crate::cli::guest_command::GuestCommand;
 use crate::cli::vm::{guest_arch, kernel_specs, AccelFlag};
 use crate::error::bail_usage;
 use crate::fleet::{self, Fleet, Job, Measured, Setup};

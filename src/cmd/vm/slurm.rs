@@ -17,7 +17,7 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use super::super::{print_json, print_text};
-use crate::cli::guest::GuestCommand;
+use crate::cli::guest_command::GuestCommand;
 use crate::cli::vm::VmArgs;
 use crate::fleet::slurm::{self, Stored, TaskState};
 use crate::guest::source;

@@ -6,6 +6,7 @@
 //! binary; otherwise ptelab builds one with cargo in the source tree it was
 //! built from (`target/<triple>/guest/ptelab`, incremental).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::SystemTime;
@@ -61,16 +62,33 @@ fn machine(arch: Arch) -> (u16, &'static str) {
 
 /// The path of a static ptelab for `arch`: the environment's override,
 /// checked, or a build from the source tree (done now if out of date).
-// Called by `ptelab vm` (issue 11), which lands with the guest runner.
-#[allow(dead_code)]
 pub fn guest_binary(arch: Arch) -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os(env_var(arch)) {
-        return overridden(arch, PathBuf::from(path));
+    let mut one = guest_binaries(&[arch])?;
+    Ok(one.remove(&arch).expect("asked for"))
+}
+
+/// [`guest_binary`] of each of `arches`: the ones to build are built by one
+/// cargo invocation (its jobs shared by the targets), not one after the other.
+pub fn guest_binaries(arches: &[Arch]) -> anyhow::Result<BTreeMap<Arch, PathBuf>> {
+    let mut found = BTreeMap::new();
+    let mut to_build = Vec::new();
+    for &arch in arches {
+        match std::env::var_os(env_var(arch)) {
+            Some(path) => {
+                found.insert(arch, overridden(arch, PathBuf::from(path))?);
+            }
+            None if !to_build.contains(&arch) => to_build.push(arch),
+            None => {}
+        }
     }
-    match source_tree() {
-        Some(tree) => build(&tree, arch),
-        None => Err(no_source_tree(arch, &workspace_dir())),
+    if to_build.is_empty() {
+        return Ok(found);
     }
+    let Some(tree) = source_tree() else {
+        return Err(no_source_tree(to_build[0], &workspace_dir()));
+    };
+    found.extend(build(&tree, &to_build)?);
+    Ok(found)
 }
 
 /// The binary the environment names, if it is a static one for `arch`.
@@ -117,18 +135,38 @@ pub(super) fn source_tree() -> Option<PathBuf> {
         .then_some(tree)
 }
 
-/// Build (or find up to date) the guest binary of `arch` in `tree`.
-fn build(tree: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
-    let target = triple(arch);
-    let out = tree.join("target").join(target).join("guest/ptelab");
-    if !up_to_date(tree, &out) {
-        check_target_installed(tree, arch)?;
-        eprintln!("ptelab: building the guest binary for {arch} (first time: a few minutes)…");
+/// Where cargo puts the guest binary of `arch` built in `tree`.
+fn built_path(tree: &Path, arch: Arch) -> PathBuf {
+    tree.join("target").join(triple(arch)).join("guest/ptelab")
+}
+
+/// Build (or find up to date) the guest binaries of `arches` in `tree`, in
+/// one cargo invocation.
+fn build(tree: &Path, arches: &[Arch]) -> anyhow::Result<BTreeMap<Arch, PathBuf>> {
+    let stale: Vec<Arch> = arches
+        .iter()
+        .copied()
+        .filter(|&a| !up_to_date(tree, &built_path(tree, a)))
+        .collect();
+    if !stale.is_empty() {
+        for &arch in &stale {
+            check_target_installed(tree, arch)?;
+        }
+        let names: Vec<&str> = stale.iter().map(|a| a.name()).collect();
+        eprintln!(
+            "ptelab: building the guest binary for {} (first time: a few minutes)…",
+            names.join(" and ")
+        );
+        let targets: Vec<&str> = stale
+            .iter()
+            .flat_map(|&a| ["--target", triple(a)])
+            .collect();
         let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
         cargo
             .current_dir(tree)
             .args(BUILD)
-            .args(["--target", target, "--target-dir"])
+            .args(&targets)
+            .arg("--target-dir")
             .arg(tree.join("target"))
             // Cargo's progress goes to stderr; keep stdout for ptelab's output.
             .stdout(Stdio::from(std::io::stderr()));
@@ -140,15 +178,23 @@ fn build(tree: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
         })?;
         if !status.success() {
             anyhow::bail!(
-                "building the guest binary for {arch} failed ({status}): cargo's output is above; \
-                 the command was `cargo {} --target {target}` in {}",
+                "building the guest binary for {} failed ({status}): cargo's output is above; \
+                 the command was `cargo {} {}` in {}",
+                names.join(" and "),
                 BUILD.join(" "),
+                targets.join(" "),
                 tree.display()
             );
         }
     }
-    check_file(&out, arch)
-        .map_err(|why| anyhow::anyhow!("the guest binary cargo built, {}: {why}", out.display()))?;
+    let mut out = BTreeMap::new();
+    for &arch in arches {
+        let path = built_path(tree, arch);
+        check_file(&path, arch).map_err(|why| {
+            anyhow::anyhow!("the guest binary cargo built, {}: {why}", path.display())
+        })?;
+        out.insert(arch, path);
+    }
     Ok(out)
 }
 

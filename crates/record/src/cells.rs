@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::record::{CellResult, Metric};
+use crate::{CellResult, Metric};
 use crate::text::format::fixed;
 use crate::text::table::Table;
 use crate::workload::FolioSpec;
@@ -147,7 +147,7 @@ pub fn render_table_in(cells: &[CellResult], metric: Metric) -> String {
 fn machine_speed(cells: &[CellResult], metric: Metric) -> Option<String> {
     let units = metric.unit_words();
     let describe = |name: &str, unit: &str, per_cell: fn(&CellResult) -> &[f64]| {
-        let median = crate::record::run_median(cells, per_cell)?;
+        let median = crate::run_median(cells, per_cell)?;
         let all = cells.iter().flat_map(|c| per_cell(c).iter().copied());
         let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(l, h), p| (l.min(p), h.max(p)));
         Some(format!(
@@ -177,7 +177,7 @@ fn machine_speed(cells: &[CellResult], metric: Metric) -> Option<String> {
 mod tests {
 
     use super::*;
-    use crate::record::fixtures::fixture;
+    use crate::fixtures::fixture;
 
     #[test]
     fn table_snapshot() {
@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn an_unobservable_flush_count_reads_why_never_zero() {
         let mut c = fixture(4, 1713.0, FolioSpec::Base);
-        c.tlb_flushes = crate::record::TlbFlushes {
+        c.tlb_flushes = crate::TlbFlushes {
             calls: 64,
             unavailable: Some(
                 "tlb:tlb_flush cannot be counted: not observable on this arch (aarch64): \

@@ -3,9 +3,9 @@
 //! (unknown sizes and specs, sizes above available memory, no root, folio
 //! sizes the kernel does not offer).
 
-use crate::cli::flags::MeasureOpts;
 use crate::error::bail_usage;
 use crate::error::usage;
+use crate::flags::MeasureOpts;
 use crate::kernel::procfs::{is_root, online_cpus};
 use crate::kernel::{host, layout, thp};
 use crate::measure::reclaim::ReclaimOptions;

@@ -7,7 +7,6 @@ use std::time::Duration;
 use clap::ValueEnum;
 use ptelab_model::Granule;
 
-use crate::analysis::Normalize;
 use crate::workload::size::size_bytes;
 use crate::workload::FolioSpec;
 
@@ -92,7 +91,7 @@ pub enum TextFormat {
     Markdown,
 }
 
-/// `compare --normalize`: the analysis layer's [`Normalize`], offered as
+/// `compare --normalize`: the analysis layer's `Normalize`, offered as
 /// flag values (the analysis layer knows nothing of clap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum NormalizeFlag {
@@ -103,16 +102,6 @@ pub enum NormalizeFlag {
     Probe,
     /// Never: compare raw times
     None,
-}
-
-impl From<NormalizeFlag> for Normalize {
-    fn from(f: NormalizeFlag) -> Normalize {
-        match f {
-            NormalizeFlag::Auto => Normalize::Auto,
-            NormalizeFlag::Probe => Normalize::Probe,
-            NormalizeFlag::None => Normalize::None,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ pub enum Command {
     /// Every seed experiment: published figure, measured here, modelled, verdicts.
     Reproduce(ReproduceArgs),
     /// Guest kernels: fetch Debian's into the cache, list cached or offered ones.
-    Kernel(super::kernel::KernelArgs),
+    Kernel(super::kernels::KernelArgs),
     /// Run bench, sweep, crosscheck, doctor or model in QEMU guests of other
     /// kernels (x86_64 or arm64): `ptelab vm --kernel debian:6.17.13 -- bench
     /// mprotect-toggle --size 4M`. Under TCG the figures are guest
@@ -552,14 +552,14 @@ pub struct ReproduceArgs {
     #[arg(long, value_delimiter = ',', value_name = "ARCH")]
     pub arch: Vec<String>,
     #[command(flatten)]
-    pub guest: crate::cli::vm::GuestOpts,
+    pub guest: crate::vm::GuestOpts,
     /// HTML report path (.html) or Markdown (.md).
     #[arg(short, long, default_value = "ptelab-report.html")]
     pub output: PathBuf,
     #[command(flatten)]
     pub out: StoreOpts,
     #[command(flatten)]
-    pub cluster: crate::cli::cluster::ClusterOpts,
+    pub cluster: crate::cluster::ClusterOpts,
 }
 
 impl ReproduceArgs {
