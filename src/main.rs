@@ -1,32 +1,33 @@
-//! ptelab: measure and model Linux large-folio PTE batching.
-//!
-//! All I/O lives in this binary; the model (`ptelab-model`) and statistics
-//! (`ptelab-stats`) are pure crates.
+//! ptelab: measure and model Linux large-folio PTE batching. This binary is
+//! the commands (`cmd`); the layers below them are the workspace's crates
+//! (docs/architecture.md), named here by their layer names. Built without
+//! the `host` feature it is the static binary a QEMU guest boots: its init
+//! and the commands a guest runs (docs/guests.md, "Guest binary").
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use ptelab_analysis as analysis;
-use ptelab_bisect as bisect;
 use ptelab_cli as cli;
-mod cmd;
 use ptelab_crosscheck as crosscheck;
 use ptelab_error as error;
-use ptelab_fleet as fleet;
 use ptelab_guest as guest;
 use ptelab_kernel as kernel;
 use ptelab_measure as measure;
 use ptelab_model_run as model;
-use ptelab_predict as predict;
 use ptelab_record as record;
-use ptelab_report as report;
-use ptelab_reproduce as reproduce;
-#[cfg(test)]
-mod roundtrip;
 use ptelab_store as store;
 use ptelab_text as text;
 use ptelab_workload as workload;
+#[cfg(feature = "host")]
+use {
+    ptelab_analysis as analysis, ptelab_bisect as bisect, ptelab_fleet as fleet,
+    ptelab_predict as predict, ptelab_report as report, ptelab_reproduce as reproduce,
+};
+
+mod cmd;
+#[cfg(test)]
+mod roundtrip;
 
 use cli::flags::{Cli, Command};
 
@@ -69,6 +70,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             cmd::model::run(&args)
         }
         Command::Crosscheck(args) => cmd::crosscheck::run(&args),
+        #[cfg(feature = "host")]
+        command => host(command),
+        #[cfg(not(feature = "host"))]
+        _ => error::bail_usage!(
+            "this is ptelab's guest binary: it runs doctor, bench, sweep, model and crosscheck"
+        ),
+    }
+}
+
+/// The commands only the host runs.
+#[cfg(feature = "host")]
+fn host(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
         Command::Runs(args) => cmd::runs::run(&args),
         Command::Show(args) => cmd::show::run(&args),
         Command::Compare(args) => cmd::compare::run(&args),
@@ -78,5 +92,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Kernel(args) => cmd::kernel::run(&args),
         Command::Vm(args) => cmd::vm::run(&args),
         Command::Bisect(args) => cmd::bisect::run(&args),
+        Command::Doctor(_)
+        | Command::Bench(_)
+        | Command::Sweep(_)
+        | Command::Model(_)
+        | Command::Crosscheck(_) => unreachable!("run() takes these"),
     }
 }

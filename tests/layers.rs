@@ -349,7 +349,11 @@ fn command_uses(files: &[(String, String)], commands: &BTreeSet<String>) -> Vec<
 #[test]
 fn no_command_uses_another() {
     let found = command_uses(&files_under(&root().join("src")), &commands());
-    assert!(found.is_empty(), "commands using commands:\n  {}", found.join("\n  "));
+    assert!(
+        found.is_empty(),
+        "commands using commands:\n  {}",
+        found.join("\n  ")
+    );
 }
 
 /// The test of the test: a command naming another, however it is written,
@@ -378,7 +382,10 @@ fn planted_command_imports_fail() {
             vec!["src/cmd/bench.rs uses the command cmd::sweep".to_string()]
                 .into_iter()
                 .filter(|_| !code.contains('*'))
-                .chain(code.contains('*').then(|| "src/cmd/bench.rs uses the command cmd::*".to_string()))
+                .chain(
+                    code.contains('*')
+                        .then(|| "src/cmd/bench.rs uses the command cmd::*".to_string())
+                )
                 .collect::<Vec<_>>(),
             "{code}"
         );
@@ -413,7 +420,10 @@ fn source_leaks(files: &[(String, String, String)]) -> Vec<String> {
         }
         for (path, in_tests) in crate_paths_marked(&module, &strip_comments(text)) {
             if let [g, s, m, ..] = path.as_slice() {
-                if !in_tests && g == "guest" && s == "source" && SOURCE_MODULES.contains(&m.as_str())
+                if !in_tests
+                    && g == "guest"
+                    && s == "source"
+                    && SOURCE_MODULES.contains(&m.as_str())
                 {
                     leaks.push(format!("{shown} names guest::source::{m}"));
                 }
@@ -455,14 +465,32 @@ fn only_the_source_layer_names_a_kernel_source() {
     let one = |rel: &str, code: &str| {
         source_leaks(&[(rel.to_string(), rel.to_string(), code.to_string())])
     };
-    assert_eq!(one("lib.rs", "use crate::guest::source::fetch::Debian;").len(), 1);
-    assert_eq!(one("slurm.rs", "use ptelab_guest::source::fetch::Debian;").len(), 1);
     assert_eq!(
-        one("cmd/kernel.rs", "use crate::guest::source::{self, debian::Offer};").len(),
+        one("lib.rs", "use crate::guest::source::fetch::Debian;").len(),
         1
     );
-    assert!(one("cmd/kernel.rs", "use crate::guest::source::{Kernel, KernelSpec};").is_empty());
-    assert!(one("cmd/kernel.rs", "mod tests { use crate::guest::source::fetch; }").is_empty());
+    assert_eq!(
+        one("slurm.rs", "use ptelab_guest::source::fetch::Debian;").len(),
+        1
+    );
+    assert_eq!(
+        one(
+            "cmd/kernel.rs",
+            "use crate::guest::source::{self, debian::Offer};"
+        )
+        .len(),
+        1
+    );
+    assert!(one(
+        "cmd/kernel.rs",
+        "use crate::guest::source::{Kernel, KernelSpec};"
+    )
+    .is_empty());
+    assert!(one(
+        "cmd/kernel.rs",
+        "mod tests { use crate::guest::source::fetch; }"
+    )
+    .is_empty());
 }
 
 /// The workspace's crates and the layer crates each depends on (normal
@@ -482,7 +510,11 @@ fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
         for line in text.lines() {
             let line = line.trim();
             if line.starts_with('[') {
-                section = if line == "[package]" || line == "[dependencies]" { line } else { "" };
+                section = if line == "[package]" || line == "[dependencies]" {
+                    line
+                } else {
+                    ""
+                };
                 continue;
             }
             let key = line.split(['=', '.', ' ']).next().unwrap_or("");
@@ -526,10 +558,14 @@ fn the_architecture_doc_shows_the_crate_graph() {
         }
     }
     assert!(rows.len() > 10, "the layer table has a row per layer");
-    let crate_of: BTreeMap<&str, &str> =
-        rows.iter().map(|(l, c, _)| (l.as_str(), c.as_str())).collect();
-    let layer_of: BTreeMap<&str, &str> =
-        rows.iter().map(|(l, c, _)| (c.as_str(), l.as_str())).collect();
+    let crate_of: BTreeMap<&str, &str> = rows
+        .iter()
+        .map(|(l, c, _)| (l.as_str(), c.as_str()))
+        .collect();
+    let layer_of: BTreeMap<&str, &str> = rows
+        .iter()
+        .map(|(l, c, _)| (c.as_str(), l.as_str()))
+        .collect();
     let graph = crate_graph();
     for (layer, krate, uses) in &rows {
         let deps = graph
@@ -540,12 +576,18 @@ fn the_architecture_doc_shows_the_crate_graph() {
             .iter()
             .filter_map(|d| layer_of.get(d.as_str()).map(|l| l.to_string()))
             .collect();
-        assert_eq!(&used, uses, "{layer} ({krate}): the doc's uses differ from Cargo.toml's");
+        assert_eq!(
+            &used, uses,
+            "{layer} ({krate}): the doc's uses differ from Cargo.toml's"
+        );
     }
     for (krate, deps) in &graph {
         let is_layer = layer_of.contains_key(krate.as_str());
         let uses_layers = deps.iter().any(|d| layer_of.contains_key(d.as_str()));
-        assert!(is_layer || !uses_layers, "{krate} uses layers but has no row in the doc");
+        assert!(
+            is_layer || !uses_layers,
+            "{krate} uses layers but has no row in the doc"
+        );
     }
     assert!(crate_of.contains_key("cmd"));
 }

@@ -20,13 +20,17 @@ use crate::error::usage;
 use crate::kernel::host;
 use crate::kernel::thp::KnobGuard;
 use crate::measure::runner;
+#[cfg(feature = "host")]
 use crate::predict::{self, mechanism};
 use crate::store::RunStatus;
 use crate::workload::Arch;
 
 pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     if args.stored {
+        #[cfg(feature = "host")]
         return stored(args);
+        #[cfg(not(feature = "host"))]
+        crate::error::bail_usage!("--stored reads the results database, which a guest has none of");
     }
     let (sizes, folios) = (args.sizes.clone(), args.folios.clone());
     let mut workloads = if args.workloads.is_empty() {
@@ -143,6 +147,7 @@ pub fn run(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `crosscheck --stored`: the model against the stored profiled guest runs.
+#[cfg(feature = "host")]
 fn stored(args: &CrosscheckArgs) -> anyhow::Result<ExitCode> {
     let store = crate::store::Store::open_existing(&args.out.db)?;
     let arches = match args.arch {

@@ -34,7 +34,9 @@ use serde_json::{json, Value};
 use crate::cli::flags::ModelArgs;
 use crate::error::bail_usage;
 use crate::model::{arch_config, model_cells, parse_strategies, validate, ModelPlan};
+#[cfg(feature = "host")]
 use crate::predict::{self, Observed};
+#[cfg(feature = "host")]
 use crate::store::Store;
 use crate::text::table::Table;
 use crate::workload::size::format_size;
@@ -96,7 +98,10 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.predict {
+        #[cfg(feature = "host")]
         return predict(args, &mut out);
+        #[cfg(not(feature = "host"))]
+        bail_usage!("--predict reads the results database, which a guest has none of");
     }
     let plan = plan(args)?;
     let cells = model_cells(&plan)?;
@@ -338,6 +343,7 @@ pub fn render_table(plan: &ModelPlan, outcomes: &[ModelOutcome]) -> String {
 
 /// `model --predict`: fit the costs on the stored guest runs of `--fit`,
 /// predict the selected cells of `--kernel`, print.
+#[cfg(feature = "host")]
 fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let arch = args.arch;
     let store = Store::open_existing(&args.out.db)?;

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::flags::ShowArgs;
-use crate::record::{CellResult, Metric, ModelCellRecord};
 use crate::record::cells::render_table_in;
+use crate::record::{CellResult, Metric, ModelCellRecord};
 use crate::report::mechanism;
 use crate::store::{Store, StoredCell, StoredRun};
 use crate::text::table::Table;

@@ -5,10 +5,10 @@
 
 use std::fmt::Write;
 
-use crate::{CellResult, Metric};
 use crate::text::format::fixed;
 use crate::text::table::Table;
 use crate::workload::FolioSpec;
+use crate::{CellResult, Metric};
 
 /// Heading line naming what was measured where.
 pub fn heading(workload: &str, kernel: &str, cpu: &str, pin: Option<usize>) -> String {

@@ -36,16 +36,21 @@
 #![forbid(unsafe_code)]
 
 pub mod bias;
+#[cfg(feature = "analysis")]
 pub mod bootstrap;
+#[cfg(feature = "analysis")]
 pub mod compare;
 pub mod drift;
+#[cfg(feature = "analysis")]
 pub mod fit;
 pub mod holm;
+#[cfg(feature = "analysis")]
 pub mod mann_whitney;
 pub mod median_ci;
 pub mod outliers;
 pub mod percentiles;
 pub mod repeatability;
+#[cfg(feature = "analysis")]
 pub mod replicated;
 pub mod sample;
 
