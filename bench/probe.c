@@ -1,6 +1,6 @@
 /*
  * Machine-speed probes for scripts (bench/fidelity.sh), as ptelab measures
- * them between its batches (src/measure/probe.rs): prints "KERNEL MEMORY",
+ * them between its batches (crates/measure/src/probe.rs): prints "KERNEL MEMORY",
  * the median over 25 rounds of ns per getppid(2) (200 calls a round) and of
  * ns per dependent load through a random cycle of the cache lines of a
  * 64 MiB buffer (256 loads a round). Run it pinned on the CPU the measured

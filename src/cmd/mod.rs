@@ -63,7 +63,7 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
 }
 
 /// The database a measuring command writes its run to, None with
-/// `--no-store`. A guest build (no `store` feature) has none: it runs as with
+/// `--no-store`. A guest build (no `host` feature) has none: it runs as with
 /// `--no-store` unless asked to store (`--tag`, `--db`), and then its store
 /// refuses to open (`store::absent`).
 pub fn open_store(out: &StoreOpts) -> anyhow::Result<Option<Store>> {

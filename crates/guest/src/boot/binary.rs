@@ -24,7 +24,7 @@ const MAX_BINARY_BYTES: u64 = 256 << 20;
 /// The cargo command of a guest build, less `--target`. The `guest`
 /// profile (Cargo.toml) drops debug info; `.cargo/config.toml` links the
 /// musl targets with rust-lld and their self-contained C runtime, so no C
-/// toolchain is needed. Without the `store` feature there is no SQLite to
+/// toolchain is needed. Without the `host` feature there is no SQLite to
 /// compile.
 const BUILD: [&str; 6] = [
     "build",
