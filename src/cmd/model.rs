@@ -416,11 +416,7 @@ fn predict(args: &ModelArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         .filter(|o| args.folio.is_none_or(|f| f == o.folio))
         .filter(|o| !fit_obs.contains(o))
         .collect();
-    let fit_cells = predict::with_model_rows(predict::by_direction(fit_obs))?;
-    let mut targets = predict::with_model_rows(targets)?;
-    let model = predict::fit_costs(arch, fit_cells, &mut targets)?;
-    let predictions = predict::predict_all(&model, targets)?;
-    let report = predict::render::Report::new(&model, predictions)?;
+    let report = predict::fit_and_predict(arch, fit_obs, targets)?.report;
     if args.out.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else if args.markdown {

@@ -16,6 +16,7 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 use crate::error::bail_usage;
+use crate::guest::arch::facts;
 use crate::workload::Arch;
 
 /// Where the config of every step comes from.
@@ -42,10 +43,7 @@ fn cross(arch: Arch) -> Option<(&'static str, &'static str)> {
     if Arch::host() == Some(arch) {
         return None;
     }
-    Some(match arch {
-        Arch::Arm64 => ("aarch64-linux-gnu-", "gcc-aarch64-linux-gnu"),
-        Arch::X86_64 => ("x86_64-linux-gnu-", "gcc-x86-64-linux-gnu"),
-    })
+    Some((facts(arch).cross_prefix, facts(arch).cross_package))
 }
 
 fn in_path(program: &str) -> bool {
@@ -125,10 +123,7 @@ impl Builder {
             .join("images")
             .join(format!("{}-{}", self.arch.name(), self.key()?))
             .join(commit)
-            .join(match self.arch {
-                Arch::X86_64 => "bzImage",
-                Arch::Arm64 => "Image",
-            }))
+            .join(facts(self.arch).image_target))
     }
 
     /// The cached image of `commit`, if it was built before (said on stderr).
@@ -247,13 +242,7 @@ impl Builder {
         let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut vars = vec![
             format!("O={}", build.display()),
-            format!(
-                "ARCH={}",
-                match self.arch {
-                    Arch::X86_64 => "x86_64",
-                    Arch::Arm64 => "arm64",
-                }
-            ),
+            format!("ARCH={}", facts(self.arch).kernel_arch),
         ];
         let prefix = cross(self.arch).map_or("", |c| c.0);
         if !prefix.is_empty() {
@@ -275,17 +264,11 @@ impl Builder {
                 "olddefconfig"
             }
         };
-        let target = match self.arch {
-            Arch::X86_64 => "bzImage",
-            Arch::Arm64 => "Image",
-        };
+        let target = facts(self.arch).image_target;
         if !self.run(log, &mut make(&[config_target]))? || !self.run(log, &mut make(&[target]))? {
             return Ok(false);
         }
-        let built = build.join("arch").join(match self.arch {
-            Arch::X86_64 => "x86/boot/bzImage",
-            Arch::Arm64 => "arm64/boot/Image",
-        });
+        let built = build.join(facts(self.arch).image_path);
         std::fs::copy(&built, out).with_context(|| format!("copying {}", built.display()))?;
         // The build's config beside the image (`guest::source::image` finds it there).
         let _ = std::fs::copy(build.join(".config"), out.with_file_name(".config"));
@@ -306,13 +289,7 @@ impl Builder {
         let interrupted = crate::kernel::signals::interrupted();
         let mut child = cmd
             .current_dir(&self.repo)
-            .env(
-                "ARCH",
-                match self.arch {
-                    Arch::X86_64 => "x86_64",
-                    Arch::Arm64 => "arm64",
-                },
-            )
+            .env("ARCH", facts(self.arch).kernel_arch)
             .stdin(Stdio::null())
             .stdout(f.try_clone()?)
             .stderr(f)

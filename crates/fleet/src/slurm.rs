@@ -853,7 +853,10 @@ pub fn stage_binaries(
     for &a in arches {
         let built = built.remove(&a).expect("built for every arch");
         let shared = copy_by_content(&built, &bin, &format!("ptelab-guest-{}", a.name()))?;
-        env.push((binary::env_var(a).into(), shared.into_os_string()));
+        env.push((
+            crate::guest::arch::facts(a).binary_env.into(),
+            shared.into_os_string(),
+        ));
     }
     env.push(("PTELAB_CACHE".into(), cache.as_os_str().to_owned()));
     let me = std::env::current_exe().context("finding this ptelab")?;

@@ -14,6 +14,7 @@ use ptelab_error as error;
 use ptelab_record as record;
 use ptelab_workload as workload;
 
+pub mod arch;
 pub mod boot;
 pub mod source;
 

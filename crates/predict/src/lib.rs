@@ -700,6 +700,38 @@ fn candidate_rows(
     Ok(rows)
 }
 
+/// The cost model fitted and applied: what `model --predict` prints and
+/// what `reproduce` sets beside each measured guest cell.
+pub struct Predicted {
+    /// The fit and the predictions of the targets (out of sample).
+    pub report: render::Report,
+    /// The fit cells as measured (a toggle cell, not its directions),
+    /// predicted by their own fit (in sample).
+    pub in_sample: Vec<Prediction>,
+}
+
+/// Fit `arch`'s costs on `fit` (each toggle cell split into its
+/// directions) and predict `targets` and the fit cells themselves.
+pub fn fit_and_predict(
+    arch: Arch,
+    fit: Vec<Observed>,
+    targets: Vec<Observed>,
+) -> anyhow::Result<Predicted> {
+    let fit_cells = with_model_rows(by_direction(fit.clone()))?;
+    // The fit cells aligned with the targets, then split off.
+    let mut cells = with_model_rows(fit)?;
+    let fitted = cells.len();
+    cells.extend(with_model_rows(targets)?);
+    let model = fit_costs(arch, fit_cells, &mut cells)?;
+    let targets = cells.split_off(fitted);
+    let in_sample = predict_all(&model, cells)?;
+    let out = predict_all(&model, targets)?;
+    Ok(Predicted {
+        report: render::Report::new(&model, out)?,
+        in_sample,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -131,10 +131,10 @@ impl ArchFit {
             });
             return Some(out);
         }
-        match fit(arch, fit_obs, targets) {
-            Ok((report, in_sample)) => {
-                out.fitted = Some(report);
-                out.in_sample = in_sample;
+        match predict::fit_and_predict(arch, fit_obs, targets) {
+            Ok(p) => {
+                out.fitted = Some(p.report);
+                out.in_sample = p.in_sample;
             }
             Err(e) => out.not_fitted = Some(format!("the fit failed: {e:#}")),
         }
@@ -180,26 +180,6 @@ impl ArchFit {
             None => Outcome::Not(not_counted(c.workload, c.phase.as_deref())),
         }
     }
-}
-
-/// Fit `arch`'s costs on `fit_obs` and predict `targets`: the report of
-/// `model --predict`, and the fit cells predicted by their own fit.
-fn fit(
-    arch: Arch,
-    fit_obs: Vec<Observed>,
-    targets: Vec<Observed>,
-) -> anyhow::Result<(render::Report, Vec<Prediction>)> {
-    let fit_cells = predict::with_model_rows(predict::by_direction(fit_obs.clone()))?;
-    // The fit cells as measured (a toggle cell, not its directions), for
-    // the claims' in-sample lines: aligned with the targets, then split off.
-    let mut cells = predict::with_model_rows(fit_obs)?;
-    let fitted = cells.len();
-    cells.extend(predict::with_model_rows(targets)?);
-    let model = predict::fit_costs(arch, fit_cells, &mut cells)?;
-    let targets = cells.split_off(fitted);
-    let in_sample = predict::predict_all(&model, cells)?;
-    let out = predict::predict_all(&model, targets)?;
-    Ok((render::Report::new(&model, out)?, in_sample))
 }
 
 /// One cell a claim compares: its label and where it is.
@@ -503,10 +483,7 @@ mod tests {
     }
 
     fn run_of(arch: Arch, version: &str, w: WorkloadKind, cells: Vec<CellResult>) -> GuestRun {
-        let deb = match arch {
-            Arch::X86_64 => "amd64",
-            Arch::Arm64 => "arm64",
-        };
+        let deb = crate::guest::arch::facts(arch).debian;
         GuestRun {
             arch,
             kernel: format!("debian:{version}"),

@@ -14,6 +14,8 @@ use std::time::SystemTime;
 use anyhow::Context;
 use goblin::elf::{header, program_header, Elf};
 
+use crate::arch::facts;
+
 use crate::error::usage;
 use crate::workload::Arch;
 
@@ -35,31 +37,6 @@ const BUILD: [&str; 6] = [
     "--no-default-features",
 ];
 
-/// Where a guest ptelab of `arch` comes from: the override's name and the
-/// build's Rust target.
-pub fn env_var(arch: Arch) -> &'static str {
-    match arch {
-        Arch::X86_64 => "PTELAB_GUEST_BINARY_X86_64",
-        Arch::Arm64 => "PTELAB_GUEST_BINARY_ARM64",
-    }
-}
-
-/// The Rust target of a guest build.
-pub fn triple(arch: Arch) -> &'static str {
-    match arch {
-        Arch::X86_64 => "x86_64-unknown-linux-musl",
-        Arch::Arm64 => "aarch64-unknown-linux-musl",
-    }
-}
-
-/// ELF `e_machine` of `arch`, and the name `file` gives it.
-fn machine(arch: Arch) -> (u16, &'static str) {
-    match arch {
-        Arch::X86_64 => (header::EM_X86_64, "x86-64"),
-        Arch::Arm64 => (header::EM_AARCH64, "aarch64"),
-    }
-}
-
 /// The path of a static ptelab for `arch`: the environment's override,
 /// checked, or a build from the source tree (done now if out of date).
 pub fn guest_binary(arch: Arch) -> anyhow::Result<PathBuf> {
@@ -73,7 +50,7 @@ pub fn guest_binaries(arches: &[Arch]) -> anyhow::Result<BTreeMap<Arch, PathBuf>
     let mut found = BTreeMap::new();
     let mut to_build = Vec::new();
     for &arch in arches {
-        match std::env::var_os(env_var(arch)) {
+        match std::env::var_os(facts(arch).binary_env) {
             Some(path) => {
                 found.insert(arch, overridden(arch, PathBuf::from(path))?);
             }
@@ -98,11 +75,11 @@ fn overridden(arch: Arch, path: PathBuf) -> anyhow::Result<PathBuf> {
         Err(why) => Err(usage(format!(
             "{}={}: {why}; accepted: a static {} ELF executable such as `cargo {} --target {}` \
              makes",
-            env_var(arch),
+            facts(arch).binary_env,
             path.display(),
-            machine(arch).1,
+            facts(arch).elf_name,
             BUILD.join(" "),
-            triple(arch)
+            facts(arch).musl_target
         ))),
     }
 }
@@ -114,9 +91,9 @@ fn no_source_tree(arch: Arch, tree: &Path) -> anyhow::Error {
          gone), so it cannot build one; set {} to a static ptelab for {arch} (`cargo {} \
          --target {}` in ptelab's source tree)",
         tree.display(),
-        env_var(arch),
+        facts(arch).binary_env,
         BUILD.join(" "),
-        triple(arch)
+        facts(arch).musl_target
     ))
 }
 
@@ -137,7 +114,9 @@ pub(super) fn source_tree() -> Option<PathBuf> {
 
 /// Where cargo puts the guest binary of `arch` built in `tree`.
 fn built_path(tree: &Path, arch: Arch) -> PathBuf {
-    tree.join("target").join(triple(arch)).join("guest/ptelab")
+    tree.join("target")
+        .join(facts(arch).musl_target)
+        .join("guest/ptelab")
 }
 
 /// Build (or find up to date) the guest binaries of `arches` in `tree`, in
@@ -159,7 +138,7 @@ fn build(tree: &Path, arches: &[Arch]) -> anyhow::Result<BTreeMap<Arch, PathBuf>
         );
         let targets: Vec<&str> = stale
             .iter()
-            .flat_map(|&a| ["--target", triple(a)])
+            .flat_map(|&a| ["--target", facts(a).musl_target])
             .collect();
         let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
         cargo
@@ -251,7 +230,7 @@ fn newest_in(dir: &Path) -> SystemTime {
 /// Refuse to start a build that cannot finish: the target's standard
 /// library must be installed for the toolchain cargo uses in `tree`.
 fn check_target_installed(tree: &Path, arch: Arch) -> anyhow::Result<()> {
-    let target = triple(arch);
+    let target = facts(arch).musl_target;
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let out = Command::new(&rustc)
         .current_dir(tree)
@@ -263,7 +242,7 @@ fn check_target_installed(tree: &Path, arch: Arch) -> anyhow::Result<()> {
                 "cannot run {} to build the guest binary: install Rust with rustup, or set {} \
                  to a static ptelab for {arch}",
                 rustc.to_string_lossy(),
-                env_var(arch)
+                facts(arch).binary_env
             )
         })?;
     let libdir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
@@ -275,11 +254,11 @@ fn check_target_installed(tree: &Path, arch: Arch) -> anyhow::Result<()> {
 
 /// The message for a missing Rust target: the command that installs it.
 fn not_installed(arch: Arch) -> String {
-    let target = triple(arch);
+    let target = facts(arch).musl_target;
     format!(
         "the Rust target {target} is not installed, and the guest binary for {arch} is built \
          for it: run `rustup target add {target}` (or set {} to a static ptelab for {arch})",
-        env_var(arch)
+        facts(arch).binary_env
     )
 }
 
@@ -315,7 +294,7 @@ fn check_elf(bytes: &[u8], arch: Arch) -> Result<(), String> {
     if hdr.e_ident[header::EI_CLASS] != header::ELFCLASS64 {
         return Err("a 32-bit ELF file, not a 64-bit one".into());
     }
-    let (want, name) = machine(arch);
+    let (want, name) = (facts(arch).elf_machine, facts(arch).elf_name);
     if hdr.e_machine != want {
         return Err(format!(
             "an ELF file for {} (e_machine {}), not {name}",
@@ -513,8 +492,6 @@ mod tests {
 
     #[test]
     fn build_settings_per_arch() {
-        assert_eq!(triple(Arch::Arm64), "aarch64-unknown-linux-musl");
-        assert_eq!(env_var(Arch::Arm64), "PTELAB_GUEST_BINARY_ARM64");
         assert_eq!(
             not_installed(Arch::Arm64),
             "the Rust target aarch64-unknown-linux-musl is not installed, and the guest binary \

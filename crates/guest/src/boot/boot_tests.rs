@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use super::initramfs::JobStep;
 use super::qemu;
 use super::run::{choose_accel, run_guest, AccelRequest, GuestJob};
+use crate::arch::facts;
 use crate::source::cache::Cache;
-use crate::source::spec::debian_name;
 use crate::workload::Arch;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -56,7 +56,7 @@ fn binary(arch: Arch) -> Result<PathBuf, String> {
 fn setup(arch: Arch) -> Result<(PathBuf, PathBuf), String> {
     qemu::find_emulator(arch).map_err(|e| e.to_string())?;
     let cache = Cache::from_env().map_err(|e| e.to_string())?;
-    let release = format!("{RELEASE}-{}", debian_name(arch));
+    let release = format!("{RELEASE}-{}", facts(arch).debian);
     let kernel = cache
         .get(&release)
         .map_err(|e| e.to_string())?

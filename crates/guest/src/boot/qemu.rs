@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
 
+use crate::arch::facts;
 use crate::error::bail_usage;
 use crate::workload::Arch;
 
@@ -107,16 +108,16 @@ pub fn kvm_probe(arch: Arch) -> Result<String, String> {
     if module("kvm_pvm") {
         return Err("/dev/kvm is PVM (module kvm_pvm), which cannot boot stock kernels".into());
     }
-    let vendor = match arch {
-        Arch::X86_64 => match ["kvm_intel", "kvm_amd"].into_iter().find(|m| module(m)) {
-            Some(m) => m,
-            None => {
-                return Err(
-                    "no hardware virtualization module (kvm_intel or kvm_amd) is loaded".into(),
-                )
-            }
-        },
-        Arch::Arm64 => "kvm",
+    let modules = facts(arch).kvm_modules;
+    let vendor = match modules.iter().find(|m| module(m)) {
+        Some(m) => *m,
+        None if modules.is_empty() => "kvm",
+        None => {
+            return Err(format!(
+                "no hardware virtualization module ({}) is loaded",
+                modules.join(" or ")
+            ))
+        }
     };
     // SAFETY: as above; the returned fd is closed at once.
     let vm = unsafe { libc::ioctl(kvm.as_raw_fd(), KVM_CREATE_VM as _, 0) };
@@ -131,21 +132,13 @@ pub fn kvm_probe(arch: Arch) -> Result<String, String> {
     Ok(format!("/dev/kvm ({vendor}): KVM, time"))
 }
 
-/// The QEMU system emulator for `arch` and the Debian package holding it.
-pub fn emulator(arch: Arch) -> (&'static str, &'static str) {
-    match arch {
-        Arch::X86_64 => ("qemu-system-x86_64", "qemu-system-x86"),
-        Arch::Arm64 => ("qemu-system-aarch64", "qemu-system-arm"),
-    }
-}
-
 /// The emulator's path on `PATH`; missing is a usage error naming the package.
 pub fn find_emulator(arch: Arch) -> anyhow::Result<PathBuf> {
     find_in(&std::env::var_os("PATH").unwrap_or_default(), arch)
 }
 
 fn find_in(path: &std::ffi::OsStr, arch: Arch) -> anyhow::Result<PathBuf> {
-    let (bin, pkg) = emulator(arch);
+    let (bin, pkg) = (facts(arch).qemu, facts(arch).qemu_package);
     for dir in std::env::split_paths(path) {
         let p = dir.join(bin);
         if let Ok(m) = p.metadata() {
@@ -397,10 +390,7 @@ impl Setup {
 /// guest at once (`panic=-1` reboots, which `-no-reboot` turns into QEMU
 /// exiting), and the kernel at a fixed address (`nokaslr`, see [`TCG_SEED`]).
 pub fn kernel_cmdline(arch: Arch) -> String {
-    let console = match arch {
-        Arch::X86_64 => "ttyS0",
-        Arch::Arm64 => "ttyAMA0",
-    };
+    let console = facts(arch).console;
     format!("console={console} quiet loglevel=4 panic=-1 oops=panic nokaslr")
 }
 
@@ -424,7 +414,7 @@ pub const TCG_RTC: &str = "base=2025-01-01T00:00:00,clock=vm";
 /// QEMU's arguments (after the emulator's name).
 pub fn args(m: &Machine) -> Vec<OsString> {
     let x86 = |narrow: bool| {
-        let mut cpu = m.x86_cpu.unwrap_or("max").to_string();
+        let mut cpu = m.x86_cpu.unwrap_or(facts(m.arch).tcg_cpu).to_string();
         // Without ERMS/FSRM the kernel's string copies and clears move 8
         // bytes per `rep` iteration instead of 1; TCG executes (and icount
         // counts) each iteration.
@@ -433,18 +423,17 @@ pub fn args(m: &Machine) -> Vec<OsString> {
         }
         cpu
     };
-    let (machine, tcg_cpu) = match m.arch {
-        Arch::X86_64 => ("pc", x86(m.narrow_strings)),
-        // pauth-impdef: QEMU's cheap pointer-authentication hash instead of
-        // QARMA; same instructions executed, several times faster under TCG.
-        Arch::Arm64 => ("virt", "max,pauth-impdef=on".to_string()),
+    let f = facts(m.arch);
+    let tcg_cpu = match m.arch {
+        Arch::X86_64 => x86(m.narrow_strings),
+        Arch::Arm64 => f.tcg_cpu.to_string(),
     };
     let mem = m.memory_mib.to_string();
     let seed = m.setup.seed.map_or(TCG_SEED.to_string(), |s| s.to_string());
     let mut a: Vec<&str> = match m.accel {
         Accel::Tcg => vec![
             "-M",
-            machine,
+            f.machine,
             "-accel",
             "tcg",
             "-cpu",
@@ -456,17 +445,7 @@ pub fn args(m: &Machine) -> Vec<OsString> {
             "-rtc",
             TCG_RTC,
         ],
-        Accel::Kvm if m.arch == Arch::Arm64 => {
-            vec![
-                "-M",
-                "virt,gic-version=max",
-                "-accel",
-                "kvm",
-                "-cpu",
-                "host",
-            ]
-        }
-        Accel::Kvm => vec!["-M", machine, "-accel", "kvm", "-cpu", "host"],
+        Accel::Kvm => vec!["-M", f.kvm_machine, "-accel", "kvm", "-cpu", "host"],
     };
     // -nodefaults: no NIC, VGA or option ROMs to set up (about 0.4 s of an
     // x86 boot under TCG, and no firmware noise on the console); the one
@@ -811,9 +790,6 @@ mod tests {
 
     #[test]
     fn missing_emulator_names_the_package() {
-        let (bin, pkg) = emulator(Arch::Arm64);
-        assert_eq!((bin, pkg), ("qemu-system-aarch64", "qemu-system-arm"));
-        assert_eq!(emulator(Arch::X86_64).1, "qemu-system-x86");
         let empty = tempfile::tempdir().unwrap();
         let e = find_in(empty.path().as_os_str(), Arch::Arm64).unwrap_err();
         assert!(crate::error::is_usage(&e));

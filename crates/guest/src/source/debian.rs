@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::spec::{debian_name, Flavour, Version};
+use super::spec::{Flavour, Version};
+use crate::arch::facts;
 
 use crate::error::bail_usage;
 use crate::workload::Arch;
@@ -198,7 +199,7 @@ pub const INDEX_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 impl Apt {
     pub fn new(root: &Path, mirror: &str, arch: Arch) -> Apt {
         Apt {
-            dir: root.join(debian_name(arch)),
+            dir: root.join(facts(arch).debian),
             mirror: mirror.trim_end_matches('/').to_string(),
             arch,
         }
@@ -212,7 +213,7 @@ impl Apt {
              Targets: Packages\nSigned-By: {KEYRING}\n",
             self.mirror,
             SUITES.join(" "),
-            debian_name(self.arch)
+            facts(self.arch).debian
         )
     }
 
@@ -254,7 +255,7 @@ impl Apt {
             "Dir::Cache::pkgcache=pkgcache.bin".to_string(),
             "Dir::Cache::srcpkgcache=".to_string(),
             format!("Dir::State::Status={d}/status"),
-            format!("APT::Architectures::={}", debian_name(self.arch)),
+            format!("APT::Architectures::={}", facts(self.arch).debian),
             "Acquire::Languages=none".to_string(),
             // One retry: an unreachable archive should fail in seconds.
             "Acquire::Retries=1".to_string(),
@@ -299,7 +300,7 @@ impl Apt {
         eprintln!(
             "ptelab: updating the Debian index ({}; {}) from {}",
             SUITES.join(", "),
-            debian_name(self.arch),
+            facts(self.arch).debian,
             self.mirror
         );
         let mut c = self.command("apt-get");
@@ -326,7 +327,7 @@ impl Apt {
     pub fn show(&self, package: &str) -> anyhow::Result<Stanza> {
         let mut c = self.command("apt-cache");
         c.arg("show")
-            .arg(format!("{package}:{}", debian_name(self.arch)));
+            .arg(format!("{package}:{}", facts(self.arch).debian));
         let out = run_captured(c, "apt-cache show")?;
         let mut all = Stanza::parse_all(&out);
         let mut best = all
@@ -348,7 +349,7 @@ impl Apt {
         let mut c = self.command("apt-get");
         c.arg("download").current_dir(dir);
         for (name, version) in packages {
-            c.arg(format!("{name}:{}={version}", debian_name(self.arch)));
+            c.arg(format!("{name}:{}={version}", facts(self.arch).debian));
         }
         run_streaming(c, "apt-get download")
     }

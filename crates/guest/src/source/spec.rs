@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::arch::facts;
 use crate::error::bail_usage;
 use crate::workload::Arch;
 
@@ -13,14 +14,6 @@ use crate::workload::Arch;
 pub const ACCEPTED: &str = "debian:VERSION[-FLAVOUR][-ARCH] \
 (e.g. debian:6.17.13, debian:6.17, debian:6.17.13-generic, debian:6.16.12-arm64; \
 flavours cloud (default), generic, rt, 16k)";
-
-/// Debian's name for `arch` (`amd64`, `arm64`).
-pub fn debian_name(arch: Arch) -> &'static str {
-    match arch {
-        Arch::X86_64 => "amd64",
-        Arch::Arm64 => "arm64",
-    }
-}
 
 /// A Debian kernel flavour (the part of the package name between the ABI and
 /// the arch: `6.17.13+deb13-cloud-amd64`; generic has none).
@@ -61,7 +54,7 @@ impl Flavour {
     /// (`cloud-amd64`, `amd64`, `rt-arm64`, `arm64-16k`); None where Debian
     /// has no such flavour.
     pub fn release_tail(self, arch: Arch) -> Option<String> {
-        let a = debian_name(arch);
+        let a = facts(arch).debian;
         match self {
             Flavour::Cloud => Some(format!("cloud-{a}")),
             Flavour::Generic => Some(a.to_string()),
@@ -332,7 +325,6 @@ mod tests {
             }
         }
         assert_eq!(Flavour::release_tail(Flavour::K16, Arch::X86_64), None);
-        assert_eq!(debian_name(Arch::X86_64), "amd64");
     }
 
     #[test]
