@@ -74,7 +74,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         command => host(command),
         #[cfg(not(feature = "host"))]
         _ => error::bail_usage!(
-            "this is ptelab's guest binary: it runs doctor, bench, sweep, model and crosscheck"
+            "this ptelab is a guest build (no `host` feature): it runs doctor, bench, sweep, \
+             model and crosscheck; the other commands run on the host"
         ),
     }
 }

@@ -527,7 +527,11 @@ mod tests {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "guest::boot::initramfs::tests::hold_an_initramfs",
+                // libtest names a test by its path below the crate.
+                &format!(
+                    "{}::hold_an_initramfs",
+                    module_path!().split_once("::").unwrap().1
+                ),
             ])
             .args(["--ignored", "--nocapture", "--test-threads", "1"])
             .env("PTELAB_TEST_INITRAMFS_DIR", &dir)

@@ -518,7 +518,11 @@ mod tests {
             let mut child = Command::new(exe)
                 .args([
                     "--exact",
-                    "kernel::thp::guard::tests::child_entry",
+                    // libtest names a test by its path below the crate.
+                    &format!(
+                        "{}::child_entry",
+                        module_path!().split_once("::").unwrap().1
+                    ),
                     "--nocapture",
                     "--test-threads=1",
                     "-q",
