@@ -397,3 +397,52 @@ fn a_silent_server_is_an_error_within_seconds() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
+
+/// See: #30. A server that logs ptelab in and then falls silent (a
+/// postmaster stopped mid-session, a dropped network): exit 2 within
+/// answer_timeout, naming the server and the remedy. Needs no PostgreSQL:
+/// a listener that speaks the login.
+#[test]
+fn a_server_silent_after_the_login_is_an_error_within_the_bound() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        // The startup message: its length, then the rest of it.
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut rest = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+        s.read_exact(&mut rest).unwrap();
+        // AuthenticationOk, ReadyForQuery (idle); then silence, the
+        // connection held until the client closes it.
+        s.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
+            .unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    });
+    let started = std::time::Instant::now();
+    let out = ptelab()
+        .args(["runs", "--db"])
+        .arg(format!(
+            "postgres://lab:s3cret@127.0.0.1:{port}/lab?sslmode=disable&answer_timeout=2"
+        ))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the server at 127.0.0.1 port {port} (database lab) did not answer within 2 s"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("answer_timeout=SECONDS"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+    assert!(
+        elapsed >= std::time::Duration::from_secs(2)
+            && elapsed < std::time::Duration::from_secs(10),
+        "{elapsed:?}"
+    );
+}
