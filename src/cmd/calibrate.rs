@@ -149,8 +149,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     let mut cal = estimate(&runs, started.elapsed().as_secs_f64())?;
     let grid = plan_label(&sizes, &folios);
-    let stored = store.insert_calibration(&cal);
-    let stored = match stored {
+    let stored = match store.insert_calibration(&cal) {
         Ok(id) => {
             cal.id = Some(id);
             let all = store.calibrations(&cal.machine_id)?;
