@@ -397,3 +397,127 @@ fn a_silent_server_is_an_error_within_seconds() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
+
+/// See: #30. A server that logs ptelab in and then falls silent (a
+/// postmaster stopped mid-session, a dropped network): exit 2 within
+/// answer_timeout, naming the server and the remedy. Needs no PostgreSQL:
+/// a listener that speaks the login.
+#[test]
+fn a_server_silent_after_the_login_is_an_error_within_the_bound() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        // The startup message: its length, then the rest of it.
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut rest = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+        s.read_exact(&mut rest).unwrap();
+        // AuthenticationOk, ReadyForQuery (idle); then silence, the
+        // connection held until the client closes it.
+        s.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
+            .unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    });
+    let started = std::time::Instant::now();
+    let out = ptelab()
+        .args(["runs", "--db"])
+        .arg(format!(
+            "postgres://lab:s3cret@127.0.0.1:{port}/lab?sslmode=disable&answer_timeout=2"
+        ))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the server at 127.0.0.1 port {port} (database lab) did not answer within 2 s"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("answer_timeout=SECONDS"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+    assert!(
+        elapsed >= std::time::Duration::from_secs(2)
+            && elapsed < std::time::Duration::from_secs(10),
+        "{elapsed:?}"
+    );
+}
+
+/// Stops a process (SIGSTOP) for as long as it lives; SIGCONT on drop,
+/// whatever the test did.
+struct Stopped(i32);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory effects.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// See: #30. A sweep whose server stops answering mid-run (ptelab's
+/// session on it stopped once the run began): every figure measured is
+/// printed, then exit 2 within answer_timeout naming the server. Needs
+/// root (layouts) and PostgreSQL.
+#[test]
+fn a_sweep_whose_server_stops_answering_prints_its_figures() {
+    if !crate::common::is_root() {
+        return crate::common::skip("needs root for layout control");
+    }
+    let Some(server) = TestServer::start_or_skip("a_sweep_whose_server_stops_answering") else {
+        return;
+    };
+    let url = format!("{}?answer_timeout=2", server.create_database("stops"));
+    let mut watch = server.client("stops");
+    let mut child = crate::common::ptelab_std()
+        .args(["sweep", "mprotect-toggle", "--sizes", "16K,64K,256K"])
+        .args([
+            "--folios", "4K", "--time", "1s", "--blocks", "1", "--db", &url,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // ptelab's session, once it holds the run it began.
+    let started = std::time::Instant::now();
+    let backend: i32 = loop {
+        let held = watch.query_opt(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted",
+            &[],
+        );
+        if let Ok(Some(row)) = held {
+            break row.get(0);
+        }
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "the sweep never began its run"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended first");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // SAFETY: as in Stopped::drop.
+    assert_eq!(unsafe { libc::kill(backend, libc::SIGSTOP) }, 0);
+    let stopped = Stopped(backend);
+    let since = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let waited = since.elapsed();
+    drop(stopped);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the server at 127.0.0.1 port {} (database stops) did not answer within 2 s",
+            server.port
+        )),
+        "{err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("size_kib"), "no figures printed:\n{text}");
+    assert!(text.contains("not all stored"), "{text}");
+    // Measuring (up to 3 s) and one wait of answer_timeout; then at once.
+    assert!(waited < std::time::Duration::from_secs(15), "{waited:?}");
+}

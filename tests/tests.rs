@@ -17,6 +17,7 @@ mod profile_guest;
 mod qemu_versions;
 mod report_cli;
 mod store_cli;
+mod store_full;
 mod store_kill;
 mod store_pg;
 mod vm_cli;

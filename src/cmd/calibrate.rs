@@ -36,6 +36,7 @@ use crate::cli::plan;
 use crate::error::bail_usage;
 use crate::kernel::signals;
 use crate::measure::session;
+use crate::record::CellResult;
 use crate::report::compare::noise_pct;
 use crate::store::{Calibration, CellCoefficient, Differences, Store, StoredRun};
 use crate::text::table::Table;
@@ -95,7 +96,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
-    let mut runs = Vec::new();
+    let mut runs: Vec<StoredRun> = Vec::new();
     let interrupted = |done: usize| {
         eprintln!(
             "ptelab: calibration interrupted after {done} of {} runs; no calibration was \
@@ -122,12 +123,22 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         if tty {
             eprintln!("ptelab: calibration run {} of {}", i + 1, args.runs);
         }
-        let outcome = session::run(&plan, "calibrate", Some(&store))?;
-        if let Some(e) = outcome.store_error {
-            return Err(e);
-        }
+        // A store that fails (a full disk) stops the calibration; the
+        // figures measured so far are printed before its error.
+        let outcome = match session::run(&plan, "calibrate", Some(&store)) {
+            Ok(o) => o,
+            Err(e) if !runs.is_empty() => return stopped(args, &sizes, &folios, &runs, None, e),
+            Err(e) => return Err(e),
+        };
         let id = outcome.run_id.expect("a stored session has a run id");
-        store.add_tags(id, &tags)?;
+        let stored = match outcome.store_error {
+            Some(e) => Err(e),
+            None => store.add_tags(id, &tags),
+        };
+        if let Err(e) = stored {
+            let partial = Some((id, &outcome.cells[..]));
+            return stopped(args, &sizes, &folios, &runs, partial, e);
+        }
         if outcome.interrupted {
             return interrupted(runs.len());
         }
@@ -137,27 +148,87 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         runs.push(store.load(id)?);
     }
     let mut cal = estimate(&runs, started.elapsed().as_secs_f64())?;
-    cal.id = Some(store.insert_calibration(&cal)?);
-    let all = store.calibrations(&cal.machine_id)?;
-    let all: Vec<&Calibration> = all.iter().collect();
-    let floor = CompareOpts::default().noise;
-    let threshold = |corrected| calibrated_noise(pooled(&all, corrected).as_ref(), floor);
-    let thresholds = (threshold(true), threshold(false));
+    let grid = plan_label(&sizes, &folios);
+    let stored = match store.insert_calibration(&cal) {
+        Ok(id) => {
+            cal.id = Some(id);
+            let all = store.calibrations(&cal.machine_id)?;
+            let all: Vec<&Calibration> = all.iter().collect();
+            let floor = CompareOpts::default().noise;
+            let threshold = |corrected| calibrated_noise(pooled(&all, corrected).as_ref(), floor);
+            Ok((all.len(), (threshold(true), threshold(false))))
+        }
+        Err(e) => Err(e),
+    };
+    if args.out.json {
+        let (calibrations, thresholds) = match &stored {
+            Ok((n, (c, r))) => (Some(*n), Some(json!({"corrected": c, "raw": r}))),
+            Err(_) => (None, None),
+        };
+        super::print_json(&json!({
+            "schema": "ptelab/calibrate/v1",
+            "workload": WORKLOAD,
+            "default_noise": CompareOpts::default().noise,
+            "calibration": cal,
+            "calibrations_of_machine": calibrations,
+            "noise_threshold": thresholds,
+            "store_error": stored.as_ref().err().map(|e| format!("{e:#}")),
+        }))?;
+    } else {
+        let pooled = stored.as_ref().ok().copied();
+        super::print_text(&render(&cal, &grid, pooled, &args.out.db))?;
+    }
+    // The figures are out; now the store's error decides the exit code.
+    stored.map(|_| ExitCode::SUCCESS)
+}
 
+/// A calibration stopped by `error` (the store's, mostly) after the
+/// stored `runs` and the cells of a `partial` run (its id and cells, not
+/// all stored): print their figures, then return the error.
+fn stopped(
+    args: &CalibrateArgs,
+    sizes: &[u64],
+    folios: &[crate::workload::FolioSpec],
+    runs: &[StoredRun],
+    partial: Option<(i64, &[CellResult])>,
+    error: anyhow::Error,
+) -> anyhow::Result<ExitCode> {
+    let mut measured: Vec<(i64, Vec<CellResult>, &str)> = runs
+        .iter()
+        .map(|r| (r.run.id, r.kernel_cells().cloned().collect(), ""))
+        .collect();
+    if let Some((id, cells)) = partial {
+        measured.push((id, cells.to_vec(), ", not all stored"));
+    }
     if args.out.json {
         super::print_json(&json!({
             "schema": "ptelab/calibrate/v1",
             "workload": WORKLOAD,
-            "default_noise": floor,
-            "calibration": cal,
-            "calibrations_of_machine": all.len(),
-            "noise_threshold": {"corrected": thresholds.0, "raw": thresholds.1},
+            "calibration": null,
+            "runs": measured.iter().map(|(id, cells, _)| json!({"run_id": id, "cells": cells})).collect::<Vec<_>>(),
+            "error": format!("{error:#}"),
         }))?;
     } else {
-        let grid = plan_label(&sizes, &folios);
-        super::print_text(&render(&cal, &grid, all.len(), thresholds, &args.out.db))?;
+        let mut text = format!(
+            "Calibration of {} ({}) stopped in run {} of {} (the error follows): no \
+             repeatability was estimated. The figures measured:\n",
+            WORKLOAD.name(),
+            plan_label(sizes, folios),
+            runs.len() + 1,
+            args.runs,
+        );
+        for (i, (id, cells, note)) in measured.iter().enumerate() {
+            writeln!(
+                text,
+                "\ncalibration run {} of {} (run {id}{note}):\n",
+                i + 1,
+                args.runs
+            )?;
+            text.push_str(&crate::record::cells::render_table(cells));
+        }
+        super::print_text(&text)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Err(error)
 }
 
 fn plan_label(sizes: &[u64], folios: &[crate::workload::FolioSpec]) -> String {
@@ -253,11 +324,13 @@ pub fn estimate(runs: &[StoredRun], span_s: f64) -> anyhow::Result<Calibration> 
     })
 }
 
+/// The calibration as text. `pooled`: once stored, the machine's number of
+/// calibrations and compare's thresholds (drift-corrected, raw) from them;
+/// None when the store refused it.
 fn render(
     cal: &Calibration,
     grid: &str,
-    calibrations: usize,
-    (corrected, raw): (f64, f64),
+    pooled: Option<(usize, (f64, f64))>,
     db: &crate::store::Location,
 ) -> String {
     let pct = |x: f64| format!("{:.1}%", x * 100.0);
@@ -306,19 +379,27 @@ fn render(
     }
     out.push('\n');
     out.push_str(&table.text(" "));
-    writeln!(
-        out,
-        "\nptelab compare now takes {}% (drift-corrected) or {}% (raw) as the noise threshold \
-         for runs of this machine: the larger of the {}% default and the {:.0}% quantile \
-         pooled over the {calibrations} calibration(s) of this machine in {} (this one is {}; \
-         --noise overrides).",
-        noise_pct(corrected),
-        noise_pct(raw),
-        noise_pct(CompareOpts::default().noise),
-        COVERAGE * 100.0,
-        db.display(),
-        cal.id.unwrap_or_default(),
-    )
+    match pooled {
+        Some((calibrations, (corrected, raw))) => writeln!(
+            out,
+            "\nptelab compare now takes {}% (drift-corrected) or {}% (raw) as the noise \
+             threshold for runs of this machine: the larger of the {}% default and the {:.0}% \
+             quantile pooled over the {calibrations} calibration(s) of this machine in {} (this \
+             one is {}; --noise overrides).",
+            noise_pct(corrected),
+            noise_pct(raw),
+            noise_pct(CompareOpts::default().noise),
+            COVERAGE * 100.0,
+            db.display(),
+            cal.id.unwrap_or_default(),
+        ),
+        None => writeln!(
+            out,
+            "\nThis calibration was not stored: the results database {} failed (the error \
+             follows), and ptelab compare keeps the noise threshold it had.",
+            db.display(),
+        ),
+    }
     .unwrap();
     out
 }
@@ -407,8 +488,7 @@ mod tests {
         insta::assert_snapshot!(render(
             &cal,
             "400K, 40M x 4K, 64K",
-            2,
-            (0.048, 0.083),
+            Some((2, (0.048, 0.083))),
             &crate::store::Location::File("ptelab.db".into())
         ));
     }

@@ -89,13 +89,18 @@ pub fn run_kernel(
     let tags = &out.tags;
     let plan = plan::kernel_plan(workload, sizes, folios, measure)?;
     let store = open_store(out)?;
-    let outcome = session::run(
+    let mut outcome = session::run(
         &plan,
         kind,
         store.as_ref().map(|s| s as &dyn crate::record::CellSink),
     )?;
-    if let (Some(store), Some(id), false) = (&store, outcome.run_id, tags.is_empty()) {
-        store.add_tags(id, tags)?;
+    if let (Some(store), Some(id), false, None) = (
+        &store,
+        outcome.run_id,
+        tags.is_empty(),
+        &outcome.store_error,
+    ) {
+        outcome.store_error = store.add_tags(id, tags).err();
     }
     if out.json {
         let env = json!({

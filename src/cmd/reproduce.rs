@@ -118,14 +118,19 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     }
     let store = super::open_store(&args.out)?;
     let sink: Option<&dyn CellSink> = store.as_ref().map(|s| s as &dyn CellSink);
-    let outcome = session::run(&kplan, "reproduce", sink)?;
-    // The run is marked failed by the session; the claims cannot be judged
-    // on a run that is not all stored.
-    if let Some(e) = outcome.store_error {
-        return Err(e);
-    }
-    if let (Some(s), Some(id), false) = (&store, outcome.run_id, args.out.tags.is_empty()) {
-        s.add_tags(id, &args.out.tags)?;
+    let mut outcome = session::run(&kplan, "reproduce", sink)?;
+    // A store that fails (a full disk, a server gone) stops the measuring,
+    // as in bench and sweep: nothing more is stored or measured, what was
+    // measured is judged and printed, and then the store's error decides
+    // the exit code. The session marked the run failed.
+    let mut store_error = outcome.store_error.take();
+    if let (Some(s), Some(id), false, None) = (
+        &store,
+        outcome.run_id,
+        args.out.tags.is_empty(),
+        &store_error,
+    ) {
+        store_error = s.add_tags(id, &args.out.tags).err();
     }
     if outcome.interrupted {
         return Ok(ExitCode::from(130));
@@ -139,7 +144,25 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             ev.unavailable.push((*w, err.clone()));
         }
     }
-    ev.cells = outcome.cells;
+    if store_error.is_some() {
+        let mut cut: Vec<crate::workload::WorkloadKind> = Vec::new();
+        for c in &kplan.cells {
+            let measured = outcome
+                .cells
+                .iter()
+                .any(|m| m.workload == c.workload && m.size_bytes == c.size && m.folio == c.folio);
+            if !measured && !cut.contains(&c.workload) {
+                cut.push(c.workload);
+            }
+        }
+        for w in cut {
+            ev.unavailable.push((
+                w,
+                "not all cells measured: measuring stopped when the results database failed".into(),
+            ));
+        }
+    }
+    ev.cells = std::mem::take(&mut outcome.cells);
 
     // Model cells, stored with the same run.
     for seed in &chosen {
@@ -153,10 +176,11 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 offset_pages: 0,
             };
             let cells = model_cells(&plan)?;
-            if let (Some(s), Some(id)) = (&store, outcome.run_id) {
-                for (_, rec) in &cells {
-                    s.insert_model_cell(id, rec)?;
-                }
+            if let (Some(s), Some(id), None) = (&store, outcome.run_id, &store_error) {
+                store_error = cells
+                    .iter()
+                    .try_for_each(|(_, rec)| s.insert_model_cell(id, rec).map(drop))
+                    .err();
             }
             ev.model.push((
                 (m.arch, m.workload, m.size, m.folio),
@@ -166,8 +190,10 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
     }
 
     // Guests last: the session above pinned this process to one CPU, and
-    // the fleet lets its guests use every CPU again.
-    if let Some(req) = &guests {
+    // the fleet lets its guests use every CPU again. Not after the store
+    // failed: each guest's run would be lost.
+    let guests_skipped = guests.is_some() && store_error.is_some();
+    if let (Some(req), None) = (&guests, &store_error) {
         let mut settings = super::fleet_settings(
             &args.guest,
             1 << 30,
@@ -181,12 +207,21 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         }
         let mut tags = args.out.tags.clone();
         tags.push("reproduce".into());
-        ev.guests = in_guests::measure(&chosen, req, settings, store.as_ref(), &tags)?;
+        ev.guests = in_guests::measure(
+            &chosen,
+            req,
+            settings,
+            store.as_ref(),
+            &tags,
+            &mut store_error,
+        )?;
         // Each guest cell's bias (`calibrate --guest`) is the noise of its
         // change; read also under --no-store, from the database that exists.
-        ev.guests.biases = match &store {
-            Some(s) => s.guest_biases()?,
-            None => Store::open_existing(&args.out.db)
+        ev.guests.biases = match (&store, &store_error) {
+            (Some(s), None) => s.guest_biases()?,
+            // A store that failed to write may still read (a full disk).
+            (Some(s), Some(_)) => s.guest_biases().unwrap_or_default(),
+            (None, _) => Store::open_existing(&args.out.db)
                 .and_then(|s| s.guest_biases())
                 .unwrap_or_default(),
         };
@@ -195,9 +230,10 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
 
     let chosen_ids: Vec<&str> = chosen.iter().map(|s| s.id).collect();
     let rows = claims::judge_all(&chosen_ids, &ev, args.quick);
-    // The report is written whichever way the result is printed.
-    let report = match (&store, outcome.run_id) {
-        (Some(s), Some(id)) => {
+    // The report is written whichever way the result is printed, from the
+    // stored run: not when the store failed.
+    let report = match (&store, outcome.run_id, &store_error) {
+        (Some(s), Some(id), None) => {
             write_report(s, id, &rows, &chosen, &ev, args)?;
             Some(&args.output)
         }
@@ -224,6 +260,8 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             "guest_arches_missing": ev.guests.missing.iter().map(|(a, why)| json!({"arch": a.name(), "why": why})).collect::<Vec<_>>(),
             "guest_arches_uncounted": ev.guests.uncounted.iter().map(|(a, why)| json!({"arch": a.name(), "why": why})).collect::<Vec<_>>(),
             "guests_measured": guests_measured,
+            "guests_skipped": guests_skipped,
+            "store_error": store_error.as_ref().map(|e| format!("{e:#}")),
         }))?;
     } else {
         let mut text = format!(
@@ -307,22 +345,46 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         if !bias.is_empty() {
             writeln!(text, "\n{}", bias.trim_end())?;
         }
-        if let Some(id) = outcome.run_id {
-            writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?;
+        if guests_skipped {
+            writeln!(
+                text,
+                "\nno guest booted: measuring stopped when the results database failed"
+            )?;
+        }
+        match (outcome.run_id, &store_error) {
+            (Some(id), None) => {
+                writeln!(text, "\nstored as run {id} in {}", args.out.db.display())?
+            }
+            (Some(id), Some(_)) => writeln!(
+                text,
+                "\nnot all stored: run {id} in {} holds the cells stored before the store failed",
+                args.out.db.display()
+            )?,
+            (None, _) => {}
         }
         // The verdicts are the last thing read, before where the report is.
         let closing = crate::reproduce::closing_text(&rows);
         if !closing.is_empty() {
             writeln!(text, "\n{}", closing.trim_end())?;
         }
-        match report {
-            Some(path) => writeln!(text, "report: {}", path.display())?,
-            None => writeln!(
+        match (report, &store_error) {
+            (Some(path), _) => writeln!(text, "report: {}", path.display())?,
+            (None, Some(_)) => writeln!(
+                text,
+                "no report written: it is built from the database, which failed (the error \
+                 follows)"
+            )?,
+            (None, None) => writeln!(
                 text,
                 "no report written: it is built from the database (--no-store given)"
             )?,
         }
         crate::cmd::print_text(&text)?;
+    }
+    // The figures and verdicts are out; now the store's error decides the
+    // exit code.
+    if let Some(e) = store_error {
+        return Err(e);
     }
     Ok(if outcome.failed.is_empty() && guests_measured {
         ExitCode::SUCCESS

@@ -86,13 +86,16 @@ fn offered(cache: &Cache, arch: Arch, opts: &source::Options) -> anyhow::Result<
 }
 
 /// Measure `seeds` in guests as `req` asks; store each guest run when a
-/// store is given (tagged with `tags` and the kernel).
+/// store is given (tagged with `tags` and the kernel). A store that fails
+/// once every guest has answered leaves its error in `store_error`, and the
+/// runs after it unstored, so that what the guests measured is still judged.
 pub fn measure(
     seeds: &[&Seed],
     req: &Request,
     mut settings: Settings,
     store: Option<&Store>,
     tags: &[String],
+    store_error: &mut Option<anyhow::Error>,
 ) -> anyhow::Result<GuestEvidence> {
     let mut ev = GuestEvidence {
         asked: req.arches.clone(),
@@ -257,9 +260,12 @@ pub fn measure(
                 continue;
             }
         };
-        let run_id = match store {
-            Some(s) => Some(m.store(s, "reproduce", job.kernel, tags)?),
-            None => None,
+        let run_id = match (store, &store_error) {
+            (Some(s), None) => m
+                .store(s, "reproduce", job.kernel, tags)
+                .map_err(|e| *store_error = Some(e))
+                .ok(),
+            _ => None,
         };
         ev.runs.push(GuestRun {
             arch,

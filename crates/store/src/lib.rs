@@ -372,6 +372,9 @@ pub struct CellCoefficient {
 pub struct Store {
     db: db::Db,
     location: Location,
+    /// Space held beside an SQLite file while a run is written, for its
+    /// final status ([`sqlite::reserve`]).
+    reserve: std::cell::RefCell<Option<std::fs::File>>,
 }
 
 #[cfg(feature = "store")]
@@ -386,7 +389,11 @@ impl Store {
             Location::File(path) => db::Db::Sqlite(sqlite::connect(path)?),
             Location::Postgres(url) => db::Db::Postgres(Box::new(postgres::connect(url)?)),
         };
-        let store = Store { db, location };
+        let store = Store {
+            db,
+            location,
+            reserve: Default::default(),
+        };
         match store.location {
             Location::File(_) => sqlite::identify_and_migrate(&store)?,
             Location::Postgres(_) => postgres::identify_and_migrate(&store)?,
@@ -482,8 +489,16 @@ impl Store {
         )
         .with_context(|| self.what("begin run"))?;
         tx.commit().with_context(|| self.what("begin run"))?;
-        if matches!(self.db, db::Db::Postgres(_)) {
-            postgres::hold_run(&self.db, id).with_context(|| self.what("hold run"))?;
+        match &self.location {
+            Location::Postgres(_) => {
+                postgres::hold_run(&self.db, id).with_context(|| self.what("hold run"))?
+            }
+            Location::File(path) => {
+                let mut reserve = self.reserve.borrow_mut();
+                if reserve.is_none() {
+                    *reserve = sqlite::reserve(path);
+                }
+            }
         }
         Ok(id)
     }
@@ -519,6 +534,8 @@ impl Store {
 
     /// Set the final status and the finish time.
     pub fn finish_run(&self, run: RunId, status: RunStatus) -> anyhow::Result<()> {
+        // The space kept for this (on a file system that filled up).
+        drop(self.reserve.take());
         let n = self
             .db
             .execute(

@@ -627,3 +627,101 @@ fn a_silent_server_is_refused_within_the_timeout() {
     }
     drop(held);
 }
+
+/// Stops a process (SIGSTOP) for as long as it lives; SIGCONT on drop,
+/// whatever the test did.
+struct Stopped(i32);
+
+impl Stopped {
+    fn new(pid: i64) -> Stopped {
+        let pid = i32::try_from(pid).unwrap();
+        // SAFETY: kill has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "stop {pid}");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// See: #30. A server that stops answering after the login (here the
+/// session's backend stopped, as a stopped postmaster or a dropped network
+/// leaves it) is bad input within answer_timeout, naming the server and the
+/// remedy; every later statement fails at once with the same message.
+#[test]
+fn a_server_that_stops_answering_mid_session_is_an_error_within_the_bound() {
+    let Some(server) = TestServer::start_or_skip("a_server_that_stops_answering_mid_session")
+    else {
+        return;
+    };
+    let store = store_at(&format!(
+        "{}?answer_timeout=2",
+        server.create_database("stops")
+    ));
+    let run = store.begin_run("sweep", "s", &host(), &[]).unwrap();
+    let backend = store
+        .db
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .int(0)
+        .unwrap();
+    let stopped = Stopped::new(backend);
+    // On a thread of its own, so that a store that hangs fails the test
+    // instead of holding it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let timed = |f: &dyn Fn() -> anyhow::Error| {
+            let start = std::time::Instant::now();
+            let e = f();
+            (
+                start.elapsed(),
+                crate::error::is_usage(&e),
+                format!("{e:#}"),
+            )
+        };
+        let first = timed(&|| {
+            store
+                .insert_cell(run, &cell(4, FolioSpec::Base, 1.0))
+                .unwrap_err()
+        });
+        let again = timed(&|| store.finish_run(run, RunStatus::Failed).unwrap_err());
+        let _ = tx.send((first, again));
+    });
+    let (first, again) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the store still waits for a stopped server after 30 s");
+    let said = format!(
+        "the server at 127.0.0.1 port {} (database stops) did not answer within 2 s",
+        server.port
+    );
+    for (elapsed, is_usage, msg) in [&first, &again] {
+        assert!(is_usage, "not a usage error: {msg}");
+        assert!(msg.contains(&said), "{said:?} not in {msg}");
+        assert!(msg.contains("answer_timeout=SECONDS"), "{msg}");
+        assert!(!msg.contains(super::testserver::PASSWORD), "{msg}");
+        assert!(
+            *elapsed < std::time::Duration::from_secs(6),
+            "{elapsed:?}: {msg}"
+        );
+    }
+    assert!(first.0 >= std::time::Duration::from_secs(2), "{first:?}");
+    assert!(
+        again.0 < std::time::Duration::from_millis(500),
+        "a lost connection was waited for again: {again:?}"
+    );
+    drop(stopped);
+}
+
+#[test]
+fn answer_timeout_is_a_positive_number_of_seconds() {
+    for bad in ["0", "-1", "x", "inf", ""] {
+        refused(
+            &format!("postgres://lab:pw@127.0.0.1:1/x?answer_timeout={bad}"),
+            &[&format!("answer_timeout={bad} is not a number of seconds")],
+        );
+    }
+}

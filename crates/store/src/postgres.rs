@@ -16,6 +16,11 @@
 //! - A server that cannot be reached, refused credentials, a missing
 //!   database, a server without TLS under `sslmode=require` and a failed TLS
 //!   handshake are bad input (exit 2) with a remedy; none writes anything.
+//! - Every wait on the server is bounded: the connect, TLS and login by
+//!   `connect_timeout` (10 s), each statement by `answer_timeout` (30 s; a
+//!   thread holds the connection, [`Pg`]). A server that stops answering
+//!   mid-session (stopped, or the network gone) is bad input too, naming the
+//!   server; TCP keepalives keep an idle connection known to the network.
 //! - The connection is set up as libpq sets it up, for a server a team
 //!   already runs: a URL without a password takes `PGPASSWORD`, then the
 //!   password file (`passfile=`, `PGPASSFILE`, `~/.pgpass`; [`pgpass`]);
@@ -33,6 +38,7 @@ use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -49,6 +55,21 @@ use crate::error::usage;
 
 /// How long to wait for a server that does not answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one statement waits for the server's answer (`answer_timeout=`
+/// in the URL). The store's statements take milliseconds; the longest
+/// legitimate waits are a first open queueing behind another ptelab's
+/// schema migration and a large `runs --import`, both well under this.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// TCP keepalives on an idle connection (`keepalives_idle=` in the URL
+/// overrides the first): a measurement leaves the connection idle for
+/// minutes between cells, long enough for a firewall or NAT on the way to
+/// forget it; probes every 30 s keep it known, and find a peer that went
+/// away before the next statement waits its whole answer_timeout.
+const KEEPALIVES_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVES_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVES_RETRIES: u32 = 3;
 
 /// PostgreSQL's port, where the URL names none.
 const DEFAULT_PORT: u16 = 5432;
@@ -68,41 +89,161 @@ const META: &str = "ptelab_meta";
 /// [`NOW`] in PostgreSQL.
 const PG_NOW: &str = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
 
-/// A connection and its prepared statements.
+/// The connection as its thread holds it: the client and its prepared
+/// statements, by their text as the store writes it.
+struct Session {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+impl Session {
+    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(&translate(sql))?;
+        self.statements.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+}
+
+/// One call for the connection's thread to run.
+type Job = Box<dyn FnOnce(&mut Session) + Send>;
+
+/// A connection to the server. The synchronous client blocks for as long
+/// as the server keeps silent (a stopped postmaster, a dropped network), so
+/// a thread of its own holds it and runs each statement while the caller
+/// waits at most `wait` for the answer. A server that misses it has lost
+/// the connection: every later call fails at once with the same message,
+/// and the thread is left blocked on a socket the exiting process closes.
 pub(super) struct Pg {
-    client: RefCell<Client>,
-    /// Prepared statements by their text as the store writes it.
-    statements: RefCell<HashMap<String, Statement>>,
+    jobs: Option<mpsc::Sender<Job>>,
+    /// Told when the thread has closed the connection (on drop).
+    closed: mpsc::Receiver<()>,
+    wait: Duration,
+    /// `the server at H port P (database D)`, for messages.
+    server: String,
+    /// `pg_isready -h H -p P`: how to check the server.
+    probe: String,
+    /// Set once the connection is lost: why, with the remedy.
+    lost: RefCell<Option<String>>,
 }
 
 impl Pg {
-    fn statement(&self, sql: &str) -> anyhow::Result<Statement> {
-        if let Some(s) = self.statements.borrow().get(sql) {
-            return Ok(s.clone());
+    /// Run `job` on the connection's thread and wait for its answer.
+    fn call<T: Send + 'static>(
+        &self,
+        sql: &str,
+        job: impl FnOnce(&mut Session) -> anyhow::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        if let Some(why) = self.lost.borrow().as_ref() {
+            return Err(usage(why.clone()));
         }
-        let s = self.client.borrow_mut().prepare(&translate(sql))?;
-        self.statements
-            .borrow_mut()
-            .insert(sql.to_string(), s.clone());
-        Ok(s)
+        let (answer, answered) = mpsc::sync_channel(1);
+        let sent = self.jobs.as_ref().map(|jobs| {
+            jobs.send(Box::new(move |s: &mut Session| {
+                let _ = answer.send(job(s));
+            }))
+        });
+        if !matches!(sent, Some(Ok(()))) {
+            return Err(self.ended());
+        }
+        match answered.recv_timeout(self.wait) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => match e.downcast_ref::<postgres::Error>().and_then(broken) {
+                Some(cause) => Err(self.lose(format!(
+                    "the connection to {} was lost ({cause}): check that PostgreSQL runs there \
+                     (`{}`) and that the network reaches it, then run the command again",
+                    self.server, self.probe
+                ))),
+                None => Err(e),
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(self.lose(format!(
+                "{} did not answer within {} s ({}): check that PostgreSQL runs there and \
+                 answers (`{}`), and that the network reaches it; a statement that needs longer \
+                 may be given it with answer_timeout=SECONDS in the URL",
+                self.server,
+                self.wait.as_secs_f64(),
+                first_words(sql),
+                self.probe
+            ))),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.ended()),
+        }
+    }
+
+    /// Mark the connection lost for `why`; the error to return.
+    fn lose(&self, why: String) -> anyhow::Error {
+        *self.lost.borrow_mut() = Some(why.clone());
+        usage(why)
+    }
+
+    /// The connection's thread is gone (it panicked).
+    fn ended(&self) -> anyhow::Error {
+        self.lose(format!(
+            "the connection to {} ended unexpectedly: run the command again",
+            self.server
+        ))
     }
 
     pub fn execute(&self, sql: &str, params: &[Value]) -> anyhow::Result<u64> {
-        let stmt = self.statement(sql)?;
-        let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        Ok(self.client.borrow_mut().execute(&stmt, &params)?)
+        let (text, params) = (sql.to_string(), params.to_vec());
+        self.call(sql, move |s| {
+            let stmt = s.statement(&text)?;
+            let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+            Ok(s.client.execute(&stmt, &params)?)
+        })
     }
 
     pub fn query(&self, sql: &str, params: &[Value]) -> anyhow::Result<Vec<super::db::Row>> {
-        let stmt = self.statement(sql)?;
-        let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        let rows = self.client.borrow_mut().query(&stmt, &params)?;
-        rows.iter().map(row_of).collect()
+        let (text, params) = (sql.to_string(), params.to_vec());
+        self.call(sql, move |s| {
+            let stmt = s.statement(&text)?;
+            let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+            let rows = s.client.query(&stmt, &params)?;
+            rows.iter().map(row_of).collect()
+        })
     }
 
     pub fn batch(&self, sql: &str) -> anyhow::Result<()> {
-        Ok(self.client.borrow_mut().batch_execute(sql)?)
+        let text = sql.to_string();
+        self.call(sql, move |s| Ok(s.client.batch_execute(&text)?))
     }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        // Let the thread close the connection (the server then ends the
+        // session cleanly), unless it is stuck on a silent server.
+        drop(self.jobs.take());
+        if self.lost.borrow().is_none() {
+            let _ = self.closed.recv_timeout(self.wait);
+        }
+    }
+}
+
+/// Why `e` means the connection is gone (closed, or its socket failed),
+/// rather than a statement the server refused.
+fn broken(e: &postgres::Error) -> Option<String> {
+    if e.as_db_error().is_some() {
+        return None;
+    }
+    if e.is_closed() {
+        return Some("the server closed it".into());
+    }
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return Some(io.to_string());
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// The first words of a statement, to say which one went unanswered.
+fn first_words(sql: &str) -> String {
+    let words: Vec<&str> = sql.split_whitespace().take(3).collect();
+    words.join(" ")
 }
 
 /// Hold `run` for as long as this connection lives: the mark of a live
@@ -303,7 +444,7 @@ impl PgEnv {
 /// The URL parameters of libpq that tokio-postgres does not take (it refuses
 /// `sslmode=verify-*` and any key it does not know): read here and removed
 /// from the URL it parses.
-const OWN_PARAMETERS: [&str; 3] = ["sslmode", "sslrootcert", "passfile"];
+const OWN_PARAMETERS: [&str; 4] = ["sslmode", "sslrootcert", "passfile", "answer_timeout"];
 
 /// Where the password came from, for the message when the server refuses it.
 enum PasswordFrom {
@@ -353,6 +494,24 @@ pub(super) fn connect_with(url: &str, env: &PgEnv) -> anyhow::Result<Pg> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
+    let answer = match param("answer_timeout") {
+        None => ANSWER_TIMEOUT,
+        Some(v) => seconds(v).ok_or_else(|| {
+            usage(format!(
+                "--db {shown}: answer_timeout={v} is not a number of seconds: give \
+                 answer_timeout=SECONDS, above 0"
+            ))
+        })?,
+    };
+    if !has_parameter(&rest, "keepalives_idle") {
+        config.keepalives_idle(KEEPALIVES_IDLE);
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(KEEPALIVES_INTERVAL);
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(KEEPALIVES_RETRIES);
+    }
     config.application_name("ptelab");
     let all_sockets = !config.get_hosts().is_empty()
         && config
@@ -370,14 +529,15 @@ pub(super) fn connect_with(url: &str, env: &PgEnv) -> anyhow::Result<Pg> {
     // The client's connect_timeout bounds the TCP connect alone; a server
     // that accepts and then never answers (a stopped postmaster, another
     // program on the port) would hold the TLS handshake or the login for
-    // ever. So the whole of it runs on a thread of its own, waited for as
-    // long as connect_timeout: on time out that thread is left blocked on
-    // a socket the exiting process closes.
+    // ever. So the whole of it runs on the connection's thread (see
+    // [`Pg`]), waited for as long as connect_timeout.
     let wait = config
         .get_connect_timeout()
         .copied()
         .unwrap_or(CONNECT_TIMEOUT);
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = mpsc::channel();
+    let (jobs, queue) = mpsc::channel::<Job>();
+    let (closed_tx, closed) = mpsc::channel();
     let attempt = {
         let (mut config, prefer) = (config.clone(), tls.mode == pgtls::SslMode::Prefer);
         move || {
@@ -391,21 +551,87 @@ pub(super) fn connect_with(url: &str, env: &PgEnv) -> anyhow::Result<Pg> {
                     }
                 }
             }
-            let _ = tx.send(tried);
+            let client = match tried {
+                Ok(client) => {
+                    let _ = tx.send(Ok(()));
+                    client
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let mut session = Session {
+                client,
+                statements: HashMap::new(),
+            };
+            for job in queue {
+                job(&mut session);
+            }
+            drop(session);
+            let _ = closed_tx.send(());
         }
     };
     std::thread::Builder::new()
-        .name("ptelab-pg-connect".into())
+        .name("ptelab-pg".into())
         .spawn(attempt)
         .context("start the thread that connects to the results database")?;
     let tried = rx
         .recv_timeout(wait)
         .map_err(|_| silent_server(&shown, &config, wait))?;
-    let client = tried.map_err(|e| connect_error(&shown, &config, &tls, &from, &e))?;
+    tried.map_err(|e| connect_error(&shown, &config, &tls, &from, &e))?;
     Ok(Pg {
-        client: RefCell::new(client),
-        statements: RefCell::new(HashMap::new()),
+        jobs: Some(jobs),
+        closed,
+        wait: answer,
+        server: server_of(&config),
+        probe: {
+            let (host, port) = host_port(&config);
+            format!("pg_isready -h {host} -p {port}")
+        },
+        lost: RefCell::new(None),
     })
+}
+
+/// A positive, finite number of seconds.
+fn seconds(v: &str) -> Option<Duration> {
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+}
+
+/// Whether `url`'s query has the parameter `key`.
+fn has_parameter(url: &str, key: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, q)| {
+        q.split('&')
+            .any(|kv| kv.split_once('=').map_or(kv, |(k, _)| k) == key)
+    })
+}
+
+/// `the server at H port P (database D)`: where the connection goes,
+/// without the password.
+fn server_of(config: &Config) -> String {
+    let (host, port) = host_port(config);
+    let db = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or_default();
+    format!("the server at {host} port {port} (database {db})")
+}
+
+/// The first host and port of `config`, as messages name them.
+fn host_port(config: &Config) -> (String, u16) {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    (
+        host,
+        config.get_ports().first().copied().unwrap_or(DEFAULT_PORT),
+    )
 }
 
 /// Give `config` a password when its URL has none, the way libpq looks:
@@ -479,12 +705,7 @@ fn take_parameters(url: &str, keys: &[&str]) -> Result<(String, Vec<(String, Str
 /// The refusal of a server that took the connection but did not answer
 /// within `wait`.
 fn silent_server(shown: &str, config: &Config, wait: Duration) -> anyhow::Error {
-    let host = match config.get_hosts().first() {
-        Some(Host::Tcp(h)) => h.clone(),
-        Some(Host::Unix(p)) => p.display().to_string(),
-        None => "localhost".into(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(DEFAULT_PORT);
+    let (host, port) = host_port(config);
     usage(format!(
         "results database {shown}: the server at {host} port {port} did not answer within {} s \
          (TLS handshake and login): check that PostgreSQL runs there and answers (`pg_isready -h \

@@ -68,6 +68,32 @@ fn check_writable(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Space kept on the database's file system while a run is written
+/// ([`reserve`]): enough WAL frames for the run's final status.
+const RESERVE: libc::off_t = 64 << 10;
+
+/// An unnamed file (O_TMPFILE) of [`RESERVE`] bytes, allocated, beside the
+/// database at `path`. When the file system fills up under a run, the
+/// cells that no longer fit are lost, and so would be the run's final
+/// status, leaving it to read "interrupted" ([`super::Store::finish_run`]
+/// drops this first, so that the status fits). Unnamed, it is gone with
+/// the process whatever kills it. None where it cannot be made (a file
+/// system without O_TMPFILE, one already full): the status is then written
+/// if it fits.
+pub(super) fn reserve(path: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir_of(path))
+        .ok()?;
+    // SAFETY: a valid descriptor; posix_fallocate only allocates its blocks.
+    let allocated = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, RESERVE) } == 0;
+    allocated.then_some(file)
+}
+
 /// The directory of `path` ("." for a bare file name).
 fn dir_of(path: &Path) -> &Path {
     match path.parent() {
@@ -127,6 +153,14 @@ fn known_fault(path: &Path, code: rusqlite::ErrorCode, e: &str) -> Option<String
         C::DiskFull => format!(
             "the file system of results database {shown} is full ({e}): free space there (`df \
              {}`), or pass --db with a file on another file system",
+            dir.display()
+        ),
+        // EIO, a quota (EDQUOT) or a file size limit (EFBIG): SQLite says
+        // "disk I/O error" for each.
+        C::SystemIoFailure => format!(
+            "reading or writing results database {shown} failed ({e}): check the file system \
+             of {} (`dmesg` for I/O errors, `df` and `quota` for space), or pass --db with a \
+             file on another file system",
             dir.display()
         ),
         _ => return None,
@@ -254,4 +288,42 @@ fn migrate(store: &Store) -> anyhow::Result<()> {
     }
     tx.commit()
         .with_context(|| store.what("commit schema migration"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// See: #30. SQLite's "disk I/O error" (EIO, a quota, a file size
+    /// limit) is bad input naming the file and what to check, not SQLite's
+    /// words alone.
+    #[test]
+    fn an_io_error_names_the_file_and_what_to_check() {
+        let e = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR_WRITE),
+            None,
+        );
+        let err = fault(Path::new("/data/lab/ptelab.db"), e);
+        assert!(crate::error::is_usage(&err), "{err:#}");
+        let msg = err.to_string();
+        for says in [
+            "/data/lab/ptelab.db",
+            "disk I/O error",
+            "of /data/lab",
+            "df",
+        ] {
+            assert!(msg.contains(says), "{says:?} not in {msg}");
+        }
+    }
+
+    /// The space kept for a run's status is allocated, and nothing named
+    /// is left beside the database.
+    #[test]
+    fn the_reserve_is_allocated_and_unnamed() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = reserve(&dir.path().join("ptelab.db")).expect("O_TMPFILE in /tmp");
+        assert!(file.metadata().unwrap().blocks() * 512 >= RESERVE as u64);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

@@ -149,6 +149,10 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let mut biases = Vec::new();
     let mut runs = Vec::new();
+    // The first store error (a full disk, a server gone): nothing more is
+    // stored after it, and the biases measured are printed before it
+    // decides the exit code.
+    let mut store_error: Option<anyhow::Error> = None;
     let mut done = finished.into_iter();
     for k in &kernels {
         let mut boots = Vec::new();
@@ -173,12 +177,23 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
             if let Some(why) = m.failed.first() {
                 anyhow::bail!("{}: not measured: {why}", k.spec);
             }
-            let id = m.store_tagged(&store, "calibrate", &tags)?;
-            runs.push(id);
+            let id = match &store_error {
+                None => m
+                    .store_tagged(&store, "calibrate", &tags)
+                    .map_err(|e| store_error = Some(e))
+                    .ok(),
+                Some(_) => None,
+            };
+            runs.extend(id);
             boots.push((s.clone(), id, m));
         }
         for mut b in estimate(k, &words, &boots)? {
-            b.id = Some(store.insert_guest_bias(&b)?);
+            if store_error.is_none() {
+                match store.insert_guest_bias(&b) {
+                    Ok(id) => b.id = Some(id),
+                    Err(e) => store_error = Some(e),
+                }
+            }
             biases.push(b);
         }
     }
@@ -188,11 +203,15 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
             "statistic": STATISTIC,
             "runs": runs,
             "biases": biases,
+            "store_error": store_error.as_ref().map(|e| format!("{e:#}")),
         }))?;
     } else {
-        super::super::print_text(&render(&biases, &args.out.db))?;
+        super::super::print_text(&render(&biases, &args.out.db, store_error.is_none()))?;
     }
-    Ok(ExitCode::SUCCESS)
+    match store_error {
+        Some(e) => Err(e),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// What the bias is, in words.
@@ -205,7 +224,7 @@ pub const STATISTIC: &str = "the largest change between two boots' medians per c
 fn estimate(
     k: &Kernel,
     words: &[String],
-    boots: &[(Setup, i64, Measured)],
+    boots: &[(Setup, Option<i64>, Measured)],
 ) -> anyhow::Result<Vec<GuestBias>> {
     let first = &boots.first().context("no boot")?.2;
     let guest = first
@@ -221,7 +240,7 @@ fn estimate(
                 cmdline_pad: s.cmdline_pad,
                 env_pad: s.env_pad,
                 median: c.ns_per_call.median,
-                run_id: Some(*id),
+                run_id: *id,
             });
         }
     }
@@ -281,7 +300,8 @@ fn figure(v: f64) -> String {
     format!("{v:.1}")
 }
 
-fn render(biases: &[GuestBias], db: &Location) -> String {
+/// The biases as text; `stored`: whether every one went into `db`.
+fn render(biases: &[GuestBias], db: &Location, stored: bool) -> String {
     let mut out = String::new();
     let Some(first) = biases.first() else {
         return "no cell was measured on every boot: nothing stored\n".into();
@@ -367,14 +387,29 @@ fn render(biases: &[GuestBias], db: &Location) -> String {
         .filter_map(|b| b.id)
         .map(|i| i.to_string())
         .collect();
-    let end = format!(
-        "Stored in {} (guest bias {}; each boot's run is tagged {TAG}). compare of guest runs \
-         and reproduce's guest verdicts now call a change of these cells on these kernels that \
-         stays within the bias \"within guest bias\" (the nearest size calibrated stands for \
-         another size, and says so).",
-        db.display(),
-        ids.join(", ")
-    );
+    let end = if stored {
+        format!(
+            "Stored in {} (guest bias {}; each boot's run is tagged {TAG}). compare of guest runs \
+             and reproduce's guest verdicts now call a change of these cells on these kernels \
+             that stays within the bias \"within guest bias\" (the nearest size calibrated \
+             stands for another size, and says so).",
+            db.display(),
+            ids.join(", ")
+        )
+    } else {
+        let kept = if ids.is_empty() {
+            "none of these biases was stored".to_string()
+        } else {
+            format!(
+                "only guest bias {} was stored, and compare and reproduce take only that",
+                ids.join(", ")
+            )
+        };
+        format!(
+            "Not all stored: the results database {} failed (the error follows); {kept}.",
+            db.display()
+        )
+    };
     writeln!(out, "{}", wrap(&end)).unwrap();
     out
 }
@@ -410,6 +445,6 @@ mod tests {
         b.workload = crate::workload::WorkloadKind::ProtTransition;
         b.phase = Some("none-to-rw".into());
         b.id = Some(2);
-        insta::assert_snapshot!(render(&[a, b], &Location::File("ptelab.db".into())));
+        insta::assert_snapshot!(render(&[a, b], &Location::File("ptelab.db".into()), true));
     }
 }
