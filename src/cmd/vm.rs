@@ -116,6 +116,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     let mut docs = Vec::new();
     let mut crosschecks = Vec::new();
     let mut code = ExitCode::SUCCESS;
+    // The first store error: later guests' figures are still printed (not
+    // stored), then it decides the exit code.
+    let mut store_error: Option<anyhow::Error> = None;
     for (&(k, command), done) in runs.iter().zip(finished) {
         let out = done.answer?;
         let mut heading = format!(
@@ -183,9 +186,15 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 done.log.display()
             )
         })?;
-        let run_id = match &store {
-            Some(store) => Some(m.store(store, &command.name, k, &args.out.tags)?),
-            None => None,
+        let run_id = match (&store, &store_error) {
+            (Some(store), None) => match m.store(store, &command.name, k, &args.out.tags) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    store_error = Some(e);
+                    None
+                }
+            },
+            _ => None,
         };
         if args.out.json {
             let mut doc = json!({
@@ -212,11 +221,16 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
             for f in &m.failed {
                 text.push_str(&format!("not measured: {f}\n"));
             }
-            if let Some(id) = run_id {
-                text.push_str(&format!(
+            match run_id {
+                Some(id) => text.push_str(&format!(
                     "stored as run {id} in {}\n",
                     args.out.db.display()
-                ));
+                )),
+                None if store_error.is_some() => text.push_str(&format!(
+                    "not stored: {} failed (the error follows)\n",
+                    args.out.db.display()
+                )),
+                None => {}
             }
             text.push('\n');
         }
@@ -228,11 +242,19 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if args.out.json {
-        print_json(&json!({ "schema": "ptelab/vm/v1", "guests": docs }))?;
+        print_json(&json!({
+            "schema": "ptelab/vm/v1",
+            "guests": docs,
+            "store_error": store_error.as_ref().map(|e| format!("{e:#}")),
+        }))?;
     } else {
         print_text(&text)?;
     }
-    Ok(code)
+    // The figures are out; now the store's error decides the exit code.
+    match store_error {
+        Some(e) => Err(e),
+        None => Ok(code),
+    }
 }
 
 /// A measuring guest command as the user gave it (less what vm adds).
