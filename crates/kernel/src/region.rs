@@ -68,6 +68,18 @@ fn mmap_anon(hint: *mut u8, len: usize, prot: i32, extra: i32) -> anyhow::Result
     Ok(p.cast())
 }
 
+/// How many times a region is placed again when another thread maps into
+/// the free range between [`place`] finding it and the region taking it
+/// (ptelab measures from one thread; tests run in many).
+const PLACE_ATTEMPTS: usize = 8;
+
+/// The error after [`PLACE_ATTEMPTS`] placements all lost their range.
+fn raced(last: Option<anyhow::Error>) -> anyhow::Error {
+    last.expect("at least one attempt").context(format!(
+        "other threads mapped into the reserved range {PLACE_ATTEMPTS} times; try again"
+    ))
+}
+
 fn munmap(addr: *mut u8, len: usize) {
     if len > 0 {
         // SAFETY: callers pass ranges they mapped and no longer reference.
@@ -186,28 +198,38 @@ impl Region {
         } else {
             0
         };
-        let start = place(len, below, align)?;
-        let mut neighbor_map = None;
-        if neighbor {
-            let nb = (start - below) as *mut u8;
-            let p = mmap_rw_at(nb, below).context("mapping the --neighbor mapping")?;
-            neighbor_map = Some((p, below));
-        }
-        let addr = match mmap_rw_at(start as *mut u8, len) {
-            Ok(p) => p,
-            Err(e) => {
-                if let Some((p, l)) = neighbor_map {
-                    munmap(p, l);
+        let mut last = None;
+        for _ in 0..PLACE_ATTEMPTS {
+            let start = place(len, below, align)?;
+            let mut neighbor_map = None;
+            if neighbor {
+                let nb = (start - below) as *mut u8;
+                match mmap_rw_at(nb, below) {
+                    Ok(p) => neighbor_map = Some((p, below)),
+                    Err(e) => {
+                        last = Some(e.context("mapping the --neighbor mapping"));
+                        continue;
+                    }
                 }
-                return Err(e.context("another thread mapped into the reserved range; try again"));
             }
-        };
-        Ok(Region {
-            addr,
-            len,
-            spec,
-            neighbor: neighbor_map,
-        })
+            match mmap_rw_at(start as *mut u8, len) {
+                Ok(addr) => {
+                    return Ok(Region {
+                        addr,
+                        len,
+                        spec,
+                        neighbor: neighbor_map,
+                    })
+                }
+                Err(e) => {
+                    if let Some((p, l)) = neighbor_map {
+                        munmap(p, l);
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(raced(last))
     }
 
     /// Like [`Region::map`] without a neighbour, but aligned to at least
@@ -223,15 +245,22 @@ impl Region {
         let len = region_len(size)?;
         let align = (spec.alignment() as usize).max(PAGE_SIZE).max(min_align);
         // The room above counts in the reservation, not below the start.
-        let start = place(len + room, 0, align)?;
-        let addr = mmap_rw_at(start as *mut u8, len)
-            .context("another thread mapped into the reserved range; try again")?;
-        Ok(Region {
-            addr,
-            len,
-            spec,
-            neighbor: None,
-        })
+        let mut last = None;
+        for _ in 0..PLACE_ATTEMPTS {
+            let start = place(len + room, 0, align)?;
+            match mmap_rw_at(start as *mut u8, len) {
+                Ok(addr) => {
+                    return Ok(Region {
+                        addr,
+                        len,
+                        spec,
+                        neighbor: None,
+                    })
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(raced(last))
     }
 
     /// Fault in every page with a write so that the kernel allocates the
