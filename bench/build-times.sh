@@ -54,7 +54,8 @@ for label in old new; do
                 cargo build -q --profile guest --bin ptelab --no-default-features --target "$t" || exit 1
             done')
     fi
-    report=$(cd "$dir" && ls crates/report/src/markdown.rs src/report/markdown.rs 2>/dev/null | head -1)
+    report=crates/report/src/markdown.rs
+    [ -f "$dir/$report" ] || report=src/report/markdown.rs
     echo "// $(date)" >>"$dir/$report"
     result[$label.rebuild]=$(timed "$dir" cargo build --release -q)
     for step in host guests rebuild; do
