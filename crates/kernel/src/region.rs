@@ -130,6 +130,7 @@ fn place(len: usize, below: usize, align: usize) -> anyhow::Result<usize> {
 
 /// `mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to)`, checking the
 /// mapping landed at `to`.
+#[inline]
 pub fn mremap_fixed(from: *mut u8, len: usize, to: *mut u8) -> anyhow::Result<()> {
     // SAFETY: moves a mapping this process owns to a destination the caller
     // checked is free; nothing references the source afterwards.
@@ -348,13 +349,18 @@ impl Region {
         Ok(())
     }
 
+    // The measuring loops (another crate) call these between the window
+    // markers: inlined there, as when they were one crate, the guest's
+    // instruction counts per call are those of the calls alone.
     /// First byte of the region.
+    #[inline]
     pub fn addr(&self) -> *mut u8 {
         self.addr
     }
 
     /// Length in bytes.
     #[allow(clippy::len_without_is_empty)] // never empty: mmap refuses 0
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -365,6 +371,7 @@ impl Region {
     }
 
     /// `mprotect(2)` of the whole region (seed 001's call).
+    #[inline]
     pub fn protect(&self, prot: i32) -> anyhow::Result<()> {
         // SAFETY: changes the protection of the mapping this region owns;
         // its memory is only touched (through `touch` and the workloads)
