@@ -242,11 +242,13 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if args.out.json {
-        print_json(&json!({
-            "schema": "ptelab/vm/v1",
-            "guests": docs,
-            "store_error": store_error.as_ref().map(|e| format!("{e:#}")),
-        }))?;
+        let mut doc = json!({ "schema": "ptelab/vm/v1", "guests": docs });
+        // Only when the store failed: the document is otherwise the one a
+        // vm through Slurm prints.
+        if let Some(e) = &store_error {
+            doc["store_error"] = Value::String(format!("{e:#}"));
+        }
+        print_json(&doc)?;
     } else {
         print_text(&text)?;
     }
