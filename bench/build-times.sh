@@ -5,9 +5,8 @@
 #
 #   1. the host binary: `cargo build --release`;
 #   2. both guest binaries, the way that revision's ptelab builds them (one
-#      cargo invocation per arch before the workspace split, one for both
-#      after it: GUEST_ONE_INVOCATION=0/1 per revision, guessed from the
-#      tree);
+#      cargo invocation per arch before the workspace of layer crates, one
+#      for both after it; told apart by crates/cli in the manifest);
 #   3. a rebuild of the host binary after one report file changes.
 #
 #   bench/build-times.sh OLD_REV NEW_REV [REPO]

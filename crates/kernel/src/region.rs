@@ -73,11 +73,25 @@ fn mmap_anon(hint: *mut u8, len: usize, prot: i32, extra: i32) -> anyhow::Result
 /// (ptelab measures from one thread; tests run in many).
 const PLACE_ATTEMPTS: usize = 8;
 
-/// The error after [`PLACE_ATTEMPTS`] placements all lost their range.
-fn raced(last: Option<anyhow::Error>) -> anyhow::Error {
-    last.expect("at least one attempt").context(format!(
+/// Place `reserve` bytes (`below` of them under the start) and map them
+/// with `map` from the start found; placed again when `map` fails, as when
+/// another thread took the range first, at most [`PLACE_ATTEMPTS`] times.
+fn placed<T>(
+    reserve: usize,
+    below: usize,
+    align: usize,
+    mut map: impl FnMut(usize) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let mut last = None;
+    for _ in 0..PLACE_ATTEMPTS {
+        match map(place(reserve, below, align)?) {
+            Ok(t) => return Ok(t),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("at least one attempt").context(format!(
         "other threads mapped into the reserved range {PLACE_ATTEMPTS} times; try again"
-    ))
+    )))
 }
 
 fn munmap(addr: *mut u8, len: usize) {
@@ -199,38 +213,25 @@ impl Region {
         } else {
             0
         };
-        let mut last = None;
-        for _ in 0..PLACE_ATTEMPTS {
-            let start = place(len, below, align)?;
+        placed(len, below, align, |start| {
             let mut neighbor_map = None;
             if neighbor {
                 let nb = (start - below) as *mut u8;
-                match mmap_rw_at(nb, below) {
-                    Ok(p) => neighbor_map = Some((p, below)),
-                    Err(e) => {
-                        last = Some(e.context("mapping the --neighbor mapping"));
-                        continue;
-                    }
-                }
+                let p = mmap_rw_at(nb, below).context("mapping the --neighbor mapping")?;
+                neighbor_map = Some((p, below));
             }
-            match mmap_rw_at(start as *mut u8, len) {
-                Ok(addr) => {
-                    return Ok(Region {
-                        addr,
-                        len,
-                        spec,
-                        neighbor: neighbor_map,
-                    })
+            let addr = mmap_rw_at(start as *mut u8, len).inspect_err(|_| {
+                if let Some((p, l)) = neighbor_map {
+                    munmap(p, l);
                 }
-                Err(e) => {
-                    if let Some((p, l)) = neighbor_map {
-                        munmap(p, l);
-                    }
-                    last = Some(e);
-                }
-            }
-        }
-        Err(raced(last))
+            })?;
+            Ok(Region {
+                addr,
+                len,
+                spec,
+                neighbor: neighbor_map,
+            })
+        })
     }
 
     /// Like [`Region::map`] without a neighbour, but aligned to at least
@@ -246,22 +247,15 @@ impl Region {
         let len = region_len(size)?;
         let align = (spec.alignment() as usize).max(PAGE_SIZE).max(min_align);
         // The room above counts in the reservation, not below the start.
-        let mut last = None;
-        for _ in 0..PLACE_ATTEMPTS {
-            let start = place(len + room, 0, align)?;
-            match mmap_rw_at(start as *mut u8, len) {
-                Ok(addr) => {
-                    return Ok(Region {
-                        addr,
-                        len,
-                        spec,
-                        neighbor: None,
-                    })
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(raced(last))
+        placed(len + room, 0, align, |start| {
+            let addr = mmap_rw_at(start as *mut u8, len)?;
+            Ok(Region {
+                addr,
+                len,
+                spec,
+                neighbor: None,
+            })
+        })
     }
 
     /// Fault in every page with a write so that the kernel allocates the
