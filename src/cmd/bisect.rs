@@ -17,7 +17,6 @@ use crate::cli::guest_command::GuestCommand;
 use crate::error::bail_usage;
 use crate::fleet;
 use crate::guest::boot::qemu::{kvm_probe, AccelRequest};
-use crate::guest::source::cache::Cache;
 use crate::guest::KernelSpec;
 use crate::record::{Counter, Metric};
 use crate::workload::Arch;
@@ -52,14 +51,10 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         }
     }
     args.cluster.check()?;
-    let slurm = match args.cluster.slurm() {
-        true => Some(super::slurm_request(
-            &args.cluster,
-            &args.out,
-            &args.guest,
-            Some("each step's run"),
-        )?),
-        false => None,
+    let executing = super::executing(&args.cluster);
+    let slurm = match &executing {
+        fleet::Executing::Slurm(req) => Some(req.clone()),
+        fleet::Executing::Local => None,
     };
     if slurm.is_some() && args.repo.is_some() && args.cluster.cache.is_none() {
         bail_usage!(
@@ -69,12 +64,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         );
     }
     // With --cache, kernels, builds and state live in the shared cache.
-    let cache = match &args.cluster.cache {
-        Some(dir) => Cache {
-            root: std::path::absolute(dir).with_context(|| format!("--cache {}", dir.display()))?,
-        },
-        None => Cache::from_env()?,
-    };
+    let cache = super::guest_cache(&args.cluster)?;
     // Endpoints and tree are checked before the database is opened, so bad
     // input leaves nothing behind.
     let (target, arch) = match &args.repo {
@@ -109,15 +99,11 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         bail_usage!("bisect boots one guest at a time (each step depends on the last): --jobs cannot be more than 1");
     }
     let mut settings = super::fleet_settings(&args.guest, args.memory, 1, Vec::new(), Vec::new());
+    settings.executing = executing;
     let counter = metric_settings(args.metric.as_ref(), arch, &mut settings)?;
     // Opened at the first run stored: the endpoints' kernels and builds may
-    // still be refused, and bad input writes nothing (issue 30). Slurm's
-    // tasks store into it, so a server that cannot be reached is refused
-    // before anything is submitted.
+    // still be refused, and bad input writes nothing.
     let store = (!args.out.no_store).then(|| crate::store::OnFirstUse::new(&args.out.db));
-    if let (Some(s), Some(_)) = (&store, &slurm) {
-        s.get()?;
-    }
     let setup = Setup {
         cache: &cache,
         settings,

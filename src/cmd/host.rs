@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::cli::flags::StoreOpts;
 use crate::crosscheck::version::strategy_for_kernel;
 use crate::error::bail_usage;
 use crate::guest::source::{identity, KernelId, KernelSpec};
@@ -17,37 +16,36 @@ use crate::report::view::ReportModel;
 use crate::store::{RunId, RunStatus, RunSummary, Store, StoredRun};
 use crate::workload::{Arch, FolioSpec, WorkloadKind};
 
-/// `--executor slurm`'s request (vm, reproduce, bisect). `reads` names what
-/// is read back from the database (None: a command that stores nothing),
-/// which must then be one every node reaches.
-pub fn slurm_request(
-    cluster: &crate::cli::cluster::ClusterOpts,
-    out: &StoreOpts,
-    guest: &crate::cli::vm::GuestOpts,
-    reads: Option<&str>,
-) -> anyhow::Result<crate::fleet::slurm::Request> {
-    if let Some(what) = reads {
-        if out.no_store || !out.db.is_shared() {
-            bail_usage!(
-                "--executor slurm reads {what} back from a database every node reaches: \
-                 pass --db postgres://USER@HOST/DB (or set PTELAB_DB), and no --no-store"
-            );
-        }
+/// Where guests boot (`--executor` and Slurm's options: vm, reproduce,
+/// bisect, calibrate --guest).
+pub fn executing(cluster: &crate::cli::cluster::ClusterOpts) -> crate::fleet::Executing {
+    match cluster.slurm() {
+        false => crate::fleet::Executing::Local,
+        true => crate::fleet::Executing::Slurm(crate::fleet::slurm::Request {
+            options: crate::fleet::slurm::Options {
+                partition: cluster.partition.clone(),
+                time: cluster.slurm_time.clone(),
+                sbatch: cluster.sbatch.clone(),
+                resume: cluster.resume,
+                env: Vec::new(),
+                poll: crate::fleet::slurm::POLL,
+            },
+        }),
     }
-    Ok(crate::fleet::slurm::Request {
-        options: crate::fleet::slurm::Options {
-            partition: cluster.partition.clone(),
-            time: cluster.slurm_time.clone(),
-            sbatch: cluster.sbatch.clone(),
-            resume: cluster.resume,
-            // In the tasks' environment, never on their command line.
-            env: vec![("PTELAB_DB".into(), out.db.as_arg().into())],
-            poll: crate::fleet::slurm::POLL,
-        },
-        shared_cache: cluster.cache.is_some(),
-        db: out.db.to_string(),
-        mirror: guest.mirror.clone(),
-    })
+}
+
+/// The cache guests boot from: `--cache DIR` (one every node mounts), or
+/// this user's.
+pub fn guest_cache(
+    cluster: &crate::cli::cluster::ClusterOpts,
+) -> anyhow::Result<crate::guest::source::cache::Cache> {
+    use anyhow::Context;
+    match &cluster.cache {
+        Some(dir) => Ok(crate::guest::source::cache::Cache {
+            root: std::path::absolute(dir).with_context(|| format!("--cache {}", dir.display()))?,
+        }),
+        None => crate::guest::source::cache::Cache::from_env(),
+    }
 }
 
 /// How the guests of `--accel` boot (vm, reproduce --kernels).
@@ -76,6 +74,7 @@ pub fn fleet_settings(
         } else {
             crate::fleet::ProfileRequest::Off
         },
+        executing: crate::fleet::Executing::Local,
     }
 }
 

@@ -33,6 +33,8 @@ pub mod runs;
 #[cfg(feature = "host")]
 pub mod show;
 #[cfg(feature = "host")]
+pub mod task;
+#[cfg(feature = "host")]
 pub mod vm;
 
 use std::io::Write;

@@ -69,7 +69,6 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             arches,
             mirror: args.guest.mirror.clone(),
             quick: args.quick,
-            slurm: None,
             cache: None,
         });
     args.cluster.check()?;
@@ -79,18 +78,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 "--executor slurm runs the guests of --kernels as Slurm tasks: give --kernels too"
             );
         };
-        req.slurm = Some(super::slurm_request(
-            &args.cluster,
-            &args.out,
-            &args.guest,
-            Some("the guests' runs"),
-        )?);
-        req.cache = match &args.cluster.cache {
-            Some(dir) => Some(
-                std::path::absolute(dir).with_context(|| format!("--cache {}", dir.display()))?,
-            ),
-            None => None,
-        };
+        req.cache = Some(super::guest_cache(&args.cluster)?.root);
     }
 
     // Kernel cells: one plan over every seed; workloads the kernel backend
@@ -201,6 +189,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
             Vec::new(),
             Vec::new(),
         );
+        settings.executing = super::executing(&args.cluster);
         // Each seed's mechanism is stated from the counts of TCG guests.
         if settings.profile == crate::fleet::ProfileRequest::Off {
             settings.profile = crate::fleet::ProfileRequest::WhereTcg;

@@ -13,8 +13,6 @@
 
 use std::process::ExitCode;
 
-mod slurm;
-
 use anyhow::Context;
 use serde_json::{json, Value};
 
@@ -22,7 +20,6 @@ use super::{print_json, print_text};
 use crate::cli::guest_command::GuestCommand;
 use crate::cli::vm::VmArgs;
 use crate::fleet::{self, Fleet, Job, Measured};
-use crate::guest::source::cache::Cache;
 use crate::guest::source::{self, Kernel};
 use crate::record::cells;
 
@@ -57,12 +54,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         fleet::check_fits(need, args.memory)?;
     }
     args.cluster.check()?;
-    if args.cluster.slurm() {
-        return slurm::run(args, &commands, specs, arch_flag);
-    }
 
     // Everything that can fail on bad input happens before the first boot.
-    let cache = Cache::from_env()?;
+    let cache = super::guest_cache(&args.cluster)?;
     let opts = source::Options {
         arch: arch_flag,
         mirror: args.guest.mirror.clone(),
@@ -73,13 +67,14 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         eprintln!("ptelab: kernel {spec} …");
         kernels.push(spec.resolve(&cache, &opts)?);
     }
-    let settings = super::fleet_settings(
+    let mut settings = super::fleet_settings(
         &args.guest,
         args.memory,
         1,
         args.files.clone(),
         args.append.clone(),
     );
+    settings.executing = super::executing(&args.cluster);
     if commands.iter().any(|c| c.disk.is_some()) {
         // No boot without the tool that formats the guest's disk.
         crate::guest::boot::disk::find_mkfs()?;
@@ -261,7 +256,12 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
 
 /// A measuring guest command as the user gave it (less what vm adds).
 fn shown_command(c: &GuestCommand) -> String {
-    crate::fleet::slurm::guest_command(&c.args).join(" ")
+    c.args
+        .iter()
+        .filter(|w| *w != "--no-store" && *w != "--json")
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `vm --json`'s entry for a guest whose command printed `output`.

@@ -24,15 +24,16 @@ pub fn build(
     req: &Request,
     builds: &[(&str, Builder)],
 ) -> anyhow::Result<Vec<Result<PathBuf, String>>> {
-    let mut opts = req.options.clone();
+    let opts = req.options.clone();
     // Only ptelab itself: the builds need no guest binary.
-    let program = slurm::stage_binaries(&setup.cache.root, &[], &mut opts.env)?;
+    let program = slurm::stage_ptelab(&setup.cache.root)?;
     let tasks: Vec<Task> = builds
         .iter()
         .map(|(commit, b)| Task {
             name: format!("build {} {}", short(commit), b.arch.name()),
             program: program.clone(),
             args: b.task_args(commit),
+            data: None,
         })
         .collect();
     let lines: Vec<Vec<String>> = tasks.iter().map(|t| t.args.clone()).collect();

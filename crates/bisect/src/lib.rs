@@ -8,9 +8,10 @@
 //! figures in a state file so an interrupted bisect resumes (`state`).
 //! The figure is the cell's, or one of its mechanism counters
 //! (`--metric`), which every step's guest then counts under TCG.
-//! With `--executor slurm` the guest runs are Slurm tasks (`on_slurm`),
-//! read back from the shared database into the same measurements, and so
-//! are a tree's builds (`build_on_slurm`), into the shared cache.
+//! Kernels are measured in rounds, the endpoints together: through
+//! `--executor slurm` a round is one job array of boots (the fleet's
+//! executor), and a tree's builds are Slurm tasks too (`build_on_slurm`),
+//! into the shared cache.
 
 // The layers below this one, named as the layers are (docs/architecture.md).
 use ptelab_error as error;
@@ -26,7 +27,6 @@ pub mod build;
 pub mod build_on_slurm;
 pub mod classify;
 pub mod git;
-pub mod on_slurm;
 pub mod report;
 pub mod search;
 pub mod state;
@@ -215,33 +215,20 @@ impl<'a> Prober<'a> {
         id: &str,
         kernel: &Kernel,
     ) -> anyhow::Result<(Result<Measurement, String>, bool)> {
-        if self.setup.slurm.is_some() {
-            self.prefetch(&[(id, kernel)])?;
+        let remembered = self.state.measured.contains_key(id);
+        self.prefetch(&[(id, kernel)])?;
+        match (self.state.measured.get(id), self.failed.get(id)) {
+            (Some(m), _) => Ok((Ok(m.clone()), remembered && !self.fresh.contains(id))),
+            (None, Some(why)) => Ok((Err(why.clone()), false)),
+            (None, None) => unreachable!("prefetch measured it or said why not"),
         }
-        if let Some(m) = self.state.measured.get(id) {
-            return Ok((Ok(m.clone()), !self.fresh.contains(id)));
-        }
-        if let Some(why) = self.failed.get(id) {
-            return Ok((Err(why.clone()), false));
-        }
-        let replicates = self.setup.replicates;
-        let m = match replicate(replicates, || self.once(kernel))? {
-            Ok(m) => m,
-            Err(why) => return Ok((Err(why), false)),
-        };
-        self.state.record(id, m.clone())?;
-        Ok((Ok(m), false))
     }
 
-    /// With `--executor slurm`, measure every item not measured yet in one
-    /// round of Slurm jobs (the endpoints together), keeping the figures
-    /// in the state; locally, nothing: `measure` boots each in turn.
-    pub fn prefetch(&mut self, items: &[on_slurm::Item]) -> anyhow::Result<()> {
-        let (Some(req), Some(store)) = (&self.setup.slurm, self.setup.store) else {
-            return Ok(());
-        };
-        let store = store.get()?;
-        let todo: Vec<on_slurm::Item> = items
+    /// Measure every item not measured yet, in rounds (`rounds`): the
+    /// endpoints together, and through Slurm each round one job array.
+    /// The figures go to the state, or why there are none to `failed`.
+    pub fn prefetch(&mut self, items: &[Item]) -> anyhow::Result<()> {
+        let todo: Vec<Item> = items
             .iter()
             .filter(|(id, _)| {
                 !self.state.measured.contains_key(*id) && !self.failed.contains_key(*id)
@@ -251,7 +238,33 @@ impl<'a> Prober<'a> {
         if todo.is_empty() {
             return Ok(());
         }
-        let got = on_slurm::measure(self.setup, req, store, &todo, &self.tag)?;
+        if self.fleet.is_none() {
+            self.fleet = Some(Fleet::prepare(
+                self.setup.cache,
+                self.setup.settings.clone(),
+                std::slice::from_ref(&self.kernel),
+            )?);
+        }
+        let fleet = self.fleet.as_ref().expect("prepared");
+        let got = rounds(todo.len(), self.setup.replicates, |round| {
+            let jobs: Vec<Job> = round
+                .iter()
+                .map(|&i| Job {
+                    kernel: todo[i].1,
+                    name: "bisect".into(),
+                    args: self.setup.args.clone(),
+                    program: None,
+                    disk: self.setup.disk,
+                    setup: Default::default(),
+                })
+                .collect();
+            let finished = fleet.run(&jobs)?;
+            round
+                .iter()
+                .zip(finished)
+                .map(|(&i, done)| self.figure(todo[i].1, done))
+                .collect()
+        })?;
         for ((id, _), m) in todo.iter().zip(got) {
             match m {
                 Ok(m) => {
@@ -266,27 +279,13 @@ impl<'a> Prober<'a> {
         Ok(())
     }
 
-    fn once(&mut self, kernel: &Kernel) -> anyhow::Result<Result<Measurement, String>> {
-        let job = Job {
-            kernel,
-            name: "bisect".into(),
-            args: self.setup.args.clone(),
-            program: None,
-            disk: self.setup.disk,
-            setup: Default::default(),
-        };
-        if self.fleet.is_none() {
-            self.fleet = Some(Fleet::prepare(
-                self.setup.cache,
-                self.setup.settings.clone(),
-                std::slice::from_ref(&self.kernel),
-            )?);
-        }
-        let fleet = self.fleet.as_ref().expect("prepared");
-        let done = fleet
-            .run(std::slice::from_ref(&job))?
-            .pop()
-            .expect("one job");
+    /// One guest's figure of `kernel`, stored as a run when there is a
+    /// store; `Ok(Err(why))` when the guest gave none.
+    fn figure(
+        &self,
+        kernel: &Kernel,
+        done: crate::fleet::Finished,
+    ) -> anyhow::Result<Result<Measurement, String>> {
         let log = done.log.display().to_string();
         let out = match done.answer {
             Ok(out) => out,
@@ -443,36 +442,62 @@ fn counted(
     Ok(counter.of(profile))
 }
 
-/// Guest runs of one kernel until it has `replicates` figures (default: 1
-/// under the instruction metric, which repeats; 3 under time, which does
-/// not: the first run says which). A run without a figure ends it.
-fn replicate(
+/// One kernel to measure: its id in the bisect (version or commit) and
+/// the kernel.
+pub type Item<'k> = (&'k str, &'k Kernel);
+
+/// How many more figures a kernel needs after `have`: `--replicates`, else
+/// 1 under instructions and 3 under time (known from the first figure).
+fn wanted(replicates: Option<u32>, have: Option<&Measurement>) -> u32 {
+    let done = have.map_or(0, |m| m.figures.len() as u32);
+    let want = match (have, replicates) {
+        (_, Some(n)) => n,
+        (None, None) => 1,
+        (Some(m), None) if m.quantity.metric == Metric::Instructions => 1,
+        (Some(_), None) => 3,
+    };
+    want.saturating_sub(done)
+}
+
+/// Measure `n` items in rounds: the first measures each once, a later one
+/// the replicates the figures so far call for ([`wanted`]). `round` takes
+/// the items of one round (an item once per figure wanted) and gives one
+/// figure, or why none, for each. An item with no figure is measured no
+/// more. Returns each item's measurement, or why it has none.
+fn rounds(
+    n: usize,
     replicates: Option<u32>,
-    mut once: impl FnMut() -> anyhow::Result<Result<Measurement, String>>,
-) -> anyhow::Result<Result<Measurement, String>> {
-    let mut m: Option<Measurement> = None;
+    mut round: impl FnMut(&[usize]) -> anyhow::Result<Vec<Result<Measurement, String>>>,
+) -> anyhow::Result<Vec<Result<Measurement, String>>> {
+    let mut got: Vec<Option<Measurement>> = vec![None; n];
+    let mut why: Vec<Option<String>> = vec![None; n];
     loop {
-        let done = m.as_ref().map_or(0, |m| m.figures.len() as u32);
-        let want = match (&m, replicates) {
-            (_, Some(n)) => n,
-            (None, None) => 1,
-            (Some(m), None) if m.quantity.metric == Metric::Instructions => 1,
-            (Some(_), None) => 3,
-        };
-        if done >= want {
-            return Ok(Ok(m.expect("at least one run")));
+        let todo: Vec<usize> = (0..n)
+            .filter(|&i| why[i].is_none())
+            .flat_map(|i| std::iter::repeat_n(i, wanted(replicates, got[i].as_ref()) as usize))
+            .collect();
+        if todo.is_empty() {
+            break;
         }
-        match once()? {
-            Ok(one) => match &mut m {
-                None => m = Some(one),
-                Some(m) => {
-                    m.figures.extend(one.figures);
-                    m.run_ids.extend(one.run_ids);
+        for (&i, one) in todo.iter().zip(round(&todo)?) {
+            match (one, &mut got[i]) {
+                (Err(e), _) => why[i] = Some(e),
+                (Ok(m), None) => got[i] = Some(m),
+                (Ok(m), Some(have)) => {
+                    have.figures.extend(m.figures);
+                    have.run_ids.extend(m.run_ids);
                 }
-            },
-            Err(why) => return Ok(Err(why)),
+            }
         }
     }
+    Ok(got
+        .into_iter()
+        .zip(why)
+        .map(|(m, why)| match why {
+            Some(e) => Err(e),
+            None => m.ok_or_else(|| "no figure".to_string()),
+        })
+        .collect())
 }
 
 /// Measure both endpoints and set the threshold between them; an endpoint
@@ -485,7 +510,7 @@ pub fn endpoints(
 ) -> anyhow::Result<(Classifier, Vec<Step>)> {
     let ends = [(good.0, good.1), (bad.0, bad.1)];
     check_function(prober.setup, ends)?;
-    // Independent: through Slurm, one job array.
+    // Independent: one round (through Slurm, one job array).
     prober.prefetch(&ends)?;
     let mut steps = Vec::new();
     for (role, (id, kernel, subject)) in [(Role::Good, good), (Role::Bad, bad)] {
@@ -632,27 +657,34 @@ pub fn probe_step(
 mod tests {
     use super::*;
 
+    /// One item measured in rounds: its measurement and how many guest
+    /// runs it took (the run `fail_at` gives no figure).
     fn run(
         metric: Metric,
         replicates: Option<u32>,
         fail_at: Option<usize>,
     ) -> (Result<Measurement, String>, usize) {
         let mut n = 0;
-        let r = replicate(replicates, || {
-            n += 1;
-            if Some(n) == fail_at {
-                return Ok(Err("no answer".into()));
-            }
-            Ok(Ok(Measurement {
-                figures: vec![100.0 + n as f64],
-                quantity: Quantity::figure(metric),
-                release: "r".into(),
-                size_bytes: 4096,
-                run_ids: vec![n as i64],
-            }))
+        let mut r = rounds(1, replicates, |todo| {
+            Ok(todo
+                .iter()
+                .map(|_| {
+                    n += 1;
+                    if Some(n) == fail_at {
+                        return Err("no answer".into());
+                    }
+                    Ok(Measurement {
+                        figures: vec![100.0 + n as f64],
+                        quantity: Quantity::figure(metric),
+                        release: "r".into(),
+                        size_bytes: 4096,
+                        run_ids: vec![n as i64],
+                    })
+                })
+                .collect())
         })
         .unwrap();
-        (r, n)
+        (r.remove(0), n)
     }
 
     #[test]
@@ -742,6 +774,49 @@ mod tests {
         let (m, n) = run(Metric::Instructions, Some(2), None);
         assert_eq!((m.unwrap().figures.len(), n), (2, 2));
         let (m, n) = run(Metric::Time, None, Some(2));
-        assert_eq!((m.unwrap_err(), n), ("no answer".to_string(), 2));
+        assert_eq!((m.unwrap_err(), n), ("no answer".to_string(), 3));
+    }
+
+    /// The endpoints go in one round, and a later round holds only the
+    /// replicates the first figures call for.
+    #[test]
+    fn items_share_rounds_and_later_rounds_hold_the_replicates() {
+        let mut sizes = Vec::new();
+        let got = rounds(2, None, |todo| {
+            sizes.push(todo.to_vec());
+            Ok(todo
+                .iter()
+                .map(|&i| {
+                    let metric = [Metric::Instructions, Metric::Time][i];
+                    Ok(Measurement {
+                        figures: vec![1.0],
+                        quantity: Quantity::figure(metric),
+                        release: "r".into(),
+                        size_bytes: 4096,
+                        run_ids: vec![],
+                    })
+                })
+                .collect())
+        })
+        .unwrap();
+        assert_eq!(sizes, [vec![0, 1], vec![1, 1]]);
+        assert_eq!(got[0].as_ref().unwrap().figures.len(), 1);
+        assert_eq!(got[1].as_ref().unwrap().figures.len(), 3);
+    }
+
+    #[test]
+    fn replicates_follow_the_rule() {
+        let m = |metric, n| Measurement {
+            figures: vec![1.0; n],
+            quantity: Quantity::figure(metric),
+            release: "r".into(),
+            size_bytes: 4096,
+            run_ids: vec![],
+        };
+        assert_eq!(wanted(None, None), 1);
+        assert_eq!(wanted(None, Some(&m(Metric::Instructions, 1))), 0);
+        assert_eq!(wanted(None, Some(&m(Metric::Time, 1))), 2);
+        assert_eq!(wanted(Some(3), None), 3);
+        assert_eq!(wanted(Some(3), Some(&m(Metric::Instructions, 1))), 2);
     }
 }

@@ -12,8 +12,8 @@ pub enum Executor {
     /// Boot the guests on this machine, `--jobs` at a time.
     #[default]
     Local,
-    /// One task of a Slurm job array per guest run (`sbatch --array`), each
-    /// storing its run in the shared database (`--db postgres://…`).
+    /// One task of a Slurm job array per guest boot (`sbatch --array`); the
+    /// answers come back here and are stored as a local run's.
     Slurm,
 }
 
@@ -21,8 +21,9 @@ pub enum Executor {
 /// guest runs out.
 #[derive(Clone, Debug, Default, Args)]
 pub struct ClusterOpts {
-    /// Where guest runs execute: local, or slurm (one job-array task each;
-    /// needs a shared --db postgres://…, docs/cluster.md).
+    /// Where guest runs execute: local, or slurm (one job-array task per
+    /// boot; the cache must be on a file system the nodes share,
+    /// docs/cluster.md).
     #[arg(long, value_enum, default_value_t = Executor::Local)]
     pub executor: Executor,
     /// Slurm partition of the job array (`sbatch --partition`).
@@ -35,13 +36,13 @@ pub struct ClusterOpts {
     /// One more argument for `sbatch` (repeatable): `--sbatch=--qos=long`.
     #[arg(long = "sbatch", value_name = "ARG", allow_hyphen_values = true)]
     pub sbatch: Vec<String>,
-    /// A cache directory every node mounts: kernels are fetched into it and
-    /// guest binaries put there before the tasks start (default: each node
-    /// fetches its own, verified by apt's signatures).
+    /// A cache directory every node mounts at the same path: kernels are
+    /// fetched into it, and the binaries, task files and logs put there
+    /// (default: this user's cache, which the nodes must then mount).
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// Submit only the tasks of this command's last job array that did not
-    /// finish; the others' runs are read back from the database.
+    /// finish; the others' answers are read back from the batch directory.
     #[arg(long)]
     pub resume: bool,
 }
@@ -109,4 +110,21 @@ mod tests {
             assert!(slurm_time(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// `ptelab task run FILE`.
+#[derive(Debug, clap::Args)]
+pub struct TaskArgs {
+    #[command(subcommand)]
+    pub command: TaskCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TaskCommand {
+    /// Boot the job in FILE (a `ptelab/task/v1` document) and write its
+    /// answer beside it.
+    Run {
+        #[arg(value_name = "FILE")]
+        file: std::path::PathBuf,
+    },
 }

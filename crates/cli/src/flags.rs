@@ -66,6 +66,10 @@ pub enum Command {
     /// or over a kernel git tree's commits (`--repo DIR --good v6.16 --bad
     /// v6.17-rc1`), each booted in a guest (docs/bisect.md).
     Bisect(super::bisect::BisectArgs),
+    /// Run a task file a cluster's executor wrote: what a Slurm task runs
+    /// (set by the submitting ptelab, not typed; docs/cluster.md).
+    #[command(hide = true)]
+    Task(super::cluster::TaskArgs),
 }
 
 impl Command {

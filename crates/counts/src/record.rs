@@ -25,6 +25,7 @@ pub const HEADER: &str = "ptelab-plugin v1";
 
 /// One phase of one committed sample window.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Window {
     /// The guest command it belongs to (0 for the first; `S` lines count).
     pub step: u32,
@@ -42,6 +43,7 @@ pub struct Window {
 
 /// A whole output file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Output {
     /// QEMU's target name from the header.
     pub target: String,

@@ -19,7 +19,6 @@ use ptelab_workload as workload;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -32,7 +31,7 @@ use crate::guest::boot::initramfs::JobStep;
 use crate::guest::boot::profile::Symbols;
 pub use crate::guest::boot::qemu::Setup;
 use crate::guest::boot::qemu::{choose_accel, narrow_strings, AccelRequest};
-use crate::guest::boot::run::{run_boot, GuestJob, GuestOutput};
+use crate::guest::boot::run::{GuestJob, GuestOutput};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
 use crate::kernel::procfs::MEM_SHARE;
@@ -40,7 +39,11 @@ use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::store::Store;
 use crate::workload::Arch;
 
+pub mod executor;
 pub mod slurm;
+pub mod task;
+
+pub use executor::{Executing, Executor};
 
 /// Set on SIGINT/SIGTERM: what a caller of the fleet checks between steps.
 pub fn interrupted() -> &'static AtomicBool {
@@ -95,6 +98,8 @@ pub struct Settings {
     pub append: Vec<String>,
     /// Load ptelab's QEMU plugin and count the mechanism.
     pub profile: ProfileRequest,
+    /// Where the guests boot (`--executor`).
+    pub executing: Executing,
 }
 
 /// Whether guests count the mechanism (docs/guests.md, "Mechanism counters").
@@ -155,6 +160,7 @@ pub struct Fleet {
     /// Where guest disk images are made (unnamed, gone after each run).
     disks: PathBuf,
     interrupted: &'static AtomicBool,
+    executor: Box<dyn Executor>,
 }
 
 impl Fleet {
@@ -168,7 +174,14 @@ impl Fleet {
             if accels.contains_key(&k.arch) {
                 continue;
             }
-            let (accel, why) = choose_accel(settings.accel, k.arch)?;
+            let (accel, why) = match (settings.accel, settings.executing.remote()) {
+                // The nodes' KVM, not this machine's, runs them.
+                (AccelRequest::Kvm, true) => (
+                    Accel::Kvm,
+                    "--accel kvm: KVM on the nodes, time per call".to_string(),
+                ),
+                (req, _) => choose_accel(req, k.arch)?,
+            };
             if settings.profile == ProfileRequest::Required && accel != Accel::Tcg {
                 bail_usage!(
                     "--profile counts with a QEMU TCG plugin, and {} guests would run under KVM \
@@ -219,6 +232,7 @@ impl Fleet {
             }
         }
         Ok(Fleet {
+            executor: settings.executing.executor(&cache.root, settings.jobs),
             settings,
             per_arch,
             plugin,
@@ -227,6 +241,13 @@ impl Fleet {
             disks: cache.root.join("disks"),
             interrupted: crate::kernel::signals::interrupted(),
         })
+    }
+
+    /// The same fleet, its guests booted by `executor` (a test's
+    /// [`executor::Fake`]).
+    pub fn with_executor(mut self, executor: Box<dyn Executor>) -> Fleet {
+        self.executor = executor;
+        self
     }
 
     /// One fleet for the arches of both, prepared with the same settings
@@ -270,100 +291,75 @@ impl Fleet {
     }
 
     /// Boot each group of `boots` (indices into `jobs`) once, in the order
-    /// given; answers come back in job order.
+    /// given, through the executor; answers come back in job order.
     fn run_boots(&self, jobs: &[Job], boots: Vec<Vec<usize>>) -> anyhow::Result<Vec<Finished>> {
-        let logs: Vec<PathBuf> = boots
+        let planned: Vec<executor::Boot> = boots
             .iter()
-            .map(|b| self.log_path(&b.iter().map(|&i| &jobs[i]).collect::<Vec<_>>()))
-            .collect();
-        let answers: Vec<Mutex<Option<anyhow::Result<GuestOutput>>>> =
-            jobs.iter().map(|_| Mutex::new(None)).collect();
-        let next = AtomicUsize::new(0);
-        let done = AtomicUsize::new(0);
-        let total = boots.len();
-        std::thread::scope(|s| {
-            for _ in 0..(self.settings.jobs.max(1) as usize).min(total) {
-                s.spawn(|| loop {
-                    let b = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(members) = boots.get(b) else { break };
-                    if self.interrupted() {
-                        break;
-                    }
-                    // A pinned caller (reproduce's session) must not keep
-                    // every guest on its one CPU.
-                    let _ = crate::kernel::procfs::unpin_thread();
-                    let boot: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
-                    let kernel = boot[0].kernel;
-                    let setup = &self.per_arch[&kernel.arch];
-                    let names = boot
-                        .iter()
-                        .map(|j| j.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    eprintln!(
-                        "ptelab: booting {} ({} guest, {}) for {names} -- log {}",
+            .map(|members| {
+                let boot: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
+                let kernel = boot[0].kernel;
+                let setup = &self.per_arch[&kernel.arch];
+                let names = boot
+                    .iter()
+                    .map(|j| j.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                executor::Boot {
+                    job: self.guest_job(&boot, setup, &self.log_path(&boot)),
+                    what: format!(
+                        "{} ({} guest, {}) for {names}",
                         kernel.spec,
                         kernel.arch.name(),
-                        setup.accel.name(),
-                        logs[b].display()
-                    );
-                    let outs = run_boot(&self.guest_job(&boot, setup, &logs[b]))
-                        .map(|outs| self.with_symbols(kernel, outs));
-                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    if total > 1 {
-                        eprintln!(
-                            "ptelab: guest {n}/{total} done ({} {names}{})",
-                            kernel.spec,
-                            match &outs {
-                                Ok(o) => format!(", {:.1} s", o[0].boot_to_exit.as_secs_f64()),
-                                Err(_) => ", failed".into(),
-                            }
-                        );
-                    }
-                    match outs {
-                        Ok(outs) => {
-                            for (&i, out) in members.iter().zip(outs) {
-                                *answers[i].lock().unwrap_or_else(|e| e.into_inner()) =
-                                    Some(Ok(out));
-                            }
-                        }
-                        Err(e) => {
-                            // Every job of the boot fails with its error,
-                            // a usage error staying one (exit 2).
-                            let (why, usage) = (format!("{e:#}"), crate::error::is_usage(&e));
-                            let mut e = Some(e);
-                            for &i in members {
-                                let err = e.take().unwrap_or_else(|| match usage {
-                                    true => crate::error::usage(why.clone()),
-                                    false => anyhow::anyhow!("{why}"),
-                                });
-                                *answers[i].lock().unwrap_or_else(|e| e.into_inner()) =
-                                    Some(Err(err));
-                            }
-                        }
-                    }
-                });
-            }
-        });
+                        setup.accel.name()
+                    ),
+                    short: format!("{} {names}", kernel.spec),
+                }
+            })
+            .collect();
+        let logs: Vec<PathBuf> = planned.iter().map(|b| b.job.log.clone()).collect();
+        let answers = self.executor.boot(planned)?;
         if self.interrupted() {
             anyhow::bail!("interrupted: no guest is left running");
         }
-        let mut log_of = vec![PathBuf::new(); jobs.len()];
-        for (b, members) in boots.iter().enumerate() {
-            for &i in members {
-                log_of[i] = logs[b].clone();
+        let mut finished: Vec<Option<Finished>> = jobs.iter().map(|_| None).collect();
+        for ((members, log), outs) in boots.iter().zip(logs).zip(answers) {
+            let kernel = jobs[members[0]].kernel;
+            match outs.map(|outs| self.with_symbols(kernel, outs)) {
+                Ok(outs) => {
+                    anyhow::ensure!(
+                        outs.len() == members.len(),
+                        "a boot of {} commands answered {}",
+                        members.len(),
+                        outs.len()
+                    );
+                    for (&i, out) in members.iter().zip(outs) {
+                        finished[i] = Some(Finished {
+                            log: log.clone(),
+                            answer: Ok(out),
+                        });
+                    }
+                }
+                Err(e) => {
+                    // Every job of the boot fails with its error, a usage
+                    // error staying one (exit 2).
+                    let (why, usage) = (format!("{e:#}"), crate::error::is_usage(&e));
+                    let mut e = Some(e);
+                    for &i in members {
+                        let err = e.take().unwrap_or_else(|| match usage {
+                            true => crate::error::usage(why.clone()),
+                            false => anyhow::anyhow!("{why}"),
+                        });
+                        finished[i] = Some(Finished {
+                            log: log.clone(),
+                            answer: Err(err),
+                        });
+                    }
+                }
             }
         }
-        Ok(answers
+        Ok(finished
             .into_iter()
-            .zip(log_of)
-            .map(|(a, log)| Finished {
-                log,
-                answer: a
-                    .into_inner()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .expect("every job ran"),
-            })
+            .map(|f| f.expect("every job is in a boot"))
             .collect())
     }
 
@@ -824,6 +820,91 @@ pub mod tests {
             job(&arm, "toggle", None, None),
         ];
         assert_eq!(per_kernel(&jobs), [vec![1, 0]]);
+    }
+
+    /// A fleet of `cache` for x86-64 guests under TCG, booting through
+    /// `executor`: nothing is built or probed.
+    fn fleet_on(cache: &Cache, executor: Box<dyn Executor>) -> Fleet {
+        let settings = Settings {
+            accel: AccelRequest::Tcg,
+            memory: 1 << 30,
+            timeout: Duration::from_secs(60),
+            jobs: 1,
+            files: vec![],
+            append: vec![],
+            profile: ProfileRequest::Off,
+            executing: Executing::Local,
+        };
+        let arch = ArchSetup {
+            binary: cache.root.join("ptelab-guest"),
+            accel: Accel::Tcg,
+            profile: false,
+            uncounted: None,
+        };
+        Fleet {
+            settings,
+            per_arch: [(Arch::X86_64, arch)].into(),
+            plugin: None,
+            symbols: symbols_dir(cache),
+            logs: cache.root.join("logs"),
+            disks: cache.root.join("disks"),
+            interrupted: crate::kernel::signals::interrupted(),
+            executor,
+        }
+    }
+
+    /// Whatever executor boots them, a kernel's jobs share one boot whose
+    /// job carries each command (with what the fleet adds), answers come
+    /// back in job order, and a boot that fails fails each of its jobs.
+    #[test]
+    fn answers_from_an_executor_come_back_in_job_order() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = Cache {
+            root: d.path().to_owned(),
+        };
+        let a = Fake::spec("6.16.12")
+            .resolve(&cache, &Fake::options())
+            .unwrap();
+        let b = Fake::spec("6.17.8")
+            .resolve(&cache, &Fake::options())
+            .unwrap();
+        let answer = |job: &GuestJob| -> executor::Answer {
+            if job.kernel.to_string_lossy().contains("6.17.8") {
+                return Err(crate::error::usage("no such kernel on the node"));
+            }
+            Ok(job
+                .steps
+                .iter()
+                .map(|s| GuestOutput {
+                    stdout: s.args.join(" ").into_bytes(),
+                    exit_code: 0,
+                    accel: job.accel,
+                    qemu_version: "10.0.2".into(),
+                    kernel_release: "6.16.12".into(),
+                    boot_to_exit: Duration::from_secs(1),
+                    counts: None,
+                    symbols: None,
+                    symbol_table: None,
+                })
+                .collect())
+        };
+        let fleet = fleet_on(&cache, Box::new(executor::Fake(answer)));
+        let job = |kernel, name: &str| Job {
+            kernel,
+            name: name.into(),
+            args: vec!["sweep".into(), name.into()],
+            program: None,
+            disk: None,
+            setup: Setup::default(),
+        };
+        let jobs = [job(&a, "toggle"), job(&b, "toggle"), job(&a, "mremap")];
+        let done = fleet.run_per_kernel(&jobs).unwrap();
+        let stdout = |f: &Finished| String::from_utf8(f.answer.as_ref().unwrap().stdout.clone());
+        assert_eq!(stdout(&done[0]).unwrap(), "sweep --icount --windows toggle");
+        assert_eq!(stdout(&done[2]).unwrap(), "sweep --icount --windows mremap");
+        assert_eq!(done[0].log, done[2].log, "one boot, one log");
+        let e = done[1].answer.as_ref().unwrap_err();
+        assert!(crate::error::is_usage(e) && e.to_string().contains("no such kernel"));
     }
 
     #[test]

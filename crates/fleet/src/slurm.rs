@@ -1,16 +1,18 @@
-//! Guest runs as the tasks of a Slurm job array (`--executor slurm`,
-//! docs/cluster.md): one `sbatch --array` of a generated script whose task
-//! I `exec`s the ptelab command line of guest run I, then a wait with
+//! Guest boots as the tasks of a Slurm job array (`--executor slurm`,
+//! docs/cluster.md): [`Slurm`] writes each boot's job to a task file
+//! (`crate::task`) and submits one `sbatch --array` of a generated script
+//! whose task I runs `ptelab task run task-I.json`; then it waits, with
 //! progress per task from `squeue` (and `sacct` where Slurm keeps
-//! accounting), each failed task reported with its log.
+//! accounting), reports each failed task with its log, and reads the
+//! answers back for the fleet.
 //!
-//! - A batch is named by a hash of its label and its tasks' command lines,
-//!   so the same command finds its last job array again: its state file
-//!   says which tasks finished, and `--resume` submits only the others.
+//! - A batch is named by a hash of its tasks, so the same command finds
+//!   its last job array again: its state file says which tasks finished,
+//!   and `--resume` submits only the others.
 //! - SIGINT/SIGTERM cancel the array (`scancel`) and wait until nothing of
 //!   it is queued or running.
-//! - What a task stores goes to the shared database; this module knows
-//!   nothing of results (the caller reads them back) and starts no guest.
+//! - This module knows nothing of results and starts no guest: a task
+//!   boots its guest, the fleet stores what it answered.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -26,8 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::usage;
-use crate::guest::boot::binary;
-use crate::workload::Arch;
+use crate::executor::{Answer, Boot, Executor};
 
 /// How often the queue is asked about the tasks.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -55,6 +56,9 @@ pub struct Task {
     pub name: String,
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// A document written as `task-I.json` in the batch's directory at
+    /// submission (what `ptelab task run` reads).
+    pub data: Option<String>,
 }
 
 /// How the array is submitted.
@@ -161,10 +165,20 @@ impl Batch {
     /// The batch `key` of `tasks`, kept under `root/slurm/KEY`.
     pub fn new(root: &Path, key: String, tasks: Vec<Task>) -> Batch {
         Batch {
-            dir: root.join("slurm").join(&key),
+            dir: Batch::dir_of(root, &key),
             key,
             tasks,
         }
+    }
+
+    /// The directory of batch `key` under `root`.
+    pub fn dir_of(root: &Path, key: &str) -> PathBuf {
+        root.join("slurm").join(key)
+    }
+
+    /// Where task `i`'s document goes ([`Task::data`]).
+    pub fn data_file(dir: &Path, i: usize) -> PathBuf {
+        dir.join(format!("task-{i}.json"))
     }
 
     /// Task `i`'s standard output and error.
@@ -345,6 +359,12 @@ impl Batch {
             let (out, err) = self.logs(i);
             let _ = std::fs::remove_file(out);
             let _ = std::fs::remove_file(err);
+            if let Some(data) = &self.tasks[i].data {
+                let file = Batch::data_file(&self.dir, i);
+                let _ = std::fs::remove_file(crate::task::answer_path(&file));
+                std::fs::write(&file, data)
+                    .with_context(|| format!("writing {}", file.display()))?;
+            }
         }
         let list: Vec<String> = todo.iter().map(usize::to_string).collect();
         let mut cmd = client("sbatch", opts);
@@ -644,221 +664,107 @@ fn cancel(job: &str, opts: &Options) {
 }
 
 /// What `--executor slurm` and its options asked for, as every command
-/// that fans guest runs out to Slurm takes it.
+/// that boots guests takes it.
 #[derive(Clone, Debug, Default)]
 pub struct Request {
     pub options: Options,
-    /// `--cache DIR`: kernels, guest binaries and ptelab staged there.
-    pub shared_cache: bool,
-    /// How the database is shown (never with its password).
-    pub db: String,
-    /// `--mirror`: where a task fetches a Debian kernel the shared cache
-    /// does not hold.
-    pub mirror: Option<String>,
 }
 
-/// One guest run as its task's `ptelab vm` boots it.
-pub struct VmTask<'a> {
-    pub kernel: &'a str,
-    /// None: the task's vm picks it, as a local vm would.
-    pub arch: Option<Arch>,
-    /// `auto`, `kvm` or `tcg`.
-    pub accel: &'a str,
-    pub profile: bool,
-    /// Tags of the stored run (the batch adds its own).
-    pub tags: &'a [String],
-    /// The task prints vm's JSON document.
-    pub json: bool,
+/// Boots as the tasks of one Slurm job array per call
+/// ([`crate::executor`]).
+pub struct Slurm {
+    /// The cache every node reads: kernels, binaries, batches, logs.
+    cache: PathBuf,
+    req: Request,
 }
 
-impl Request {
-    /// The `ptelab vm` command line of `task`, booted with the fleet's
-    /// `settings`, running the guest `commands` in turn (joined by
-    /// [`crate::guest::THEN`]).
-    pub fn vm_line(
-        &self,
-        task: &VmTask,
-        settings: &super::Settings,
-        commands: &[Vec<String>],
-    ) -> Vec<String> {
-        let mut a: Vec<String> = vec!["vm".into(), "--kernel".into(), task.kernel.into()];
-        if let Some(arch) = task.arch {
-            a.extend(["--arch".into(), arch.name().into()]);
+impl Slurm {
+    pub fn new(cache: &Path, req: Request) -> Slurm {
+        Slurm {
+            cache: cache.to_path_buf(),
+            req,
         }
-        a.extend([
-            "--accel".into(),
-            task.accel.into(),
-            "--memory".into(),
-            crate::workload::size::format_size(settings.memory),
-            "--timeout".into(),
-            format!("{}s", settings.timeout.as_secs_f64()),
-        ]);
-        if let Some(m) = &self.mirror {
-            a.extend(["--mirror".into(), m.clone()]);
-        }
-        if task.profile {
-            a.push("--profile".into());
-        }
-        for f in &settings.files {
-            let f = std::path::absolute(f).unwrap_or_else(|_| f.clone());
-            a.extend(["--file".into(), f.display().to_string()]);
-        }
-        for p in &settings.append {
-            a.extend(["--append".into(), p.clone()]);
-        }
-        for t in task.tags {
-            a.extend(["--tag".into(), t.clone()]);
-        }
-        if task.json {
-            a.push("--json".into());
-        }
-        a.push("--".into());
-        a.extend(commands.join(&crate::guest::THEN.to_string()));
-        a
     }
 }
 
-/// The guest command of a fleet's job (`args`) as a task's vm takes it:
-/// less what only a guest answering its host needs (the task's vm asks for
-/// it, and stores the run itself).
-pub fn guest_command(args: &[String]) -> Vec<String> {
-    args.iter()
-        .filter(|w| *w != "--no-store" && *w != "--json")
-        .cloned()
-        .collect()
-}
-
-/// A batch whose task I stores one run in `store`, tagged `slurm-KEY-I`
-/// (the tag goes before the guest command's `--`), which is how its run is
-/// found again: the one stored after this submission, or with `--resume`
-/// the one stored before. Without a store (a command that stores nothing)
-/// the tasks are tagged all the same, and no run is found.
-pub struct Stored<'s> {
-    pub batch: Batch,
-    tags: Vec<String>,
-    before: Vec<Option<crate::store::RunId>>,
-    /// Runs task I stores: one per command of its vm (joined by `--then`),
-    /// stored in their order.
-    steps: Vec<usize>,
-    store: Option<&'s crate::store::Store>,
-    resume: bool,
-}
-
-impl<'s> Stored<'s> {
-    /// Tasks `(name, program, command line)` under `root`, the batch named
-    /// by `label` and the command lines.
-    pub fn new(
-        root: &Path,
-        label: &str,
-        store: Option<&'s crate::store::Store>,
-        tasks: Vec<(String, PathBuf, Vec<String>)>,
-        resume: bool,
-    ) -> Stored<'s> {
-        let lines: Vec<Vec<String>> = tasks.iter().map(|t| t.2.clone()).collect();
-        let key = batch_key(label, &lines);
-        let tags: Vec<String> = (0..lines.len())
-            .map(|i| format!("slurm-{key}-{i}"))
+impl Executor for Slurm {
+    fn boot(&self, mut boots: Vec<Boot>) -> anyhow::Result<Vec<Answer>> {
+        // The binaries a task runs, by content: a rebuild here does not
+        // change what a queued task boots.
+        let program = stage_ptelab(&self.cache)?;
+        let bin = self.cache.join("bin");
+        for b in &mut boots {
+            let name = format!("ptelab-guest-{}", b.job.arch.name());
+            b.job.binary = copy_by_content(&b.job.binary, &bin, &name)?;
+            if let Some(p) = &mut b.job.profile {
+                p.library = copy_by_content(&p.library, &bin, "ptelab-plugin")?;
+            }
+        }
+        // Named by the jobs less their logs (named by the time), so that
+        // the same command finds its batch again.
+        let mut docs = Vec::new();
+        for b in &boots {
+            let mut v = serde_json::to_value(&b.job)?;
+            v["log"] = serde_json::Value::Null;
+            docs.push(v.to_string());
+        }
+        let key = batch_key("boots", &[docs]);
+        let dir = Batch::dir_of(&self.cache, &key);
+        let files: Vec<PathBuf> = (0..boots.len())
+            .map(|i| Batch::data_file(&dir, i))
             .collect();
-        // A vm runs the commands after its `--` that `--then` joins.
-        let steps = lines
+        let tasks = boots
             .iter()
-            .map(|l| {
-                let command = l.iter().skip_while(|a| *a != "--");
-                1 + command.filter(|a| *a == crate::guest::THEN).count()
+            .zip(&files)
+            .map(|(b, file)| {
+                Ok(Task {
+                    name: b.short.clone(),
+                    program: program.clone(),
+                    args: vec!["task".into(), "run".into(), file.display().to_string()],
+                    data: Some(crate::task::document(&b.job)?),
+                })
+            })
+            .collect::<anyhow::Result<Vec<Task>>>()?;
+        let batch = Batch::new(&self.cache, key, tasks);
+        let resume = self.req.options.resume && batch.submitted_before();
+        if self.req.options.resume && !resume {
+            eprintln!(
+                "ptelab: --resume: no earlier job array of these boots in {}: submitting them all",
+                batch.dir.display()
+            );
+        }
+        let answered = |i: usize| matches!(crate::task::read_answer(&files[i]), Some(Ok(_)));
+        let outcome = batch.run(
+            &Options {
+                resume,
+                ..self.req.options.clone()
+            },
+            &answered,
+        )?;
+        let job = outcome.job.as_deref().unwrap_or("(an earlier one)");
+        let answers: Vec<Answer> = outcome
+            .states
+            .iter()
+            .zip(&files)
+            .enumerate()
+            .map(|(i, (state, file))| match crate::task::read_answer(file) {
+                Some(answer) => answer,
+                None => Err(anyhow::anyhow!(
+                    "its Slurm task (job {job}, task {i}) ended {} without an answer; log {}",
+                    state.word(),
+                    batch.logs(i).1.display()
+                )),
             })
             .collect();
-        let tasks = tasks
-            .into_iter()
-            .zip(&tags)
-            .map(|((name, program, mut args), tag)| {
-                let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
-                args.splice(at..at, ["--tag".to_string(), tag.clone()]);
-                Task {
-                    name,
-                    program,
-                    args,
-                }
-            })
-            .collect();
-        let before = tags
-            .iter()
-            .map(|t| store.and_then(|s| s.resolve(t).ok()))
-            .collect();
-        Stored {
-            batch: Batch::new(root, key, tasks),
-            steps,
-            tags,
-            before,
-            store,
-            resume,
-        }
-    }
-
-    /// Take the runs stored before this submission as the tasks' (a batch
-    /// resumed).
-    pub fn set_resume(&mut self, resume: bool) {
-        self.resume = resume;
-    }
-
-    /// Task `i`'s run (its last), once it stored all of them.
-    pub fn found(&self, i: usize) -> Option<crate::store::RunId> {
-        self.found_runs(i)?.last().copied()
-    }
-
-    /// Task `i`'s runs in the order it stored them, once it stored all of
-    /// them: those stored after this submission, or with `--resume` the
-    /// last ones stored.
-    pub fn found_runs(&self, i: usize) -> Option<Vec<crate::store::RunId>> {
-        let mut ids = self.store?.resolve_runs(&self.tags[i], true).ok()?;
-        if !self.resume {
-            ids.retain(|&id| Some(id) > self.before[i]);
-        }
-        let n = self.steps[i];
-        (ids.len() >= n).then(|| ids.split_off(ids.len() - n))
-    }
-
-    /// Submit, wait, and say what became of every task (`Batch::run`).
-    pub fn run(&self, opts: &Options) -> anyhow::Result<Outcome> {
-        self.batch.run(opts, &|i| self.found(i).is_some())
-    }
-
-    /// Why task `i`, in `state`, gave no run: a line naming its log.
-    pub fn no_run(&self, i: usize, state: &TaskState) -> String {
-        let what = match state {
-            TaskState::Done if self.steps[i] > 1 => format!(
-                "stored fewer than its {} runs tagged {}",
-                self.steps[i], self.tags[i]
-            ),
-            TaskState::Done => format!("stored no run tagged {}", self.tags[i]),
-            state => format!("ended {state:?}"),
-        };
-        format!(
-            "its Slurm task {what}; log {}",
-            self.batch.logs(i).1.display()
-        )
+        batch.close(answers.iter().all(Result::is_ok));
+        Ok(answers)
     }
 }
 
-/// Put the guest binaries of `arches` and this ptelab into `cache/bin` (by
-/// content), and point the tasks' environment at them and at the cache.
-/// Returns the ptelab the tasks run.
-pub fn stage_binaries(
-    cache: &Path,
-    arches: &[Arch],
-    env: &mut Vec<(String, OsString)>,
-) -> anyhow::Result<PathBuf> {
+/// Put this ptelab into `cache/bin` (by content), for tasks to run.
+pub fn stage_ptelab(cache: &Path) -> anyhow::Result<PathBuf> {
     let bin = cache.join("bin");
     std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
-    let mut built = binary::guest_binaries(arches)?;
-    for &a in arches {
-        let built = built.remove(&a).expect("built for every arch");
-        let shared = copy_by_content(&built, &bin, &format!("ptelab-guest-{}", a.name()))?;
-        env.push((
-            crate::guest::arch::facts(a).binary_env.into(),
-            shared.into_os_string(),
-        ));
-    }
-    env.push(("PTELAB_CACHE".into(), cache.as_os_str().to_owned()));
     let me = std::env::current_exe().context("finding this ptelab")?;
     copy_by_content(&me, &bin, "ptelab")
 }

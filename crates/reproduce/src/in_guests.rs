@@ -4,8 +4,6 @@
 //! arch that cannot run guests here becomes a note on the claims it leaves
 //! unmeasured, never a silent gap or an abort of the whole reproduce.
 
-use anyhow::Context;
-
 use super::guests::{plan, GuestEvidence, GuestRun, PlannedRun};
 use super::Seed;
 use crate::fleet::{self, Fleet, Job, Measured, Settings};
@@ -23,8 +21,6 @@ pub struct Request {
     pub arches: Vec<Arch>,
     pub mirror: Option<String>,
     pub quick: bool,
-    /// `--executor slurm`: the guest runs go to a job array.
-    pub slurm: Option<super::on_slurm::SlurmRequest>,
     /// `--cache DIR`: the kernel cache to use (one the nodes share).
     pub cache: Option<std::path::PathBuf>,
 }
@@ -192,23 +188,6 @@ pub fn measure(
             }
             Err(e) => ev.missing.push((arch, format!("{e:#}"))),
         }
-    }
-    if let Some(slurm) = &req.slurm {
-        let store = store.context("--executor slurm reads the guest runs from the database")?;
-        let mut jobs = Vec::new();
-        for (arch, fleet) in &usable {
-            let accel = fleet.accel(*arch).expect("prepared for this arch");
-            for r in planned.iter().filter(|r| r.arch == *arch) {
-                jobs.push(super::on_slurm::Planned {
-                    arch: *arch,
-                    accel,
-                    run: r,
-                    job: job_of(r, &kernels, accel, req.quick),
-                });
-            }
-        }
-        super::on_slurm::measure(slurm, &cache, &jobs, &settings, store, tags, &mut ev)?;
-        return Ok(ev);
     }
     // One queue for both arches, and one boot per kernel: a kernel's
     // workloads run one after the other in the same guest.

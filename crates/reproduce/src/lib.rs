@@ -26,7 +26,6 @@ pub mod claims;
 pub mod guests;
 pub mod in_guests;
 pub mod mechanism;
-pub mod on_slurm;
 pub mod predicted;
 
 use ptelab_model::workload::ModelOutcome;

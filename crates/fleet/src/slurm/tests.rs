@@ -9,6 +9,7 @@ fn sh(name: &str, script: &str) -> Task {
         name: name.into(),
         program: "/bin/sh".into(),
         args: vec!["-c".into(), script.into()],
+        data: None,
     }
 }
 
@@ -171,102 +172,6 @@ fn staged_binaries_are_pruned_to_the_most_recently_used() {
         left, want,
         "the 4 most recently used copies of ptelab, other names untouched"
     );
-}
-
-#[test]
-fn a_task_line_is_the_vm_command_a_local_guest_boots() {
-    let req = Request {
-        mirror: Some("http://mirror.lab/debian".into()),
-        ..Request::default()
-    };
-    let settings = crate::Settings {
-        accel: crate::guest::boot::qemu::AccelRequest::Tcg,
-        memory: 1 << 30,
-        timeout: Duration::from_secs(300),
-        jobs: 1,
-        files: vec!["/lab/prog".into()],
-        append: vec!["quiet".into()],
-        profile: crate::ProfileRequest::Off,
-    };
-    let task = VmTask {
-        kernel: "debian:6.17.13",
-        arch: None,
-        accel: "tcg",
-        profile: false,
-        tags: &["lab".into()],
-        json: true,
-    };
-    let command = guest_command(&[
-        "sweep".into(),
-        "mprotect-toggle".into(),
-        "--no-store".into(),
-        "--json".into(),
-    ]);
-    assert_eq!(
-        req.vm_line(&task, &settings, std::slice::from_ref(&command))
-            .join(" "),
-        "vm --kernel debian:6.17.13 --accel tcg --memory 1G --timeout 300s --mirror \
-         http://mirror.lab/debian --file /lab/prog --append quiet --tag lab --json -- sweep \
-         mprotect-toggle"
-    );
-    // A kernel's commands share its boot.
-    let bench = guest_command(&["bench".into(), "reclaim".into(), "--no-store".into()]);
-    let line = req.vm_line(&task, &settings, &[command, bench]).join(" ");
-    assert!(
-        line.ends_with("-- sweep mprotect-toggle --then bench reclaim"),
-        "{line}"
-    );
-}
-
-/// A task that runs several commands is found once it stored a run for
-/// each, in order; runs stored before the submission are not its own
-/// unless it is resumed.
-#[test]
-fn a_task_of_several_commands_is_found_by_all_its_runs() {
-    let d = tempfile::tempdir().unwrap();
-    let store = crate::store::Store::open(d.path().join("ptelab.db")).unwrap();
-    let (k, m) = crate::tests::fake_answer(d.path(), serde_json::json!([]));
-    // Task 0's vm runs two commands, task 1's one.
-    let task = |command: &[&str]| {
-        let mut line = vec!["vm".to_string(), "--".into()];
-        line.extend(command.iter().map(|w| w.to_string()));
-        ("k".to_string(), PathBuf::from("ptelab"), line)
-    };
-    let make = |resume| {
-        Stored::new(
-            d.path(),
-            "t",
-            Some(&store),
-            vec![task(&["a", crate::guest::THEN, "b"]), task(&["c"])],
-            resume,
-        )
-    };
-    let stored = make(false);
-    let tag = |i: usize| stored.batch.tasks[i].args[2].clone();
-    assert_eq!(stored.batch.tasks[0].args[1], "--tag");
-    let old = m.store(&store, "sweep", &k, &[tag(0)]).unwrap();
-    let stored = make(false);
-    assert_eq!(
-        stored.found_runs(0),
-        None,
-        "a run stored before is not this submission's"
-    );
-    let first = m.store(&store, "sweep", &k, &[tag(0)]).unwrap();
-    assert_eq!(
-        (stored.found_runs(0), stored.found(0)),
-        (None, None),
-        "one of two"
-    );
-    let second = m.store(&store, "sweep", &k, &[tag(0)]).unwrap();
-    assert_eq!(stored.found_runs(0), Some(vec![first, second]));
-    assert_eq!(stored.found(0), Some(second));
-    assert_eq!(stored.found(1), None);
-    assert!(stored
-        .no_run(0, &TaskState::Done)
-        .contains("fewer than its 2 runs"));
-    assert!(old < first);
-    // Resumed: the last runs stored, whenever.
-    assert_eq!(make(true).found_runs(0), Some(vec![first, second]));
 }
 
 #[test]

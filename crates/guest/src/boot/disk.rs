@@ -39,7 +39,7 @@ pub const REFILL_ENV: &str = "PTELAB_RECLAIM_REFILL";
 const SLACK: u64 = 64 << 20;
 
 /// A disk a guest command needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DiskSpec {
     /// The image's size (sparse: only what is written takes room here).
     pub bytes: u64,

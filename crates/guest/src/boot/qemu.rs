@@ -354,7 +354,7 @@ pub fn narrow_strings(arch: Arch, disk: bool) -> bool {
 /// of the measuring process's environment. Each moves the guest's memory
 /// layout (setup randomization, docs/guests.md "The bias of a guest
 /// figure"); the default is the one setup every other guest boots with.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Setup {
     /// QEMU's `-seed` under TCG (None: [`TCG_SEED`]).
     pub seed: Option<u64>,

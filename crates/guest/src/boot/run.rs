@@ -33,7 +33,9 @@ const POWER_OFF_GRACE: Duration = Duration::from_secs(10);
 /// Console lines quoted in an error.
 const TAIL_LINES: usize = 20;
 
-/// One command to run in a guest.
+/// One boot to run: data, so that another machine can run it
+/// (`fleet::executor`: a cluster task is this, serialized).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct GuestJob {
     pub arch: Arch,
     pub kernel: PathBuf,
@@ -55,7 +57,9 @@ pub struct GuestJob {
     pub timeout: Duration,
     /// The guest's console, written as it comes.
     pub log: PathBuf,
-    /// Set on SIGINT/SIGTERM (`kernel::thp::interrupted()`): stop the guest.
+    /// Set on SIGINT/SIGTERM (`kernel::signals::interrupted()`): stop the
+    /// guest. Not serialized: the machine that runs the boot sets its own.
+    #[serde(skip, default = "never_set")]
     pub interrupted: &'static AtomicBool,
     /// Load ptelab's QEMU plugin (`vm --profile`).
     pub profile: Option<Profiling>,
@@ -63,8 +67,14 @@ pub struct GuestJob {
     pub setup: qemu::Setup,
 }
 
+/// A flag nothing sets: a deserialized job's, until its runner sets its own.
+fn never_set() -> &'static AtomicBool {
+    static NEVER: AtomicBool = AtomicBool::new(false);
+    &NEVER
+}
+
 /// What a profiled guest run loads and asks for.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Profiling {
     /// The plugin library (`plugin::library`).
     pub library: PathBuf,
@@ -73,7 +83,8 @@ pub struct Profiling {
 }
 
 /// What one command of a guest run answered, with the boot it ran in.
-#[derive(Debug)]
+/// Serialized as a cluster task's answer (`fleet::executor`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct GuestOutput {
     pub stdout: Vec<u8>,
     /// The command's exit code in the guest: 128+N when killed by signal N
@@ -94,6 +105,7 @@ pub struct GuestOutput {
     pub symbols: Option<Vec<u8>>,
     /// The symbols that name what the plugin counted, or why there are
     /// none (set by the fleet, from `symbols` or its cache).
+    #[serde(skip)]
     pub symbol_table: Option<Result<super::profile::Symbols, String>>,
 }
 
