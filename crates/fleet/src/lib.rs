@@ -824,6 +824,7 @@ pub mod tests {
 
     /// A fleet of `cache` for x86-64 guests under TCG, booting through
     /// `executor`: nothing is built or probed.
+    #[cfg(test)]
     fn fleet_on(cache: &Cache, executor: Box<dyn Executor>) -> Fleet {
         let settings = Settings {
             accel: AccelRequest::Tcg,
