@@ -238,8 +238,8 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     }
     if args.out.json {
         let mut doc = json!({ "schema": "ptelab/vm/v1", "guests": docs });
-        // Only when the store failed: the document is otherwise the one a
-        // vm through Slurm prints.
+        // Only when the store failed: the document is otherwise the one
+        // every vm prints.
         if let Some(e) = &store_error {
             doc["store_error"] = Value::String(format!("{e:#}"));
         }

@@ -71,8 +71,8 @@ pub struct Setup<'a> {
     pub counter: Option<Counter>,
     /// `--phase`: the one cell followed of a bench that measures several.
     pub phase: Option<String>,
-    /// `--executor slurm`: every guest run is a Slurm task storing its run
-    /// in `store`, a database every node reaches.
+    /// `--executor slurm`: a tree's builds are Slurm tasks (the guests go
+    /// through the fleet's executor, in `settings`).
     pub slurm: Option<crate::fleet::slurm::Request>,
     /// The `ptelab bisect …` command line, for the report.
     pub invocation: String,
@@ -174,7 +174,7 @@ pub struct Prober<'a> {
     tag: String,
     /// Measured by this run (not taken from the state).
     fresh: std::collections::BTreeSet<String>,
-    /// Why a kernel measured through Slurm gave no figure.
+    /// Why a kernel measured in this run gave no figure.
     failed: std::collections::BTreeMap<String, String>,
 }
 

@@ -59,23 +59,6 @@ impl Location {
             Location::Postgres(_) => None,
         }
     }
-
-    /// Whether this names a server that other machines can reach (a shared
-    /// database), not a local file.
-    #[allow(dead_code)]
-    pub fn is_shared(&self) -> bool {
-        matches!(self, Location::Postgres(_))
-    }
-
-    /// The text to pass back to another ptelab (a Slurm task), password
-    /// included.
-    #[allow(dead_code)]
-    pub fn as_arg(&self) -> String {
-        match self {
-            Location::File(p) => p.display().to_string(),
-            Location::Postgres(url) => url.clone(),
-        }
-    }
 }
 
 fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
@@ -167,10 +150,6 @@ mod tests {
         assert_eq!(
             l.to_string(),
             "postgres://lab:***@db.example:5432/ptelab?x=1"
-        );
-        assert_eq!(
-            l.as_arg(),
-            "postgres://lab:s3cret@db.example:5432/ptelab?x=1"
         );
         assert_eq!(
             without_password("postgres://lab@h/db"),
