@@ -1,24 +1,35 @@
-//! `ptelab vm --executor slurm` against a real single-node Slurm and a real
-//! PostgreSQL on localhost (`common::testcluster`, `common::testserver`),
-//! both stopped and removed after each test, also on failure.
+//! `ptelab vm`, `reproduce` and `bisect` with `--executor slurm` against a
+//! real single-node Slurm on localhost (`common::testcluster`), stopped and
+//! removed after each test, also on failure.
 //!
-//! The cheap tests boot no guest: their tasks fail before booting, or are
-//! held in the queue. The end-to-end ones boot Debian's kernels under TCG,
-//! through Slurm and locally, and compare figures and verdicts (exact under
-//! TCG); they skip, saying why, where the kernels are not cached.
+//! Each guest boot is one task of a job array: the hidden `ptelab task run
+//! CACHE/slurm/KEY/task-I.json` boots it on its node and writes
+//! `task-I.answer.json` beside it, which the submitting ptelab reads back
+//! and stores as a local run's. Tasks touch no database, so SQLite serves;
+//! one test stores into a real PostgreSQL (`common::testserver`) to show
+//! that nothing of it reaches a task.
+//!
+//! The cheap tests boot no kernel: their images only look like one (QEMU
+//! refuses them at once), or their tasks are held in the queue. The others
+//! boot Debian's kernels under TCG (seconds each); the end-to-end ones boot
+//! them through Slurm and locally and compare figures and verdicts (exact
+//! under TCG). They skip, saying why, where the kernels are not cached.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::testcluster::TestSlurm;
-use crate::common::testserver::TestServer;
-use crate::common::{assert_success, ptelab, ptelab_std, TempDb};
+use crate::common::testserver::{TestServer, PASSWORD};
+use crate::common::{assert_success, cached_x86_image, ptelab, ptelab_std, TempDb};
 
-/// ptelab pointed at `slurm`, with its batches under `cache`.
-fn with_cluster(slurm: &TestSlurm, cache: &std::path::Path) -> assert_cmd::Command {
+/// ptelab pointed at `slurm`, its cache (batches, staged binaries, logs)
+/// under `cache`.
+fn with_cluster(slurm: &TestSlurm, cache: &Path) -> assert_cmd::Command {
     let mut cmd = ptelab();
     for (k, v) in slurm.env() {
         cmd.env(k, v);
@@ -27,30 +38,151 @@ fn with_cluster(slurm: &TestSlurm, cache: &std::path::Path) -> assert_cmd::Comma
     cmd
 }
 
+/// A file `name` in `dir` that passes for an x86 bzImage (the magic of its
+/// boot header) and is none: it resolves as an image of one's own build,
+/// and QEMU refuses to boot it at once, so that its task fails in seconds.
+fn fake_image(dir: &Path, name: &str) -> String {
+    let mut bytes = vec![0u8; 4096];
+    bytes[0x202..0x206].copy_from_slice(b"HdrS");
+    // Each its own sha256.
+    bytes[0x1000 - name.len()..].copy_from_slice(name.as_bytes());
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.display().to_string()
+}
+
+/// Each job array a submitting ptelab reported on `stderr`, in order:
+/// "submitted Slurm job J: N tasks (LIST), logs in DIR" as (J, "N tasks
+/// (LIST)", DIR).
+fn submissions(stderr: &str) -> Vec<(String, String, PathBuf)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("ptelab: submitted Slurm job ")?;
+            let (job, rest) = rest.split_once(": ")?;
+            let (tasks, dir) = rest.split_once(", logs in ")?;
+            Some((job.to_string(), tasks.to_string(), PathBuf::from(dir)))
+        })
+        .collect()
+}
+
+/// The one job array a submitting ptelab reported on `stderr`.
+fn submission(stderr: &str) -> (String, String, PathBuf) {
+    let mut s = submissions(stderr);
+    assert_eq!(s.len(), 1, "one job array: {stderr}");
+    s.remove(0)
+}
+
+/// Assert that every batch of a successful run was removed once read back.
+fn assert_no_batch_left(stderr: &str) {
+    let subs = submissions(stderr);
+    assert!(!subs.is_empty(), "{stderr}");
+    for (_, _, d) in subs {
+        assert!(!d.exists(), "{} left behind\n{stderr}", d.display());
+    }
+    assert!(!stderr.contains(" kept in "), "{stderr}");
+}
+
+/// The names of the tasks of Slurm job `job`, by task, from the progress
+/// lines on `stderr` ("ptelab: job J task I (NAME): …").
+fn task_names(stderr: &str, job: &str) -> BTreeMap<usize, String> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&format!("ptelab: job {job} task "))?;
+            let (i, rest) = rest.split_once(" (")?;
+            let (name, _) = rest.split_once(')')?;
+            Some((i.parse().ok()?, name.to_string()))
+        })
+        .collect()
+}
+
+/// A JSON file.
+fn json_file(path: &Path) -> Value {
+    let text = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&text).unwrap()
+}
+
+/// The tags of every run in `db`, oldest run first.
+fn run_tags(db: &str) -> Vec<Vec<String>> {
+    let out = ptelab()
+        .args(["runs", "--json", "--db", db])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["tags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// Assert that no run of `db` carries a tag of a Slurm batch: tasks store
+/// nothing, the submitting ptelab stores as a local run does.
+fn assert_tagged_as_local_runs(tags: &[Vec<String>]) {
+    assert!(
+        tags.iter().flatten().all(|t| !t.starts_with("slurm-")),
+        "{tags:?}"
+    );
+}
+
+/// Run ptelab's `verb` with `args` against `slurm`, its job array held;
+/// once the array was submitted, call `meanwhile`, then release it and
+/// wait for the ptelab's end: its status and standard error.
+fn held(
+    slurm: &TestSlurm,
+    verb: &str,
+    args: &[&str],
+    meanwhile: impl FnOnce(),
+) -> (std::process::ExitStatus, String) {
+    let mut child = ptelab_std()
+        .envs(slurm.env())
+        .args([verb, "--sbatch=--hold"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let job = loop {
+        let Some(Ok(line)) = lines.next() else {
+            let _ = child.wait();
+            panic!("nothing submitted:\n{}", seen.join("\n"));
+        };
+        seen.push(line.clone());
+        if let Some(rest) = line.strip_prefix("ptelab: submitted Slurm job ") {
+            break rest.split(':').next().unwrap().to_string();
+        }
+    };
+    meanwhile();
+    let out = slurm
+        .command("scontrol")
+        .args(["release", &job])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    seen.extend(lines.map_while(Result::ok));
+    (child.wait().unwrap(), seen.join("\n"))
+}
+
 #[test]
-fn slurm_needs_a_shared_database_and_its_flags_need_slurm() {
-    let db = TempDb::new();
-    ptelab()
-        .args([
-            "vm",
-            "--executor",
-            "slurm",
-            "--kernel",
-            "debian:6.17.13",
-            "--db",
-            db.path(),
-        ])
-        .args(["--", "bench", "mprotect-toggle", "--size", "64K"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "--executor slurm reads each task's run back from a database every node reaches",
-        ));
+fn slurm_flags_need_slurm_and_kernels_are_refused_before_any_submission() {
     for flag in [
         &["--partition", "p"][..],
         &["--time", "30"],
         &["--resume"],
         &["--sbatch=--qos=x"],
+        &["--cache", "/tmp"],
     ] {
         ptelab()
             .args(["vm", "--kernel", "debian:6.17.13"])
@@ -74,10 +206,51 @@ fn slurm_needs_a_shared_database_and_its_flags_need_slurm() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("a Slurm time limit"));
+    // The submitting ptelab resolves the kernels, as a local vm does: an
+    // image that is not a kernel is refused before anything is submitted
+    // (a stand-in sbatch first on PATH says whether one was tried). An
+    // SQLite --db is no reason to refuse.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let tried = dir.path().join("sbatch-ran");
+    crate::common::script(
+        &bin,
+        "sbatch",
+        &format!("touch '{}'\nexit 1\n", tried.display()),
+    );
+    let bad = dir.path().join("notakernel");
+    std::fs::write(&bad, "garbage").unwrap();
+    let db = TempDb::new();
+    let out = ptelab()
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .args(["vm", "--executor", "slurm", "--kernel"])
+        .arg(&bad)
+        .args(["--db", db.path()])
+        .args(["--", "bench", "mprotect-toggle", "--size", "64K"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not a kernel image"), "{err}");
+    assert!(!tried.exists(), "sbatch was run: {err}");
+    assert!(
+        !dir.path().join("cache/ptelab/slurm").exists(),
+        "a batch was written: {err}"
+    );
 }
 
+/// Tasks whose guests fail are reported with their logs, their batch kept
+/// with each task's job and answer, and nothing stored: here in a real
+/// PostgreSQL, of which nothing reaches a task (the submitting ptelab
+/// stores). `--resume` submits the failed tasks again; `--resume` of boots
+/// never submitted submits them all, saying so.
 #[test]
-fn failed_tasks_are_reported_with_their_logs_and_resume_submits_only_those() {
+fn failed_tasks_are_reported_with_their_logs_and_resume_submits_them_again() {
     let Some(server) = TestServer::start_or_skip("failed_tasks_are_reported") else {
         return;
     };
@@ -86,84 +259,311 @@ fn failed_tasks_are_reported_with_their_logs_and_resume_submits_only_those() {
     };
     let pg = server.create_database("failed");
     let cache = tempfile::tempdir().unwrap();
-    // Images that are not kernels: each task fails as it resolves its
-    // kernel, before any boot.
-    let bad = cache.path().join("notakernel");
-    std::fs::write(&bad, "garbage").unwrap();
-    let bad = bad.display().to_string();
-    let args = [
+    let root = cache.path().join("ptelab");
+    let (a, b) = (
+        fake_image(cache.path(), "a.img"),
+        fake_image(cache.path(), "b.img"),
+    );
+    let vm = |resume: bool, kernels: &[&str]| -> (Option<i32>, String) {
+        let mut cmd = with_cluster(&slurm, cache.path());
+        cmd.args(["vm", "--executor", "slurm"]);
+        if resume {
+            cmd.arg("--resume");
+        }
+        for k in kernels {
+            cmd.args(["--kernel", k]);
+        }
+        cmd.args(["--accel", "tcg", "--db", &pg]).args([
+            "--",
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "64K",
+        ]);
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = vm(false, &[&a, &b]);
+    assert_eq!(code, Some(1), "{err}");
+    let (job, tasks, dir) = submission(&err);
+    assert_eq!(tasks, "2 tasks (0,1)", "{err}");
+    for (i, k) in [&a, &b].into_iter().enumerate() {
+        assert!(
+            err.contains(&format!(
+                "job {job} task {i} ({k} mprotect-toggle) failed: FAILED"
+            )),
+            "{err}"
+        );
+    }
+    // The task's own error, from its log.
+    assert!(
+        err.contains("  | ptelab: error: the guest stopped without an answer"),
+        "{err}"
+    );
+    // The failed batch stays, for its logs and --resume, and says where.
+    let key = dir.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(
+        dir.is_dir() && err.contains(&format!("batch {key} kept in {}", dir.display())),
+        "{err}"
+    );
+    // The submitting vm fails with the error its task answered.
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("ptelab: error: the guest stopped without an answer")),
+        "{err}"
+    );
+    // Each task is its boot's job, the submitter's cache paths in it, and
+    // its answer the error; the script runs the hidden verb on the job.
+    let script = std::fs::read_to_string(dir.join("job.sh")).unwrap();
+    for (i, k) in [&a, &b].into_iter().enumerate() {
+        let file = dir.join(format!("task-{i}.json"));
+        assert!(
+            script.contains(&format!(" task run {}", file.display())),
+            "{script}"
+        );
+        let task = json_file(&file);
+        assert_eq!(task["schema"], "ptelab/task/v1", "{task}");
+        assert_eq!(task["boot"]["kernel"], *k, "{task}");
+        for (field, under) in [("binary", "bin"), ("log", "logs")] {
+            let p = task["boot"][field].as_str().unwrap();
+            assert!(Path::new(p).starts_with(root.join(under)), "{task}");
+        }
+        let answer = json_file(&dir.join(format!("task-{i}.answer.json")));
+        assert_eq!(answer["schema"], "ptelab/task-answer/v1", "{answer}");
+        assert_eq!(answer["outputs"], json!([]), "{answer}");
+        assert!(
+            answer["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("the guest stopped without an answer")),
+            "{answer}"
+        );
+    }
+    // No task is given a database or a tag: not on its command line, not
+    // in any file of the batch; the password shows nowhere.
+    assert!(
+        !script.contains("--db") && !script.contains("--tag"),
+        "{script}"
+    );
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+        assert!(
+            !text.contains(PASSWORD) && !text.contains("postgres://"),
+            "{}: {text}",
+            p.display()
+        );
+    }
+    assert!(!err.contains(PASSWORD), "{err}");
+
+    // --resume: the failed tasks, in the same batch, in a new job array.
+    let (code, err) = vm(true, &[&a, &b]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("resuming batch {key}: 2 of 2 tasks to run again")),
+        "{err}"
+    );
+    let (again, tasks, same) = submission(&err);
+    assert_eq!((tasks.as_str(), &same), ("2 tasks (0,1)", &dir), "{err}");
+    assert_ne!(again, job, "{err}");
+    assert!(err.contains(&format!("batch {key} kept in")), "{err}");
+
+    // --resume of boots never submitted: all of them, saying why.
+    let c = fake_image(cache.path(), "c.img");
+    let (code, err) = vm(true, &[&c]);
+    assert_eq!(code, Some(1), "{err}");
+    let (_, tasks, other) = submission(&err);
+    assert_eq!(tasks, "1 tasks (0)", "{err}");
+    assert!(
+        err.contains(&format!(
+            "--resume: no earlier job array of these boots in {}: submitting them all",
+            other.display()
+        )),
+        "{err}"
+    );
+    assert_ne!(other, dir, "{err}");
+    // Nothing was stored.
+    assert_eq!(run_tags(&pg).len(), 0);
+}
+
+/// A task whose kernel is not on its node (here: removed while the array
+/// was held) answers that the cache must be shared, and the submitting vm
+/// exits with that usage error; the other task's guest answered. With the
+/// image back, `--resume` submits only the failed task, reads the other's
+/// answer from the batch, and stores both runs in SQLite, tagged as local
+/// runs are.
+#[test]
+fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
+    let (Some(image), Some(_)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.13")) else {
+        return;
+    };
+    let Some(slurm) = TestSlurm::start_or_skip("a_task_without_its_kernel") else {
+        return;
+    };
+    let db = TempDb::new();
+    // An image of one's own build: booted from where it is.
+    let own = db.dir().join("bzImage");
+    std::fs::copy(&image, &own).unwrap();
+    let own_s = own.display().to_string();
+    let vm = [
         "vm",
         "--executor",
         "slurm",
         "--kernel",
-        &bad,
+        &own_s,
         "--kernel",
-        &bad,
+        "debian:6.17.13",
         "--arch",
         "x86_64",
+        "--accel",
+        "tcg",
+        "--json",
         "--db",
-        &pg,
+        db.path(),
+    ];
+    let bench = [
         "--",
         "bench",
         "mprotect-toggle",
         "--size",
         "64K",
+        "--folio",
+        "4K",
     ];
-    let out = with_cluster(&slurm, cache.path())
+    // Held: nothing runs until the image has left "the node".
+    let (status, err) = held(&slurm, "vm", &[&vm[1..], &bench[..]].concat(), || {
+        std::fs::remove_file(&own).unwrap()
+    });
+    assert_eq!(status.code(), Some(2), "{err}");
+    let (job, _, dir) = submission(&err);
+    assert!(
+        err.contains(&format!(
+            "{own_s} is not on this machine: a task reads the submitting ptelab's cache, which \
+             must be on a file system every node mounts at the same path (pass --cache DIR)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "job {job} task 0 ({own_s} mprotect-toggle) failed: FAILED"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "job {job} task 1 (debian:6.17.13 mprotect-toggle): done"
+        )),
+        "{err}"
+    );
+    let key = dir.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(err.contains(&format!("batch {key} kept in")), "{err}");
+    let answer = json_file(&dir.join("task-1.answer.json"));
+    assert_eq!(answer["outputs"].as_array().map(Vec::len), Some(1), "{err}");
+    let answer = json_file(&dir.join("task-0.answer.json"));
+    assert_eq!(answer["usage"], true, "{answer}");
+    // The first guest's answer is the failed one: nothing was stored.
+    assert_eq!(run_tags(db.path()).len(), 0);
+
+    // The image is back: only its task runs again.
+    std::fs::copy(&image, &own).unwrap();
+    let out = ptelab()
+        .envs(slurm.env())
+        .args(vm)
+        .arg("--resume")
+        .args(bench)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("resuming batch {key}: 1 of 2 tasks to run again")),
+        "{err}"
+    );
+    let (_, tasks, same) = submission(&err);
+    assert_eq!((tasks.as_str(), &same), ("1 tasks (0)", &dir), "{err}");
+    assert_no_batch_left(&err);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let guests = doc["guests"].as_array().unwrap();
+    assert_eq!(
+        guests.iter().map(|g| &g["kernel"]).collect::<Vec<_>>(),
+        [&Value::from(own_s.as_str()), &Value::from("debian:6.17.13")],
+        "{doc}"
+    );
+    for g in guests {
+        assert!(g["run_id"].is_number(), "{doc}");
+    }
+    // Stored here with the tags of a local run: the Debian kernel's spec,
+    // none for an image path.
+    let tags = run_tags(db.path());
+    assert_eq!(tags, [vec![], vec!["debian:6.17.13".to_string()]]);
+}
+
+/// `--resume` of a profiled batch (`--profile`; `reproduce` and `bisect
+/// --metric calls:…` count too) after one of its tasks failed: only that
+/// task runs again. A profiled boot asks its guest for the kernel's
+/// symbols only while they are not cached, and the first run caches those
+/// of every guest that answered: what names the batch must not change
+/// with that.
+#[test]
+#[ignore = "product bug: the batch key hashes profile.symbols, which the first run's answers \
+            change (crates/fleet/src/slurm.rs, Slurm::boot): --resume submits every task again"]
+fn resume_of_a_profiled_batch_submits_only_the_failed_task() {
+    let (Some(i16), Some(i17)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.13")) else {
+        return;
+    };
+    let Some(slurm) = TestSlurm::start_or_skip("resume_of_a_profiled_batch") else {
+        return;
+    };
+    // Images of one's own build, and a cache of their own: no symbols of
+    // theirs are cached yet.
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, two) = (tmp.path().join("one"), tmp.path().join("two"));
+    std::fs::copy(&i16, &one).unwrap();
+    std::fs::copy(&i17, &two).unwrap();
+    let (one_s, two_s) = (one.display().to_string(), two.display().to_string());
+    let cache = tmp.path().join("cache").display().to_string();
+    let args = [
+        "--executor",
+        "slurm",
+        "--cache",
+        &cache,
+        "--kernel",
+        &one_s,
+        "--kernel",
+        &two_s,
+        "--accel",
+        "tcg",
+        "--profile",
+        "--no-store",
+        "--",
+        "bench",
+        "mprotect-toggle",
+        "--size",
+        "64K",
+        "--folio",
+        "4K",
+    ];
+    let (status, err) = held(&slurm, "vm", &args, || std::fs::remove_file(&one).unwrap());
+    assert_eq!(status.code(), Some(2), "{err}");
+    let (_, _, dir) = submission(&err);
+    let key = dir.file_name().unwrap().to_str().unwrap().to_string();
+    std::fs::copy(&i16, &one).unwrap();
+    let out = ptelab()
+        .envs(slurm.env())
+        .args(["vm", "--resume"])
         .args(args)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("submitted Slurm job"), "{err}");
-    for i in 0..2 {
-        assert!(
-            err.contains(&format!("task {i} ({bad} mprotect-toggle) failed: FAILED")),
-            "{err}"
-        );
-    }
-    // The task's own error, from its log.
-    assert!(err.contains("  | ptelab: error: "), "{err}");
-    assert!(err.contains("2 of 2 tasks failed in Slurm job"), "{err}");
-    assert!(err.contains("--resume submits only those"), "{err}");
-    // The failed batch stays, for its logs and --resume, and says where.
-    let kept = batch_dirs(&err);
+    assert!(out.status.success(), "{err}");
     assert!(
-        kept.len() == 1 && kept[0].is_dir() && err.contains(" kept in "),
+        err.contains(&format!("resuming batch {key}: 1 of 2 tasks to run again")),
         "{err}"
     );
-    // The password never shows, and no task's command line holds it.
-    assert!(!err.contains(crate::common::testserver::PASSWORD), "{err}");
-    let script = std::fs::read_dir(cache.path().join("ptelab/slurm"))
-        .unwrap()
-        .map(|e| e.unwrap().path().join("job.sh"))
-        .next()
-        .unwrap();
-    let script = std::fs::read_to_string(script).unwrap();
-    assert!(
-        script.contains("--tag slurm-") && !script.contains("postgres://"),
-        "{script}"
-    );
-
-    let out = with_cluster(&slurm, cache.path())
-        .args(&args[..3])
-        .arg("--resume")
-        .args(&args[3..])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("2 of 2 tasks to run again"), "{err}");
-    // Nothing was stored.
-    let runs: Value = serde_json::from_slice(
-        &ptelab()
-            .args(["runs", "--json", "--db", &pg])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(0), "{runs}");
+    assert_eq!(submission(&err).1, "1 tasks (0)", "{err}");
+    assert_no_batch_left(&err);
 }
 
 #[test]
@@ -172,28 +572,38 @@ fn sigint_cancels_the_array_and_leaves_nothing_queued() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        fake_image(cache.path(), "a.img"),
+        fake_image(cache.path(), "b.img"),
+    );
     // Held tasks never start: no guest boots.
     let mut child = ptelab_std()
         .envs(slurm.env())
         .env("XDG_CACHE_HOME", cache.path())
-        .args(["vm", "--executor", "slurm", "--sbatch=--hold"])
-        .args(["--kernel", "debian:6.16.12,debian:6.17.13", "--", "doctor"])
+        .args([
+            "vm",
+            "--executor",
+            "slurm",
+            "--sbatch=--hold",
+            "--accel",
+            "tcg",
+        ])
+        .args(["--kernel", &format!("{a},{b}"), "--no-store", "--"])
+        .args(["bench", "mprotect-toggle", "--size", "64K"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut job = None;
+    let mut seen = Vec::new();
     let start = Instant::now();
     for line in lines.by_ref() {
         let line = line.unwrap();
-        if let Some(rest) = line.strip_prefix("ptelab: submitted Slurm job ") {
-            job = rest.split(':').next().map(str::to_string);
-        }
-        if line.contains("2 pending") || start.elapsed() > Duration::from_secs(60) {
+        seen.push(line.clone());
+        if line.contains("2 pending") || start.elapsed() > Duration::from_secs(120) {
             break;
         }
     }
-    let job = job.expect("the array was submitted");
+    let (job, _, dir) = submission(&seen.join("\n"));
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
@@ -205,6 +615,14 @@ fn sigint_cancels_the_array_and_leaves_nothing_queued() {
         "{rest}"
     );
     assert!(rest.contains("nothing of it is left queued"), "{rest}");
+    assert!(
+        rest.contains(&format!("batch kept in {}", dir.display())),
+        "{rest}"
+    );
+    // No task ran: no answer.
+    for i in 0..2 {
+        assert!(!dir.join(format!("task-{i}.answer.json")).exists());
+    }
     let out = slurm
         .command("squeue")
         .args(["-h", "-r", "-t", "PENDING,RUNNING", "-o", "%i", "-j", &job])
@@ -215,24 +633,6 @@ fn sigint_cancels_the_array_and_leaves_nothing_queued() {
         "",
         "left queued"
     );
-}
-
-/// The batch directories a submitting ptelab named on `stderr` ("logs in
-/// DIR").
-fn batch_dirs(stderr: &str) -> Vec<std::path::PathBuf> {
-    stderr
-        .lines()
-        .filter_map(|l| l.split_once(", logs in ").map(|(_, d)| d.into()))
-        .collect()
-}
-
-/// Assert that every batch of a successful run was removed once read back.
-fn assert_no_batch_left(stderr: &str) {
-    let dirs = batch_dirs(stderr);
-    assert!(!dirs.is_empty(), "{stderr}");
-    for d in dirs {
-        assert!(!d.exists(), "{} left behind\n{stderr}", d.display());
-    }
 }
 
 /// A `vm --json` document less what differs from run to run: run ids, log
@@ -280,26 +680,35 @@ const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
 /// change and the first Debian build after it.
 const SEED_001_KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.8"];
 
-/// What an end-to-end test needs: the kernels cached, a PostgreSQL server
-/// (kept alive by the first field) with database `db`, a single-node Slurm
-/// and a local database to compare with; None, having said why, when one is
-/// missing.
-fn end_to_end(test: &str, db: &str) -> Option<(TestServer, TestSlurm, String, TempDb)> {
+/// What an end-to-end test needs: the kernels cached, a single-node Slurm,
+/// and two SQLite databases (the local run's, the one through Slurm); None,
+/// having said why, when one is missing.
+fn end_to_end(test: &str) -> Option<(TestSlurm, TempDb, TempDb)> {
     for k in KERNELS.iter().chain(&SEED_001_KERNELS) {
-        crate::common::cached_x86_image(k.trim_start_matches("debian:"))?;
+        cached_x86_image(k.trim_start_matches("debian:"))?;
     }
-    let server = TestServer::start_or_skip(test)?;
     let slurm = TestSlurm::start_or_skip(test)?;
-    let pg = server.create_database(db);
-    Some((server, slurm, pg, TempDb::new()))
+    Some((slurm, TempDb::new(), TempDb::new()))
+}
+
+/// The root of the kernel cache (this user's ptelab cache), which holds
+/// `image`.
+fn cache_root_of(image: &str) -> PathBuf {
+    Path::new(image)
+        .ancestors()
+        .find(|p| p.ends_with("kernels"))
+        .and_then(|p| p.parent())
+        .unwrap()
+        .to_path_buf()
 }
 
 #[test]
 fn guests_through_slurm_measure_what_local_guests_measure() {
-    let Some((_server, slurm, pg, local)) = end_to_end("guests_through_slurm", "guests") else {
+    let Some((slurm, local, there_db)) = end_to_end("guests_through_slurm") else {
         return;
     };
-    // Two commands in one boot of each kernel: a task stores a run for each.
+    // Two commands in one boot of each kernel: a task answers for both,
+    // and a run is stored for each.
     let command = [
         "--",
         "sweep",
@@ -318,41 +727,33 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
     ];
     let kernels = KERNELS.join(",");
     let common = [
-        "vm", "--kernel", &kernels, "--arch", "x86_64", "--accel", "tcg",
+        "vm", "--kernel", &kernels, "--arch", "x86_64", "--accel", "tcg", "--json",
     ];
     let out = ptelab()
         .args(common)
-        .args(["--jobs", "2", "--json", "--db", local.path()])
+        .args(["--jobs", "2", "--db", local.path()])
         .args(command)
         .timeout(Duration::from_secs(1200))
         .output()
         .unwrap();
     assert_success(&out);
     let here: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // The shared cache is the one the kernels are in.
-    let list: Value = serde_json::from_slice(
-        &ptelab()
-            .args(["kernel", "list", "--json"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let image = list[0]["image"].as_str().unwrap().to_string();
-    let root = std::path::Path::new(&image)
-        .ancestors()
-        .find(|p| p.ends_with("kernels"))
-        .and_then(|p| p.parent())
-        .unwrap()
-        .to_path_buf();
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("ptelab"));
-    cmd.envs(slurm.env())
+    // Through Slurm, from this user's cache (the one the kernels are in),
+    // which every node of a one-node cluster mounts.
+    let out = Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+        .envs(slurm.env())
         .args(common)
-        .args(["--executor", "slurm", "--time", "30", "--json", "--cache"])
-        .arg(&root)
-        .args(["--db", &pg])
-        .args(command);
-    let out = cmd.output().unwrap();
+        .args([
+            "--executor",
+            "slurm",
+            "--time",
+            "30",
+            "--db",
+            there_db.path(),
+        ])
+        .args(command)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let there: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -363,15 +764,36 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
         "local {here}\nslurm {there}"
     );
     assert_eq!(there["guests"].as_array().map(Vec::len), Some(4), "{there}");
+    // One job array, a task per kernel running both commands.
+    let (job, tasks, _) = submission(&err);
+    assert_eq!(tasks, "2 tasks (0,1)", "{err}");
+    let mut names: Vec<String> = task_names(&err, &job).into_values().collect();
+    names.sort();
+    assert_eq!(
+        names,
+        KERNELS.map(|k| format!("{k} mprotect-toggle, prot-transition")),
+        "{err}"
+    );
+    // Each guest's console log is in the cache, where its task wrote it.
     for g in there["guests"].as_array().unwrap() {
         assert!(g["run_id"].is_number(), "{there}");
+        let log = Path::new(g["log"].as_str().unwrap());
+        assert!(
+            log.parent().is_some_and(|d| d.ends_with("logs"))
+                && std::fs::metadata(log).is_ok_and(|m| m.len() > 0),
+            "{}",
+            log.display()
+        );
     }
-    assert!(err.contains("mprotect-toggle+prot-transition"), "{err}");
     // Read back in full: the batch's directory is gone.
     assert_no_batch_left(&err);
+    // Stored here as the local runs are: the same tags, the same figures.
+    let tags = run_tags(there_db.path());
+    assert_eq!(run_tags(local.path()), tags);
+    assert_tagged_as_local_runs(&tags);
     let (a, b) = (
         cells_by_kernel(local.path(), &KERNELS),
-        cells_by_kernel(&pg, &KERNELS),
+        cells_by_kernel(there_db.path(), &KERNELS),
     );
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
@@ -381,36 +803,27 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
 }
 
 #[test]
-fn reproduce_on_slurm_needs_kernels_and_a_shared_database() {
+fn reproduce_on_slurm_needs_kernels_and_its_flags_need_slurm() {
     let db = TempDb::new();
     for (args, says) in [
         (
-            &[
-                "reproduce",
-                "001",
-                "--executor",
-                "slurm",
-                "--db",
-                "postgres://u@127.0.0.1:1/x",
-            ][..],
+            &["reproduce", "001", "--executor", "slurm", "--db", db.path()][..],
             "give --kernels too",
         ),
         (
+            &["reproduce", "001", "--resume"],
+            "--resume goes with --executor slurm",
+        ),
+        (
             &[
                 "reproduce",
                 "001",
-                "--executor",
-                "slurm",
                 "--kernels",
                 "debian:6.17.13",
-                "--db",
-                db.path(),
+                "--cache",
+                "/tmp",
             ],
-            "a database every node reaches",
-        ),
-        (
-            &["reproduce", "001", "--resume"],
-            "goes with --executor slurm",
+            "--cache goes with --executor slurm",
         ),
     ] {
         ptelab()
@@ -433,8 +846,7 @@ fn numbers(v: &Value, out: &mut Vec<f64>) {
 
 #[test]
 fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
-    let Some((_server, slurm, pg, local)) = end_to_end("reproduce_through_slurm", "reproduce")
-    else {
+    let Some((slurm, local, there_db)) = end_to_end("reproduce_through_slurm") else {
         return;
     };
     let kernels = SEED_001_KERNELS.join(",");
@@ -470,16 +882,17 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
         )
     };
     let (here, _) = run(&["--jobs", "2"], local.path());
-    let (there, err) = run(&["--executor", "slurm", "--time", "30"], &pg);
+    let (there, err) = run(&["--executor", "slurm", "--time", "30"], there_db.path());
     assert_no_batch_left(&err);
-    assert!(
-        err.contains("submitted Slurm job") && err.contains(": 2 tasks"),
-        "{err}"
-    );
+    let (job, tasks, _) = submission(&err);
+    assert_eq!(tasks, "2 tasks (0,1)", "{err}");
+    let names: Vec<String> = task_names(&err, &job).into_values().collect();
     for k in SEED_001_KERNELS {
         assert!(
-            err.contains(&format!("({k}-x86_64 x86_64 mprotect-toggle)")),
-            "one task boots {k}: {err}"
+            names
+                .iter()
+                .any(|n| n.starts_with(k) && n.ends_with(" mprotect-toggle")),
+            "one task boots {k}: {names:?}\n{err}"
         );
     }
     // The guests' figures: instruction counts under TCG, repeatable to a few
@@ -527,11 +940,18 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
         there["guest_notes"].as_array().unwrap().is_empty(),
         "{there}"
     );
+    // The guests' runs are stored as the local ones, tagged `reproduce`.
+    let tags = run_tags(there_db.path());
+    assert_eq!(run_tags(local.path()), tags);
+    assert_tagged_as_local_runs(&tags);
+    assert!(
+        tags.iter().any(|t| t.iter().any(|t| t == "reproduce")),
+        "{tags:?}"
+    );
 }
 
 #[test]
-fn bisect_on_slurm_needs_a_shared_database_and_its_flags_need_slurm() {
-    let db = TempDb::new();
+fn bisect_on_slurm_flags_need_slurm_and_a_tree_a_shared_cache() {
     let bisect = [
         "bisect",
         "--good",
@@ -544,15 +964,11 @@ fn bisect_on_slurm_needs_a_shared_database_and_its_flags_need_slurm() {
     let bench = ["--", "bench", "mprotect-toggle", "--size", "400K"];
     for (extra, says) in [
         (
-            &["--executor", "slurm", "--db", db.path()][..],
-            "reads each step's run back from a database every node reaches",
-        ),
-        (&["--executor", "slurm", "--no-store"], "and no --no-store"),
-        (
-            &["--partition", "p"],
+            &["--partition", "p"][..],
             "--partition goes with --executor slurm",
         ),
         (&["--resume"], "--resume goes with --executor slurm"),
+        (&["--cache", "/tmp"], "--cache goes with --executor slurm"),
     ] {
         ptelab()
             .args(bisect)
@@ -562,13 +978,15 @@ fn bisect_on_slurm_needs_a_shared_database_and_its_flags_need_slurm() {
             .code(2)
             .stderr(predicates::str::contains(says));
     }
-    // A tree's images are built here: the nodes read them from --cache.
+    // A tree's commits are built on the nodes: into --cache, which they
+    // mount.
     let tree = tempfile::tempdir().unwrap();
+    let db = TempDb::new();
     ptelab()
         .args(["bisect", "--repo"])
         .arg(tree.path())
         .args(["--good", "a", "--bad", "b", "--executor", "slurm"])
-        .args(["--db", "postgres://lab@localhost/x"])
+        .args(["--db", db.path()])
         .args(bench)
         .assert()
         .code(2)
@@ -577,10 +995,10 @@ fn bisect_on_slurm_needs_a_shared_database_and_its_flags_need_slurm() {
 
 /// The bisect's state file, removed when dropped, so that the next run
 /// (local or through Slurm) measures again.
-struct BisectState(std::path::PathBuf);
+struct BisectState(PathBuf);
 
 impl BisectState {
-    fn of(root: &std::path::Path, doc: &Value) -> BisectState {
+    fn of(root: &Path, doc: &Value) -> BisectState {
         let id = doc["bisect"]["id"].as_str().unwrap();
         BisectState(root.join("bisect/state").join(format!("{id}.json")))
     }
@@ -593,26 +1011,21 @@ impl Drop for BisectState {
 }
 
 /// Seed 001's folio lookup bisected by its mechanism, locally and through
-/// Slurm and PostgreSQL: the endpoints go as one job array of two tasks,
-/// and the report (first bad, figures, verdicts) is the local one. Debian
-/// offers nothing between 6.16.12 and 6.17.8, so there is no step after
-/// the endpoints. Run again with `--resume`, the bisect takes every figure
-/// from its state file and submits nothing.
+/// Slurm (each into SQLite): the endpoints go as one job array of two
+/// tasks, and the report (first bad, figures, verdicts) is the local one.
+/// Debian offers nothing between 6.16.12 and 6.17.8, so there is no step
+/// after the endpoints. Run again with `--resume`, the bisect takes every
+/// figure from its state file and submits nothing.
 #[test]
 fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
-    let Some((_server, slurm, pg, local)) = end_to_end("bisect_through_slurm", "bisect") else {
+    let Some((slurm, local, there_db)) = end_to_end("bisect_through_slurm") else {
         return;
     };
-    let Some(image) = crate::common::cached_x86_image("6.17.8") else {
+    let Some(image) = cached_x86_image("6.17.8") else {
         return;
     };
     // The kernel cache's root, shared with the tasks through --cache.
-    let root = std::path::Path::new(&image)
-        .ancestors()
-        .find(|p| p.ends_with("kernels"))
-        .and_then(|p| p.parent())
-        .unwrap()
-        .to_path_buf();
+    let root = cache_root_of(&image);
     let common = [
         "bisect",
         "--good",
@@ -655,12 +1068,11 @@ fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
     drop(BisectState::of(&root, &here));
     let cache = root.display().to_string();
     let on_slurm = ["--executor", "slurm", "--time", "30", "--cache", &cache];
-    let (there, err) = run(&on_slurm, &pg);
+    let (there, err) = run(&on_slurm, there_db.path());
     let _state = BisectState::of(&root, &there);
-    assert!(
-        err.contains("submitted Slurm job") && err.contains(": 2 tasks (0,1)"),
-        "{err}"
-    );
+    // The endpoints: one round, one job array.
+    let (_, tasks, _) = submission(&err);
+    assert_eq!(tasks, "2 tasks (0,1)", "{err}");
     assert!(!err.contains("resuming"), "{err}");
     assert_no_batch_left(&err);
     let (a, b) = (&here["bisect"], &there["bisect"]);
@@ -693,35 +1105,24 @@ fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
         ),
         (Some(50.0), Some(100.0))
     );
-    // Each step's run is in the shared database, tagged with the bisect.
+    // Each step's run is stored by the submitting bisect, tagged with it,
+    // as locally.
     let tag = format!("bisect:{}", b["id"].as_str().unwrap());
-    let runs = ptelab()
-        .args(["runs", "--json", "--db", &pg])
-        .output()
-        .unwrap();
-    assert_success(&runs);
-    let doc: Value = serde_json::from_slice(&runs.stdout).unwrap();
-    fn tagged(v: &Value, tag: &str) -> usize {
-        match v {
-            Value::Object(o) => {
-                let here = o
-                    .get("tags")
-                    .and_then(Value::as_array)
-                    .is_some_and(|t| t.iter().any(|t| t == tag));
-                usize::from(here) + o.values().map(|v| tagged(v, tag)).sum::<usize>()
-            }
-            Value::Array(a) => a.iter().map(|v| tagged(v, tag)).sum(),
-            _ => 0,
-        }
-    }
-    assert_eq!(tagged(&doc, &tag), 2, "{doc}");
+    let tags = run_tags(there_db.path());
+    assert_eq!(tags, run_tags(local.path()));
+    assert_tagged_as_local_runs(&tags);
+    assert_eq!(
+        tags.iter().filter(|t| t.contains(&tag)).count(),
+        2,
+        "{tags:?}"
+    );
 
     // Again, with --resume: every figure from the state file, no submission.
     let mut resumed = on_slurm.to_vec();
     resumed.push("--resume");
-    let (again, err) = run(&resumed, &pg);
+    let (again, err) = run(&resumed, there_db.path());
     assert!(
-        err.contains("resuming") && !err.contains("submitted"),
+        err.contains("resuming bisect") && !err.contains("submitted"),
         "{err}"
     );
     assert_eq!(again["bisect"]["first_bad"], b["first_bad"]);
@@ -739,9 +1140,10 @@ fn job_of(stderr: &str, task: &str) -> Option<(String, String)> {
     })
 }
 
-/// A git-tree bisect through Slurm builds on the nodes: the endpoints'
-/// builds as one job array of two tasks, each step's build as a job of one
-/// task, into the shared cache. Commit 2 does not build: its task is
+/// A git-tree bisect through Slurm builds on the nodes and boots there:
+/// the endpoints' builds as one job array of two tasks, then their guests
+/// as another; each step's build as a job of one task, then its guest as
+/// another, all in the shared cache. Commit 2 does not build: its task is
 /// reported with its log and the step is skipped, as locally, and the
 /// report is the known answer: commit 1 first bad, the verdicts, and the
 /// exact counter figures of the two kernels. (That a Slurm bisect's report
@@ -753,13 +1155,10 @@ fn job_of(stderr: &str, task: &str) -> Option<(String, String)> {
 #[test]
 fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() {
     use crate::bisect_cli::Tree;
-    let Some((_server, slurm, pg, local)) = end_to_end("tree_bisect_through_slurm", "tree") else {
+    let Some((slurm, local, db)) = end_to_end("tree_bisect_through_slurm") else {
         return;
     };
-    let (Some(good), Some(bad)) = (
-        crate::common::cached_x86_image("6.16.12"),
-        crate::common::cached_x86_image("6.17.8"),
-    ) else {
+    let (Some(good), Some(bad)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.8")) else {
         return;
     };
     // Commit 1 changes the kernel; commit 2 does not build. `git bisect`
@@ -783,7 +1182,7 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() 
     ];
     let shared = tempfile::tempdir().unwrap();
     let cache = shared.path().display().to_string();
-    let run = |build_cmd: &str, extra: &[&str], db: &str| {
+    let run = |build_cmd: &str, extra: &[&str]| {
         let home = local.dir().join("xdg");
         Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
             .envs(slurm.env())
@@ -804,7 +1203,7 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() 
                 "calls:vm_normal_page",
                 "--json",
             ])
-            .args(["--build-cmd", build_cmd, "--db", db])
+            .args(["--build-cmd", build_cmd, "--db", db.path()])
             .args(extra)
             .args(bench)
             .output()
@@ -824,11 +1223,13 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() 
     let short = |i: usize| format!("build {} x86_64", &t.ids[i][..12]);
 
     // A good endpoint that does not build: no guest boots.
-    let out = run(&build(0), &on_slurm, &pg);
+    let out = run(&build(0), &on_slurm);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains(": 2 tasks (0,1)"), "{err}");
-    let (job, task) = job_of(&err, &short(0)).expect("good's build task");
+    let (job, tasks, _) = submission(&err);
+    assert_eq!(tasks, "2 tasks (0,1)", "{err}");
+    let (job0, task) = job_of(&err, &short(0)).expect("good's build task");
+    assert_eq!(job0, job, "{err}");
     assert_eq!(
         job_of(&err, &short(3)),
         Some((job.clone(), "1".into())),
@@ -857,31 +1258,41 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() 
     assert_eq!(t.state(), before, "the tree is left as found");
 
     // Through Slurm.
-    let out = run(&build(2), &on_slurm, &pg);
+    let out = run(&build(2), &on_slurm);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
     let there: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!err.contains("resuming"), "{err}");
-    // The endpoints: one array of two build tasks, then one of two guests.
-    let (ends, _) = job_of(&err, &short(0)).expect("good's build task");
+    // Five job arrays: the endpoints' two builds, their two guests; commit
+    // 2's build (which fails: no guest); commit 1's build, its guest.
+    let subs = submissions(&err);
+    let arrays: Vec<(&str, Vec<String>)> = subs
+        .iter()
+        .map(|(job, tasks, _)| {
+            (
+                tasks.as_str(),
+                task_names(&err, job)
+                    .into_values()
+                    .map(|n| match n.starts_with("build ") {
+                        true => n,
+                        false => "guest".into(),
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
     assert_eq!(
-        job_of(&err, &short(3)),
-        Some((ends.clone(), "1".into())),
+        arrays,
+        [
+            ("2 tasks (0,1)", vec![short(0), short(3)]),
+            ("2 tasks (0,1)", vec!["guest".into(), "guest".into()]),
+            ("1 tasks (0)", vec![short(2)]),
+            ("1 tasks (0)", vec![short(1)]),
+            ("1 tasks (0)", vec!["guest".into()]),
+        ],
         "{err}"
     );
-    assert!(
-        err.contains(&format!("submitted Slurm job {ends}: 2 tasks (0,1)")),
-        "{err}"
-    );
-    // Each step: a build of its own; commit 2's fails with its log.
-    let (two, _) = job_of(&err, &short(2)).expect("commit 2's build task");
-    let (one, _) = job_of(&err, &short(1)).expect("commit 1's build task");
-    for job in [&two, &one] {
-        assert!(
-            err.contains(&format!("submitted Slurm job {job}: 1 tasks (0)")),
-            "{err}"
-        );
-    }
+    let two = &subs[2].0;
     assert!(
         err.contains(&format!("job {two} task 0 ({}) failed: FAILED", short(2))),
         "{err}"
@@ -890,6 +1301,10 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() 
         err.contains("  | error: commit 2 does not compile"),
         "{err}"
     );
+    // The guests' batches were read back in full; the failed build's kept.
+    for (i, (_, _, dir)) in subs.iter().enumerate() {
+        assert_eq!(dir.exists(), i == 2, "{}\n{err}", dir.display());
+    }
     assert_eq!(t.state(), before, "the tree is left as found");
     let b = &there["bisect"];
     assert_eq!(b["first_bad"][0]["id"], t.ids[1].as_str(), "{b}");
@@ -929,5 +1344,14 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() 
     assert!(
         why.contains("the build failed") && why.contains(&format!("log {cache}/bisect/logs/")),
         "{why}"
+    );
+    // The three guests' runs are stored by the submitting bisect.
+    let tag = format!("bisect:{}", b["id"].as_str().unwrap());
+    let tags = run_tags(db.path());
+    assert_tagged_as_local_runs(&tags);
+    assert_eq!(
+        tags.iter().filter(|t| t.contains(&tag)).count(),
+        3,
+        "{tags:?}"
     );
 }
