@@ -142,7 +142,7 @@ fn held(
     slurm: &TestSlurm,
     verb: &str,
     args: &[&str],
-    meanwhile: impl FnOnce(),
+    meanwhile: impl FnOnce(&std::path::Path),
 ) -> (std::process::ExitStatus, String) {
     let mut child = ptelab_std()
         .envs(slurm.env())
@@ -154,17 +154,18 @@ fn held(
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
-    let job = loop {
+    let (job, dir) = loop {
         let Some(Ok(line)) = lines.next() else {
             let _ = child.wait();
             panic!("nothing submitted:\n{}", seen.join("\n"));
         };
         seen.push(line.clone());
         if let Some(rest) = line.strip_prefix("ptelab: submitted Slurm job ") {
-            break rest.split(':').next().unwrap().to_string();
+            let dir = rest.rsplit_once(", logs in ").unwrap().1.to_string();
+            break (rest.split(':').next().unwrap().to_string(), dir);
         }
     };
-    meanwhile();
+    meanwhile(std::path::Path::new(&dir));
     let out = slurm
         .command("scontrol")
         .args(["release", &job])
@@ -326,8 +327,14 @@ fn failed_tasks_are_reported_with_their_logs_and_resume_submits_them_again() {
         );
         let task = json_file(&file);
         assert_eq!(task["schema"], "ptelab/task/v1", "{task}");
-        assert_eq!(task["boot"]["kernel"], *k, "{task}");
-        for (field, under) in [("binary", "bin"), ("log", "logs")] {
+        // The image, outside the cache, is staged into it by content.
+        let staged = task["boot"]["kernel"].as_str().unwrap();
+        assert_eq!(
+            std::fs::read(staged).unwrap(),
+            std::fs::read(k).unwrap(),
+            "{task}"
+        );
+        for (field, under) in [("kernel", "bin"), ("binary", "bin"), ("log", "logs")] {
             let p = task["boot"][field].as_str().unwrap();
             assert!(Path::new(p).starts_with(root.join(under)), "{task}");
         }
@@ -403,7 +410,7 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
         return;
     };
     let db = TempDb::new();
-    // An image of one's own build: booted from where it is.
+    // An image of one's own build: the nodes boot its copy in the cache.
     let own = db.dir().join("bzImage");
     std::fs::copy(&image, &own).unwrap();
     let own_s = own.display().to_string();
@@ -432,16 +439,28 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
         "--folio",
         "4K",
     ];
-    // Held: nothing runs until the image has left "the node".
-    let (status, err) = held(&slurm, "vm", &[&vm[1..], &bench[..]].concat(), || {
-        std::fs::remove_file(&own).unwrap()
+    // Held: nothing runs until the image's copy has left "the node".
+    let mut staged = std::path::PathBuf::new();
+    let (status, err) = held(&slurm, "vm", &[&vm[1..], &bench[..]].concat(), |dir| {
+        let task = json_file(&dir.join("task-0.json"));
+        staged = task["boot"]["kernel"].as_str().unwrap().into();
+        std::fs::remove_file(&staged).unwrap()
     });
-    assert_eq!(status.code(), Some(2), "{err}");
+    // One guest of two answered: printed and stored, then exit 1.
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("1 of 2 guests gave no answer"), "{err}");
+    assert!(staged
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("kernel-x86_64-"));
     let (job, _, dir) = submission(&err);
     assert!(
         err.contains(&format!(
-            "{own_s} is not on this machine: a task reads the submitting ptelab's cache, which \
-             must be on a file system every node mounts at the same path (pass --cache DIR)"
+            "{} is not on this machine: a task reads the submitting ptelab's cache, which \
+             must be on a file system every node mounts at the same path (pass --cache DIR)",
+            staged.display()
         )),
         "{err}"
     );
@@ -463,11 +482,10 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
     assert_eq!(answer["outputs"].as_array().map(Vec::len), Some(1), "{err}");
     let answer = json_file(&dir.join("task-0.answer.json"));
     assert_eq!(answer["usage"], true, "{answer}");
-    // The first guest's answer is the failed one: nothing was stored.
-    assert_eq!(run_tags(db.path()).len(), 0);
+    // The guest that answered was stored.
+    assert_eq!(run_tags(db.path()), [vec!["debian:6.17.13".to_string()]]);
 
-    // The image is back: only its task runs again.
-    std::fs::copy(&image, &own).unwrap();
+    // Submitted again, the image is staged again: only its task runs.
     let out = ptelab()
         .envs(slurm.env())
         .args(vm)
@@ -491,13 +509,15 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
         [&Value::from(own_s.as_str()), &Value::from("debian:6.17.13")],
         "{doc}"
     );
-    for g in guests {
-        assert!(g["run_id"].is_number(), "{doc}");
-    }
+    // The answer handed to the first run is not stored again.
+    assert!(guests[0]["run_id"].is_number(), "{doc}");
+    assert_eq!(guests[0]["stored_before"], false, "{doc}");
+    assert!(guests[1]["run_id"].is_null(), "{doc}");
+    assert_eq!(guests[1]["stored_before"], true, "{doc}");
     // Stored here with the tags of a local run: the Debian kernel's spec,
-    // none for an image path.
+    // none for an image path; each once.
     let tags = run_tags(db.path());
-    assert_eq!(tags, [vec![], vec!["debian:6.17.13".to_string()]]);
+    assert_eq!(tags, [vec!["debian:6.17.13".to_string()], vec![]]);
 }
 
 /// `--resume` of a profiled batch (`--profile`; `reproduce` and `bisect
@@ -507,8 +527,6 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
 /// of every guest that answered: what names the batch must not change
 /// with that.
 #[test]
-#[ignore = "product bug: the batch key hashes profile.symbols, which the first run's answers \
-            change (crates/fleet/src/slurm.rs, Slurm::boot): --resume submits every task again"]
 fn resume_of_a_profiled_batch_submits_only_the_failed_task() {
     let (Some(i16), Some(i17)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.13")) else {
         return;
@@ -545,11 +563,14 @@ fn resume_of_a_profiled_batch_submits_only_the_failed_task() {
         "--folio",
         "4K",
     ];
-    let (status, err) = held(&slurm, "vm", &args, || std::fs::remove_file(&one).unwrap());
-    assert_eq!(status.code(), Some(2), "{err}");
+    // The first image's copy in the cache leaves "the node".
+    let (status, err) = held(&slurm, "vm", &args, |dir| {
+        let task = json_file(&dir.join("task-0.json"));
+        std::fs::remove_file(task["boot"]["kernel"].as_str().unwrap()).unwrap()
+    });
+    assert_eq!(status.code(), Some(1), "{err}");
     let (_, _, dir) = submission(&err);
     let key = dir.file_name().unwrap().to_str().unwrap().to_string();
-    std::fs::copy(&i16, &one).unwrap();
     let out = ptelab()
         .envs(slurm.env())
         .args(["vm", "--resume"])

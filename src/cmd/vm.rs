@@ -114,8 +114,24 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     // The first store error: later guests' figures are still printed (not
     // stored), then it decides the exit code.
     let mut store_error: Option<anyhow::Error> = None;
+    // A guest that gave no answer (did not boot, timed out, its cluster
+    // task failed): said here, the others still printed and stored; alone,
+    // its error is vm's.
+    let total = finished.len();
+    let mut no_answer: Vec<anyhow::Error> = Vec::new();
     for (&(k, command), done) in runs.iter().zip(finished) {
-        let out = done.answer?;
+        let out = match done.answer {
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!(
+                    "ptelab: no answer from the guest of {}: {e:#}; console log: {}",
+                    k.spec,
+                    done.log.display()
+                );
+                no_answer.push(e);
+                continue;
+            }
+        };
         let mut heading = format!(
             "== {}: Linux {} ({} guest, {}, {})",
             k.spec,
@@ -181,7 +197,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 done.log.display()
             )
         })?;
+        // An answer a resumed batch handed to the run before was stored then.
         let run_id = match (&store, &store_error) {
+            _ if done.before => None,
             (Some(store), None) => match m.store(store, &command.name, k, &args.out.tags) {
                 Ok(id) => Some(id),
                 Err(e) => {
@@ -201,6 +219,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                 "host": m.host,
                 "run_id": run_id,
                 "log": done.log,
+                "stored_before": done.before,
                 "boot_to_exit_s": out.boot_to_exit.as_secs_f64(),
                 "cells": crate::report::json::cells(&m.cells, m.host.metric()),
                 "failed": m.failed,
@@ -221,6 +240,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
                     "stored as run {id} in {}\n",
                     args.out.db.display()
                 )),
+                None if done.before && store.is_some() => {
+                    text.push_str("stored by the run this --resume continues (answered then)\n")
+                }
                 None if store_error.is_some() => text.push_str(&format!(
                     "not stored: {} failed (the error follows)\n",
                     args.out.db.display()
@@ -247,10 +269,20 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_text(&text)?;
     }
+    if no_answer.len() == total {
+        return Err(no_answer.remove(0));
+    }
     // The figures are out; now the store's error decides the exit code.
-    match store_error {
-        Some(e) => Err(e),
-        None => Ok(code),
+    match (store_error, no_answer.is_empty()) {
+        (Some(e), _) => Err(e),
+        (None, false) => {
+            eprintln!(
+                "ptelab: {} of {total} guests gave no answer (above)",
+                no_answer.len()
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        (None, true) => Ok(code),
     }
 }
 

@@ -287,6 +287,7 @@ impl<'a> Prober<'a> {
         done: crate::fleet::Finished,
     ) -> anyhow::Result<Result<Measurement, String>> {
         let log = done.log.display().to_string();
+        let done_before = done.before;
         let out = match done.answer {
             Ok(out) => out,
             Err(e) => return Ok(Err(format!("no answer from the guest ({e:#})"))),
@@ -326,7 +327,8 @@ impl<'a> Prober<'a> {
             },
         };
         let mut run_ids = Vec::new();
-        if let Some(store) = self.setup.store {
+        // An answer a resumed batch handed to the run before was stored then.
+        if let (Some(store), false) = (self.setup.store, done_before) {
             let mut tags = vec![self.tag.clone()];
             tags.extend(self.setup.tags.iter().cloned());
             run_ids.push(measured.store(store.get()?, "bench", kernel, &tags)?);

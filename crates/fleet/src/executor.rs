@@ -33,11 +33,28 @@ pub struct Boot {
 /// The guests' outputs of one boot (one per command), or why there are none.
 pub type Answer = anyhow::Result<Vec<GuestOutput>>;
 
+/// A boot's answer, and whether an earlier run of the same command was
+/// given it already (a cluster's batch resumed with `--resume`): that run
+/// stored what it answered.
+pub struct Answered {
+    pub answer: Answer,
+    pub before: bool,
+}
+
+impl From<Answer> for Answered {
+    fn from(answer: Answer) -> Answered {
+        Answered {
+            answer,
+            before: false,
+        }
+    }
+}
+
 /// Runs boots somewhere.
 pub trait Executor: Send + Sync {
     /// Run every boot; one answer per boot, in order. `Err` for what stops
     /// them all (an interruption, a refused submission).
-    fn boot(&self, boots: Vec<Boot>) -> anyhow::Result<Vec<Answer>>;
+    fn boot(&self, boots: Vec<Boot>) -> anyhow::Result<Vec<Answered>>;
 }
 
 /// Which executor a command asked for (`--executor`), as data that settings
@@ -76,7 +93,7 @@ impl Executor for Local {
     /// Each boot is announced, and each end with how many are done. An
     /// interruption stops the boots not yet started and is an error (no
     /// guest is left running: `run_boot` kills its own QEMU).
-    fn boot(&self, boots: Vec<Boot>) -> anyhow::Result<Vec<Answer>> {
+    fn boot(&self, boots: Vec<Boot>) -> anyhow::Result<Vec<Answered>> {
         let interrupted = crate::kernel::signals::interrupted();
         let answers: Vec<Mutex<Option<Answer>>> = boots.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
@@ -123,6 +140,7 @@ impl Executor for Local {
                 a.into_inner()
                     .unwrap_or_else(|e| e.into_inner())
                     .expect("every boot ran")
+                    .into()
             })
             .collect())
     }
@@ -136,7 +154,7 @@ impl<F> Executor for Fake<F>
 where
     F: Fn(&GuestJob) -> Answer + Send + Sync,
 {
-    fn boot(&self, boots: Vec<Boot>) -> anyhow::Result<Vec<Answer>> {
-        Ok(boots.iter().map(|b| (self.0)(&b.job)).collect())
+    fn boot(&self, boots: Vec<Boot>) -> anyhow::Result<Vec<Answered>> {
+        Ok(boots.iter().map(|b| (self.0)(&b.job).into()).collect())
     }
 }

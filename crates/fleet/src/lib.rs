@@ -136,6 +136,9 @@ pub struct Job<'a> {
 pub struct Finished {
     pub log: PathBuf,
     pub answer: anyhow::Result<GuestOutput>,
+    /// Answered to an earlier run of the same command (a cluster's batch
+    /// resumed), which stored it: not to be stored again.
+    pub before: bool,
 }
 
 /// The guest binary and accelerator of one arch.
@@ -322,9 +325,10 @@ impl Fleet {
             anyhow::bail!("interrupted: no guest is left running");
         }
         let mut finished: Vec<Option<Finished>> = jobs.iter().map(|_| None).collect();
-        for ((members, log), outs) in boots.iter().zip(logs).zip(answers) {
+        for ((members, log), answered) in boots.iter().zip(logs).zip(answers) {
             let kernel = jobs[members[0]].kernel;
-            match outs.map(|outs| self.with_symbols(kernel, outs)) {
+            let before = answered.before;
+            match answered.answer.map(|outs| self.with_symbols(kernel, outs)) {
                 Ok(outs) => {
                     anyhow::ensure!(
                         outs.len() == members.len(),
@@ -336,6 +340,7 @@ impl Fleet {
                         finished[i] = Some(Finished {
                             log: log.clone(),
                             answer: Ok(out),
+                            before,
                         });
                     }
                 }
@@ -352,6 +357,7 @@ impl Fleet {
                         finished[i] = Some(Finished {
                             log: log.clone(),
                             answer: Err(err),
+                            before,
                         });
                     }
                 }

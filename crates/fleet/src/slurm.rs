@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::usage;
-use crate::executor::{Answer, Boot, Executor};
+use crate::executor::{Answered, Boot, Executor};
 
 /// How often the queue is asked about the tasks.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -688,7 +688,7 @@ impl Slurm {
 }
 
 impl Executor for Slurm {
-    fn boot(&self, mut boots: Vec<Boot>) -> anyhow::Result<Vec<Answer>> {
+    fn boot(&self, mut boots: Vec<Boot>) -> anyhow::Result<Vec<Answered>> {
         // The binaries a task runs, by content: a rebuild here does not
         // change what a queued task boots.
         let program = stage_ptelab(&self.cache)?;
@@ -699,13 +699,29 @@ impl Executor for Slurm {
             if let Some(p) = &mut b.job.profile {
                 p.library = copy_by_content(&p.library, &bin, "ptelab-plugin")?;
             }
+            // An image of your own build and `--file`s may be anywhere
+            // here: the nodes read copies in the cache.
+            if !b.job.kernel.starts_with(&self.cache) {
+                let name = format!("kernel-{}", b.job.arch.name());
+                b.job.kernel = copy_by_content(&b.job.kernel, &bin, &name)?;
+            }
+            for f in &mut b.job.files {
+                if !f.starts_with(&self.cache) {
+                    *f = copy_keeping_name(f, &bin)?;
+                }
+            }
         }
-        // Named by the jobs less their logs (named by the time), so that
-        // the same command finds its batch again.
+        // Named by the jobs less what changes between two runs of one
+        // command (the log's name is the time; the symbols are asked for
+        // until a first answer cached them), so that the same command finds
+        // its batch again.
         let mut docs = Vec::new();
         for b in &boots {
             let mut v = serde_json::to_value(&b.job)?;
             v["log"] = serde_json::Value::Null;
+            if let Some(p) = v["profile"].as_object_mut() {
+                p.remove("symbols");
+            }
             docs.push(v.to_string());
         }
         let key = batch_key("boots", &[docs]);
@@ -734,6 +750,12 @@ impl Executor for Slurm {
             );
         }
         let answered = |i: usize| matches!(crate::task::read_answer(&files[i]), Some(Ok(_)));
+        // Answered in the job array resumed and handed to the run that
+        // submitted it (which stored it): marked when handed over.
+        let delivered = |i: usize| files[i].with_extension("delivered");
+        let before: Vec<bool> = (0..files.len())
+            .map(|i| resume && answered(i) && delivered(i).exists())
+            .collect();
         let outcome = batch.run(
             &Options {
                 resume,
@@ -742,21 +764,30 @@ impl Executor for Slurm {
             &answered,
         )?;
         let job = outcome.job.as_deref().unwrap_or("(an earlier one)");
-        let answers: Vec<Answer> = outcome
+        let answers: Vec<Answered> = outcome
             .states
             .iter()
             .zip(&files)
             .enumerate()
-            .map(|(i, (state, file))| match crate::task::read_answer(file) {
-                Some(answer) => answer,
-                None => Err(anyhow::anyhow!(
-                    "its Slurm task (job {job}, task {i}) ended {} without an answer; log {}",
-                    state.word(),
-                    batch.logs(i).1.display()
-                )),
+            .map(|(i, (state, file))| Answered {
+                answer: match crate::task::read_answer(file) {
+                    Some(answer) => answer,
+                    None => Err(anyhow::anyhow!(
+                        "its Slurm task (job {job}, task {i}) ended {} without an answer; log {}",
+                        state.word(),
+                        batch.logs(i).1.display()
+                    )),
+                },
+                before: before[i],
             })
             .collect();
-        batch.close(answers.iter().all(Result::is_ok));
+        for (i, a) in answers.iter().enumerate() {
+            if a.answer.is_ok() {
+                // Best effort: without it a resumed batch hands it over again.
+                let _ = std::fs::write(delivered(i), "");
+            }
+        }
+        batch.close(answers.iter().all(|a| a.answer.is_ok()));
         Ok(answers)
     }
 }
@@ -789,6 +820,29 @@ pub fn copy_by_content(file: &Path, dir: &Path, name: &str) -> anyhow::Result<Pa
             .with_context(|| format!("copying {} to {}", file.display(), dest.display()))?;
     }
     prune_copies(dir, name, KEEP_BINARIES, &dest);
+    Ok(dest)
+}
+
+/// Copy `file` to `dir/files-SHA12/NAME` (once), keeping its name: a
+/// guest finds a `--file` as `/files/NAME`.
+fn copy_keeping_name(file: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+    let sha = crate::guest::source::sha256_file(file)?;
+    let name = file
+        .file_name()
+        .with_context(|| format!("{} names no file", file.display()))?;
+    let sub = dir.join(format!("files-{}", &sha[..12]));
+    std::fs::create_dir_all(&sub).with_context(|| format!("creating {}", sub.display()))?;
+    let dest = sub.join(name);
+    if !dest.exists() {
+        let tmp = sub.join(format!(
+            ".{}.{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        std::fs::copy(file, &tmp)
+            .and_then(|_| std::fs::rename(&tmp, &dest))
+            .with_context(|| format!("copying {} to {}", file.display(), dest.display()))?;
+    }
     Ok(dest)
 }
 

@@ -6,8 +6,9 @@
 //! database, and no command line is composed: the job is the data.
 //!
 //! Every path in a job (kernel image, guest binary, plugin, files, log,
-//! disk directory) is under ptelab's cache, which is why a cluster needs
-//! the cache on a file system its nodes share (docs/cluster.md).
+//! disk directory) is under ptelab's cache (the Slurm executor copies in
+//! what is not), which is why a cluster needs the cache on a file system
+//! its nodes share (docs/cluster.md).
 
 use std::path::{Path, PathBuf};
 

@@ -239,7 +239,9 @@ pub fn measure(
                 continue;
             }
         };
+        // An answer a resumed batch handed to the run before was stored then.
         let run_id = match (store, &store_error) {
+            _ if done.before => None,
             (Some(s), None) => m
                 .store(s, "reproduce", job.kernel, tags)
                 .map_err(|e| *store_error = Some(e))
