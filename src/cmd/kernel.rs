@@ -1,6 +1,5 @@
 //! `ptelab kernel fetch|list`: guest kernels in the user's cache
-//! (docs/guests.md); the hidden `kernel build`, a bisect's build of one
-//! commit as a Slurm task runs it (docs/cluster.md).
+//! (docs/guests.md).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,9 +8,7 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use super::{print_json, print_text};
-use crate::cli::kernels::{
-    KernelArgs, KernelBuildArgs, KernelCommand, KernelFetchArgs, KernelListArgs,
-};
+use crate::cli::kernels::{KernelArgs, KernelCommand, KernelFetchArgs, KernelListArgs};
 use crate::guest::source::cache::{Cache, Cached};
 use crate::guest::source::{self, Offered};
 use crate::workload::Arch;
@@ -21,55 +18,6 @@ pub fn run(args: &KernelArgs) -> anyhow::Result<ExitCode> {
         KernelCommand::Fetch(a) => fetch_cmd(a),
         KernelCommand::List(a) if a.available => available_cmd(a),
         KernelCommand::List(a) => list_cmd(a),
-        KernelCommand::Build(a) => build_cmd(a),
-    }
-}
-
-/// Lines of a failed build's log a task prints: the submitting ptelab
-/// shows the last [`LOG_TAIL`](crate::fleet::slurm::LOG_TAIL) lines of a
-/// failed task's stderr, which also hold ptelab's own lines around the log
-/// (the "building" line, the closing error) in the rest.
-const BUILD_LOG_TAIL: usize = crate::fleet::slurm::LOG_TAIL - 5;
-
-/// Build `--commit`, checked out in `--repo`, as a local bisect step
-/// would; print the image's path. A failed build is exit 1 with the tail
-/// of its log on stderr.
-fn build_cmd(a: &KernelBuildArgs) -> anyhow::Result<ExitCode> {
-    use crate::bisect::build::{Builder, Config};
-    // The tree must hold the commit: the build reads whatever is checked out.
-    let repo = crate::bisect::git::Repo::open(&a.repo)?;
-    let head = repo.git(&["rev-parse", "HEAD"])?;
-    if head.trim() != a.commit {
-        crate::error::bail_usage!(
-            "{} has {} checked out, not {}: the submitting ptelab checks the commit out \
-             before the task starts; was the tree changed meanwhile?",
-            repo.dir.display(),
-            head.trim(),
-            a.commit
-        );
-    }
-    let builder = Builder {
-        repo: repo.dir.clone(),
-        arch: a.arch,
-        config: a.config.clone().map_or(Config::Defconfig, Config::File),
-        command: a.build_cmd.clone(),
-        root: a.root.clone(),
-    };
-    builder.check()?;
-    match builder.build(&a.commit)? {
-        Ok(image) => {
-            print_text(&format!("{}\n", image.display()))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(why) => {
-            let log = std::fs::read_to_string(builder.log(&a.commit)).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            for l in &lines[lines.len().saturating_sub(BUILD_LOG_TAIL)..] {
-                eprintln!("{l}");
-            }
-            eprintln!("ptelab: {}: {why}", crate::bisect::build::short(&a.commit));
-            Ok(ExitCode::from(1))
-        }
     }
 }
 
@@ -300,56 +248,5 @@ mod tests {
         )));
         let j = available_json(&fetch::offered(&offers, Arch::Arm64, "m".into()));
         assert_eq!(j["flavours"][Flavour::Cloud.name()], json!(["6.17.13"]));
-    }
-
-    /// What a Slurm task runs is the hidden `kernel build`, whose flags
-    /// give back the same builder: the same image, log and build directory.
-    #[test]
-    fn a_task_line_parses_back_into_the_same_build() {
-        use crate::bisect::build::{path_hash, Builder, Config};
-        use crate::cli::flags::{Cli, Command};
-        use clap::Parser;
-        use std::path::Path;
-        let mut b = Builder {
-            repo: "/lab/linux".into(),
-            arch: Arch::Arm64,
-            config: Config::File("/lab/my config".into()),
-            command: Some("cp \"$(cat KERNEL)\" \"$OUT\"".into()),
-            root: "/shared/ptelab/bisect".into(),
-        };
-        let commit = "0123456789abcdef0123456789abcdef01234567";
-        let line = b.task_args(commit);
-        let cli = Cli::try_parse_from(std::iter::once("ptelab".to_string()).chain(line))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let Command::Kernel(k) = cli.command else {
-            panic!("not kernel build")
-        };
-        let KernelCommand::Build(a) = k.command else {
-            panic!("not kernel build")
-        };
-        assert_eq!(
-            (
-                a.repo,
-                a.commit.as_str(),
-                a.arch,
-                a.root,
-                a.config,
-                a.build_cmd
-            ),
-            (
-                b.repo.clone(),
-                commit,
-                b.arch,
-                b.root.clone(),
-                Some("/lab/my config".into()),
-                b.command.clone()
-            )
-        );
-        // Another tree of the repository builds in a directory of its own,
-        // into the same image cache.
-        b.config = Config::Defconfig;
-        let side = b.in_tree(Path::new("/shared/ptelab/bisect/trees/x-1"));
-        assert_ne!(path_hash(&side.repo), path_hash(&b.repo));
-        assert_eq!(side.image(commit).unwrap(), b.image(commit).unwrap());
     }
 }

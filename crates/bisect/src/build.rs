@@ -20,14 +20,15 @@ use crate::guest::arch::facts;
 use crate::workload::Arch;
 
 /// Where the config of every step comes from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Config {
     Defconfig,
     File(PathBuf),
 }
 
-/// How every step is built.
-#[derive(Clone, Debug)]
+/// How every step is built: data, so that a cluster's task builds as a
+/// local step does (`build_on_slurm`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Builder {
     pub repo: PathBuf,
     pub arch: Arch,
@@ -154,31 +155,6 @@ impl Builder {
             repo: tree.to_path_buf(),
             ..self.clone()
         }
-    }
-
-    /// The hidden `ptelab kernel build` command line that runs `build` of
-    /// `commit`, checked out in this builder's tree, as a Slurm task
-    /// (`bisect::build_on_slurm`).
-    pub fn task_args(&self, commit: &str) -> Vec<String> {
-        let mut a: Vec<String> = vec![
-            "kernel".into(),
-            "build".into(),
-            "--repo".into(),
-            self.repo.display().to_string(),
-            "--commit".into(),
-            commit.into(),
-            "--arch".into(),
-            self.arch.name().into(),
-            "--root".into(),
-            self.root.display().to_string(),
-        ];
-        if let Config::File(f) = &self.config {
-            a.extend(["--config".into(), f.display().to_string()]);
-        }
-        if let Some(c) = &self.command {
-            a.extend(["--build-cmd".into(), c.clone()]);
-        }
-        a
     }
 
     /// The image of the commit checked out in the tree: cached, or built

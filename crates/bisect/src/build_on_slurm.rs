@@ -1,18 +1,39 @@
 //! `bisect --repo … --executor slurm`: a git-tree bisect's kernel builds as
-//! Slurm tasks (`fleet::slurm`), each the hidden `ptelab kernel build` that
-//! runs on its node the build a local step runs (`build::Builder`), into
-//! the image cache, build directories and logs of the shared cache
-//! (`--cache DIR`), where the guests' tasks then read the images.
+//! Slurm tasks (`fleet::slurm`). Each is a file (a [`BuildTask`]: the
+//! builder and the commit) that the hidden `ptelab task run FILE` builds
+//! on its node as a local step builds (`build::Builder`), into the image
+//! cache, build directories and logs of the shared cache (`--cache DIR`),
+//! where the guests' tasks then read the images.
 //!
 //! The endpoints' builds are independent: one job array. A step's build
 //! depends on the verdict before it: a job of its own, one task, so that no
 //! kernel builds on the submitting (login) node either way.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
 
 use super::build::{short, Builder};
 use super::Setup;
 use crate::fleet::slurm::{self, Batch, Request, Task, TaskState};
+
+/// The schema of a build task's file.
+pub const BUILD_TASK_SCHEMA: &str = "ptelab/build-task/v1";
+
+/// Lines of a failed build's log a task prints: the submitting ptelab
+/// shows the last [`slurm::LOG_TAIL`] lines of a failed task's stderr,
+/// which also hold ptelab's own lines around the log in the rest.
+const BUILD_LOG_TAIL: usize = slurm::LOG_TAIL - 5;
+
+/// One commit to build, checked out in the builder's tree.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BuildTask {
+    pub schema: String,
+    pub builder: Builder,
+    /// The commit checked out there (full id).
+    pub commit: String,
+}
 
 /// Build each `(commit, builder)`, the commit checked out in the builder's
 /// tree (on a file system the nodes mount), as the tasks of one job array.
@@ -27,21 +48,34 @@ pub fn build(
     let opts = req.options.clone();
     // Only ptelab itself: the builds need no guest binary.
     let program = slurm::stage_ptelab(&setup.cache.root)?;
+    let docs = builds
+        .iter()
+        .map(|(commit, b)| {
+            serde_json::to_string_pretty(&BuildTask {
+                schema: BUILD_TASK_SCHEMA.into(),
+                builder: b.clone(),
+                commit: commit.to_string(),
+            })
+        })
+        .collect::<Result<Vec<String>, _>>()?;
+    let key = slurm::batch_key("bisect build", std::slice::from_ref(&docs));
+    let dir = Batch::dir_of(&setup.cache.root, &key);
     let tasks: Vec<Task> = builds
         .iter()
-        .map(|(commit, b)| Task {
+        .zip(docs)
+        .enumerate()
+        .map(|(i, ((commit, b), doc))| Task {
             name: format!("build {} {}", short(commit), b.arch.name()),
             program: program.clone(),
-            args: b.task_args(commit),
-            data: None,
+            args: vec![
+                "task".into(),
+                "run".into(),
+                Batch::data_file(&dir, i).display().to_string(),
+            ],
+            data: Some(doc),
         })
         .collect();
-    let lines: Vec<Vec<String>> = tasks.iter().map(|t| t.args.clone()).collect();
-    let batch = Batch::new(
-        &setup.cache.root,
-        slurm::batch_key("bisect build", &lines),
-        tasks,
-    );
+    let batch = Batch::new(&setup.cache.root, key, tasks);
     // `--resume` picks up an array of these builds submitted before; a
     // build never submitted goes afresh.
     let resume = opts.resume && batch.submitted_before();
@@ -71,4 +105,90 @@ pub fn build(
     }
     batch.close(images.iter().all(Result::is_ok));
     Ok(images)
+}
+
+/// `ptelab task run FILE` of a build task: build the commit as a local
+/// step would. `Ok(false)` is a failed build, the tail of its log on
+/// stderr.
+pub fn run_task_file(file: &Path) -> anyhow::Result<bool> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let task: BuildTask = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a ptelab build task", file.display()))?;
+    anyhow::ensure!(
+        task.schema == BUILD_TASK_SCHEMA,
+        "{} has schema '{}', not {BUILD_TASK_SCHEMA}",
+        file.display(),
+        task.schema
+    );
+    let (builder, commit) = (task.builder, task.commit);
+    // The tree must hold the commit: the build reads whatever is checked out.
+    let repo = super::git::Repo::open(&builder.repo)?;
+    let head = repo.git(&["rev-parse", "HEAD"])?;
+    if head.trim() != commit {
+        crate::error::bail_usage!(
+            "{} has {} checked out, not {commit}: the submitting ptelab checks the commit out \
+             before the task starts; was the tree changed meanwhile?",
+            repo.dir.display(),
+            head.trim(),
+        );
+    }
+    builder.check()?;
+    match builder.build(&commit)? {
+        Ok(image) => {
+            println!("{}", image.display());
+            Ok(true)
+        }
+        Err(why) => {
+            let log = std::fs::read_to_string(builder.log(&commit)).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            for l in &lines[lines.len().saturating_sub(BUILD_LOG_TAIL)..] {
+                eprintln!("{l}");
+            }
+            eprintln!("ptelab: {}: {why}", short(&commit));
+            Ok(false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{path_hash, Config};
+    use crate::workload::Arch;
+
+    /// A task's file gives back the same builder: the same image, log and
+    /// build directory; another tree of the repository builds in a
+    /// directory of its own, into the same image cache.
+    #[test]
+    fn a_build_task_reads_back_into_the_same_build() {
+        // The config's content is part of what names the image.
+        let d = tempfile::tempdir().unwrap();
+        let config = d.path().join("my config");
+        std::fs::write(&config, "CONFIG_TRANSPARENT_HUGEPAGE=y\n").unwrap();
+        let b = Builder {
+            repo: "/lab/linux".into(),
+            arch: Arch::Arm64,
+            config: Config::File(config),
+            command: Some("cp \"$(cat KERNEL)\" \"$OUT\"".into()),
+            root: "/shared/ptelab/bisect".into(),
+        };
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let doc = serde_json::to_string(&BuildTask {
+            schema: BUILD_TASK_SCHEMA.into(),
+            builder: b.clone(),
+            commit: commit.into(),
+        })
+        .unwrap();
+        let back: BuildTask = serde_json::from_str(&doc).unwrap();
+        assert_eq!(back.commit, commit);
+        assert_eq!(format!("{:?}", back.builder), format!("{b:?}"));
+        assert_eq!(
+            back.builder.image(commit).unwrap(),
+            b.image(commit).unwrap()
+        );
+        assert_eq!(back.builder.log(commit), b.log(commit));
+        let side = b.in_tree(Path::new("/shared/ptelab/bisect/trees/x-1"));
+        assert_ne!(path_hash(&side.repo), path_hash(&b.repo));
+        assert_eq!(side.image(commit).unwrap(), b.image(commit).unwrap());
+    }
 }

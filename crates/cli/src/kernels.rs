@@ -27,31 +27,6 @@ pub enum KernelCommand {
     Fetch(KernelFetchArgs),
     /// Cached kernels, or with --available what Debian offers now.
     List(KernelListArgs),
-    /// Build one commit of a bisect's tree into its image cache: what a
-    /// Slurm task of `bisect --repo … --executor slurm` runs (set by the
-    /// submitting ptelab, not typed; docs/cluster.md).
-    #[command(hide = true)]
-    Build(KernelBuildArgs),
-}
-
-/// A bisect's build of one commit, as `bisect::build::Builder` runs it.
-#[derive(Debug, Args)]
-pub struct KernelBuildArgs {
-    /// The work tree, with the commit checked out.
-    #[arg(long, value_name = "DIR")]
-    pub repo: std::path::PathBuf,
-    /// The commit checked out there (full id).
-    #[arg(long, value_name = "ID")]
-    pub commit: String,
-    #[arg(long, value_enum, ignore_case = true)]
-    pub arch: Arch,
-    /// The builder's root (`bisect/` under the cache).
-    #[arg(long, value_name = "DIR")]
-    pub root: std::path::PathBuf,
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<std::path::PathBuf>,
-    #[arg(long, value_name = "CMD")]
-    pub build_cmd: Option<String>,
 }
 
 #[derive(Debug, Args)]

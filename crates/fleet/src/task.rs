@@ -67,6 +67,19 @@ pub fn document(job: &GuestJob) -> anyhow::Result<String> {
     })?)
 }
 
+/// The schema a task file names: which verb of `ptelab task run` reads it
+/// (a boot's, here; a bisect's build, `bisect::build_on_slurm`).
+pub fn schema_of(file: &Path) -> anyhow::Result<String> {
+    #[derive(Deserialize)]
+    struct Head {
+        schema: String,
+    }
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let head: Head = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a ptelab task", file.display()))?;
+    Ok(head.schema)
+}
+
 /// Where the answer of the task in `task` goes.
 pub fn answer_path(task: &Path) -> PathBuf {
     let stem = task.file_stem().and_then(|s| s.to_str()).unwrap_or("task");
