@@ -823,6 +823,56 @@ fn guests_through_slurm_measure_what_local_guests_measure() {
     }
 }
 
+/// `calibrate --guest` boots through the same executor: its boots as one
+/// job array give the bias a local calibration gives (exact under TCG),
+/// and Slurm's options go with --guest only.
+#[test]
+fn calibrate_guest_through_slurm_gives_the_bias_of_a_local_run() {
+    let refused = |args: &[&str], says: &str| {
+        let out = ptelab().arg("calibrate").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{says}: {err}");
+    };
+    refused(&["--executor", "slurm"], "it goes with --guest");
+    refused(
+        &["--guest", "--kernel", "debian:6.16.12", "--partition", "p"],
+        "--partition goes with --executor slurm",
+    );
+    let Some((slurm, local_db, slurm_db)) = end_to_end("calibrate_guest_through_slurm") else {
+        return;
+    };
+    let calibrate = |db: &str, executor: &str| {
+        ptelab()
+            .envs(slurm.env())
+            .args(["calibrate", "--guest", "--kernel", "debian:6.16.12"])
+            .args(["--arch", "x86_64", "--boots", "2", "--executor", executor])
+            .args(["--db", db, "--", "bench", "mprotect-toggle"])
+            .args(["--size", "40K", "--folio", "4K", "--time", "200ms"])
+            .output()
+            .unwrap()
+    };
+    let local = calibrate(local_db.path(), "local");
+    assert_success(&local);
+    let out = calibrate(slurm_db.path(), "slurm");
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, tasks, _) = submission(&err);
+    assert_eq!(tasks, "2 tasks (0,1)", "{err}");
+    assert_no_batch_left(&err);
+    // The bias table, less the run ids.
+    let table = |o: &std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("mprotect-toggle") || l.starts_with("=="))
+            .map(String::from)
+            .collect()
+    };
+    assert!(!table(&local).is_empty());
+    assert_eq!(table(&out), table(&local));
+    assert_eq!(run_tags(slurm_db.path()), run_tags(local_db.path()));
+}
+
 #[test]
 fn reproduce_on_slurm_needs_kernels_and_its_flags_need_slurm() {
     let db = TempDb::new();

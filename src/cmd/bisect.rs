@@ -56,7 +56,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         fleet::Executing::Slurm(req) => Some(req.clone()),
         fleet::Executing::Local => None,
     };
-    if slurm.is_some() && args.repo.is_some() && args.cluster.cache.is_none() {
+    if slurm.is_some() && args.repo.is_some() && args.cluster.exec.cache.is_none() {
         bail_usage!(
             "--executor slurm with --repo builds and boots every commit on the nodes: pass --cache \
              DIR on a file system every node mounts (the builds' images, build directories and \
@@ -64,7 +64,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         );
     }
     // With --cache, kernels, builds and state live in the shared cache.
-    let cache = super::guest_cache(&args.cluster)?;
+    let cache = super::guest_cache(&args.cluster.exec)?;
     // Endpoints and tree are checked before the database is opened, so bad
     // input leaves nothing behind.
     let (target, arch) = match &args.repo {

@@ -53,6 +53,10 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     if args.guest {
         return guest::run(args);
     }
+    if args.exec.slurm() {
+        bail_usage!("--executor slurm boots guests: it goes with --guest");
+    }
+    args.exec.check()?;
     if !args.command.is_empty() {
         bail_usage!(
             "a command after -- is the guest's: calibrate --guest --kernel SPEC -- bench …"

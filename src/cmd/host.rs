@@ -19,14 +19,22 @@ use crate::workload::{Arch, FolioSpec, WorkloadKind};
 /// Where guests boot (`--executor` and Slurm's options: vm, reproduce,
 /// bisect, calibrate --guest).
 pub fn executing(cluster: &crate::cli::cluster::ClusterOpts) -> crate::fleet::Executing {
-    match cluster.slurm() {
+    executing_with(&cluster.exec, cluster.slurm_time.clone())
+}
+
+/// Where guests boot, each Slurm task limited to `time` (Slurm's format).
+pub fn executing_with(
+    exec: &crate::cli::cluster::ExecutorOpts,
+    time: Option<String>,
+) -> crate::fleet::Executing {
+    match exec.slurm() {
         false => crate::fleet::Executing::Local,
         true => crate::fleet::Executing::Slurm(crate::fleet::slurm::Request {
             options: crate::fleet::slurm::Options {
-                partition: cluster.partition.clone(),
-                time: cluster.slurm_time.clone(),
-                sbatch: cluster.sbatch.clone(),
-                resume: cluster.resume,
+                partition: exec.partition.clone(),
+                time,
+                sbatch: exec.sbatch.clone(),
+                resume: exec.resume,
                 env: Vec::new(),
                 poll: crate::fleet::slurm::POLL,
             },
@@ -37,10 +45,10 @@ pub fn executing(cluster: &crate::cli::cluster::ClusterOpts) -> crate::fleet::Ex
 /// The cache guests boot from: `--cache DIR` (one every node mounts), or
 /// this user's.
 pub fn guest_cache(
-    cluster: &crate::cli::cluster::ClusterOpts,
+    exec: &crate::cli::cluster::ExecutorOpts,
 ) -> anyhow::Result<crate::guest::source::cache::Cache> {
     use anyhow::Context;
-    match &cluster.cache {
+    match &exec.cache {
         Some(dir) => Ok(crate::guest::source::cache::Cache {
             root: std::path::absolute(dir).with_context(|| format!("--cache {}", dir.display()))?,
         }),

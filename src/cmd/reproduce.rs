@@ -78,7 +78,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
                 "--executor slurm runs the guests of --kernels as Slurm tasks: give --kernels too"
             );
         };
-        req.cache = Some(super::guest_cache(&args.cluster)?.root);
+        req.cache = Some(super::guest_cache(&args.cluster.exec)?.root);
     }
 
     // Kernel cells: one plan over every seed; workloads the kernel backend

@@ -56,7 +56,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     args.cluster.check()?;
 
     // Everything that can fail on bad input happens before the first boot.
-    let cache = super::guest_cache(&args.cluster)?;
+    let cache = super::guest_cache(&args.cluster.exec)?;
     let opts = source::Options {
         arch: arch_flag,
         mirror: args.guest.mirror.clone(),

@@ -21,6 +21,19 @@ pub enum Executor {
 /// guest runs out.
 #[derive(Clone, Debug, Default, Args)]
 pub struct ClusterOpts {
+    #[command(flatten)]
+    pub exec: ExecutorOpts,
+    /// Time limit of each task, in Slurm's format (`sbatch --time`: 30,
+    /// 1:00:00, 1-0).
+    #[arg(long = "time", value_name = "LIMIT", value_parser = slurm_time)]
+    pub slurm_time: Option<String>,
+}
+
+/// The executor and Slurm's options less `--time`: what `calibrate
+/// --guest` takes, whose `--time` is its host runs' (a task's limit goes
+/// as `--sbatch=--time=LIMIT` there).
+#[derive(Clone, Debug, Default, Args)]
+pub struct ExecutorOpts {
     /// Where guest runs execute: local, or slurm (one job-array task per
     /// boot; the cache must be on a file system the nodes share,
     /// docs/cluster.md).
@@ -29,10 +42,6 @@ pub struct ClusterOpts {
     /// Slurm partition of the job array (`sbatch --partition`).
     #[arg(long, value_name = "NAME")]
     pub partition: Option<String>,
-    /// Time limit of each task, in Slurm's format (`sbatch --time`: 30,
-    /// 1:00:00, 1-0).
-    #[arg(long = "time", value_name = "LIMIT", value_parser = slurm_time)]
-    pub slurm_time: Option<String>,
     /// One more argument for `sbatch` (repeatable): `--sbatch=--qos=long`.
     #[arg(long = "sbatch", value_name = "ARG", allow_hyphen_values = true)]
     pub sbatch: Vec<String>,
@@ -47,7 +56,7 @@ pub struct ClusterOpts {
     pub resume: bool,
 }
 
-impl ClusterOpts {
+impl ExecutorOpts {
     /// Whether guest runs go to Slurm.
     pub fn slurm(&self) -> bool {
         self.executor == Executor::Slurm
@@ -55,20 +64,36 @@ impl ClusterOpts {
 
     /// Refuse Slurm's options without `--executor slurm`.
     pub fn check(&self) -> anyhow::Result<()> {
+        self.check_with(&[])
+    }
+
+    fn check_with(&self, more: &[(&str, bool)]) -> anyhow::Result<()> {
         if self.slurm() {
             return Ok(());
         }
         let given = [
             ("--partition", self.partition.is_some()),
-            ("--time", self.slurm_time.is_some()),
             ("--sbatch", !self.sbatch.is_empty()),
             ("--cache", self.cache.is_some()),
             ("--resume", self.resume),
         ];
-        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+        if let Some((flag, _)) = more.iter().chain(&given).find(|(_, g)| *g) {
             crate::error::bail_usage!("{flag} goes with --executor slurm");
         }
         Ok(())
+    }
+}
+
+impl ClusterOpts {
+    /// Whether guest runs go to Slurm.
+    pub fn slurm(&self) -> bool {
+        self.exec.slurm()
+    }
+
+    /// Refuse Slurm's options without `--executor slurm`.
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.exec
+            .check_with(&[("--time", self.slurm_time.is_some())])
     }
 }
 

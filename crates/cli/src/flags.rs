@@ -510,6 +510,10 @@ pub struct CalibrateArgs {
     /// How guests boot (with --guest; --jobs defaults to one).
     #[command(flatten)]
     pub vm: super::vm::GuestOpts,
+    /// Where the guests boot (with --guest; a Slurm task's time limit goes
+    /// as --sbatch=--time=LIMIT, since --time is the host runs').
+    #[command(flatten)]
+    pub exec: crate::cluster::ExecutorOpts,
     /// Guest memory (with --guest).
     #[arg(long, value_parser = values::size, default_value = "1G", value_name = "SIZE")]
     pub memory: u64,

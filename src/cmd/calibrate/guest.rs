@@ -28,7 +28,7 @@ use crate::cli::vm::{guest_arch, kernel_specs, AccelFlag};
 use crate::error::bail_usage;
 use crate::fleet::{self, Fleet, Job, Measured, Setup};
 use crate::guest::boot::qemu::AccelRequest;
-use crate::guest::source::cache::{now_rfc3339, Cache};
+use crate::guest::source::cache::now_rfc3339;
 use crate::guest::source::{self, Kernel};
 use crate::record::CellResult;
 use crate::store::{BiasBoot, GuestBias, Location, Store};
@@ -107,7 +107,8 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     if let Some(need) = command.need {
         fleet::check_fits(need, args.memory)?;
     }
-    let cache = Cache::from_env()?;
+    args.exec.check()?;
+    let cache = super::super::guest_cache(&args.exec)?;
     let opts = source::Options {
         arch: arch_flag,
         mirror: args.vm.mirror.clone(),
@@ -120,6 +121,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     let mut settings = super::super::fleet_settings(&args.vm, args.memory, 1, vec![], vec![]);
     settings.accel = AccelRequest::Tcg;
+    settings.executing = super::super::executing_with(&args.exec, None);
     if command.disk.is_some() {
         crate::guest::boot::disk::find_mkfs()?;
     }
