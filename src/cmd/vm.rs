@@ -201,7 +201,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         let run_id = match (&store, &store_error) {
             _ if done.before => None,
             (Some(store), None) => match m.store(store, &command.name, k, &args.out.tags) {
-                Ok(id) => Some(id),
+                Ok(id) => {
+                    crate::fleet::Finished::mark_stored(&done.mark);
+                    Some(id)
+                }
                 Err(e) => {
                     store_error = Some(e);
                     None

@@ -287,7 +287,7 @@ impl<'a> Prober<'a> {
         done: crate::fleet::Finished,
     ) -> anyhow::Result<Result<Measurement, String>> {
         let log = done.log.display().to_string();
-        let done_before = done.before;
+        let (done_before, done_mark) = (done.before, done.mark.clone());
         let out = match done.answer {
             Ok(out) => out,
             Err(e) => return Ok(Err(format!("no answer from the guest ({e:#})"))),
@@ -332,6 +332,7 @@ impl<'a> Prober<'a> {
             let mut tags = vec![self.tag.clone()];
             tags.extend(self.setup.tags.iter().cloned());
             run_ids.push(measured.store(store.get()?, "bench", kernel, &tags)?);
+            crate::fleet::Finished::mark_stored(&done_mark);
         }
         Ok(Ok(Measurement {
             figures: vec![figure],

@@ -33,19 +33,23 @@ pub struct Boot {
 /// The guests' outputs of one boot (one per command), or why there are none.
 pub type Answer = anyhow::Result<Vec<GuestOutput>>;
 
-/// A boot's answer, and whether an earlier run of the same command was
-/// given it already (a cluster's batch resumed with `--resume`): that run
-/// stored what it answered.
+/// A boot's answer and, where it may be handed over again (a cluster's
+/// batch resumed with `--resume`), the file beside which its commands'
+/// runs are marked stored ([`crate::task::mark_path`]), and which of them
+/// were marked when it was handed over.
 pub struct Answered {
     pub answer: Answer,
-    pub before: bool,
+    pub marks: Option<std::path::PathBuf>,
+    /// Per command: its run was stored by the run this one resumes.
+    pub stored_before: Vec<bool>,
 }
 
 impl From<Answer> for Answered {
     fn from(answer: Answer) -> Answered {
         Answered {
             answer,
-            before: false,
+            marks: None,
+            stored_before: Vec::new(),
         }
     }
 }

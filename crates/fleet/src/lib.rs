@@ -136,9 +136,23 @@ pub struct Job<'a> {
 pub struct Finished {
     pub log: PathBuf,
     pub answer: anyhow::Result<GuestOutput>,
-    /// Answered to an earlier run of the same command (a cluster's batch
-    /// resumed), which stored it: not to be stored again.
+    /// Its run was stored by an earlier run of the same command (a
+    /// cluster's batch resumed): not to be stored again.
     pub before: bool,
+    /// Where to mark its run stored ([`Finished::mark_stored`]), when the
+    /// answer may be handed over again.
+    pub mark: Option<PathBuf>,
+}
+
+impl Finished {
+    /// Say that this answer's run is stored, so that a resumed batch does
+    /// not have it stored twice. Best effort: without the mark, a resume
+    /// stores it again.
+    pub fn mark_stored(mark: &Option<PathBuf>) {
+        if let Some(m) = mark {
+            let _ = std::fs::write(m, "");
+        }
+    }
 }
 
 /// The guest binary and accelerator of one arch.
@@ -327,7 +341,7 @@ impl Fleet {
         let mut finished: Vec<Option<Finished>> = jobs.iter().map(|_| None).collect();
         for ((members, log), answered) in boots.iter().zip(logs).zip(answers) {
             let kernel = jobs[members[0]].kernel;
-            let before = answered.before;
+            let mark = |k: usize| answered.marks.as_ref().map(|t| task::mark_path(t, k));
             match answered.answer.map(|outs| self.with_symbols(kernel, outs)) {
                 Ok(outs) => {
                     anyhow::ensure!(
@@ -336,11 +350,13 @@ impl Fleet {
                         members.len(),
                         outs.len()
                     );
-                    for (&i, out) in members.iter().zip(outs) {
+                    for (k, (&i, out)) in members.iter().zip(outs).enumerate() {
+                        let mark = mark(k);
                         finished[i] = Some(Finished {
                             log: log.clone(),
                             answer: Ok(out),
-                            before,
+                            before: answered.stored_before.get(k).copied().unwrap_or(false),
+                            mark,
                         });
                     }
                 }
@@ -357,7 +373,8 @@ impl Fleet {
                         finished[i] = Some(Finished {
                             log: log.clone(),
                             answer: Err(err),
-                            before,
+                            before: false,
+                            mark: None,
                         });
                     }
                 }

@@ -240,10 +240,11 @@ impl Batch {
     }
 
     /// Submit the tasks not yet done, wait for them with progress on
-    /// stderr, and report every failed one with its log. `stored(i)` says
-    /// whether task `i` left its result behind, for a task that left the
-    /// queue unseen where Slurm keeps no accounting.
-    pub fn run(&self, opts: &Options, stored: &dyn Fn(usize) -> bool) -> anyhow::Result<Outcome> {
+    /// stderr, and report every failed one with its log. `left(i)` says
+    /// whether task `i` left its result behind: for a task that left the
+    /// queue unseen where Slurm keeps no accounting, and, resumed, for one
+    /// that finished after its submitter stopped watching.
+    pub fn run(&self, opts: &Options, left: &dyn Fn(usize) -> bool) -> anyhow::Result<Outcome> {
         // Catch SIGINT/SIGTERM from before the submission on, so that no
         // signal kills this process with the array left queued.
         crate::kernel::signals::interrupted();
@@ -252,8 +253,7 @@ impl Batch {
             (true, Some(s)) if s.done.len() == n => s,
             (true, _) => {
                 return Err(usage(format!(
-                    "--resume: no earlier job array of this command in {} (the same command \
-                     line, kernels and --db make the same batch): run it without --resume",
+                    "--resume: no earlier job array of these tasks in {}: run it without --resume",
                     self.dir.display()
                 )))
             }
@@ -262,7 +262,9 @@ impl Batch {
                 done: vec![false; n],
             },
         };
-        let todo: Vec<usize> = (0..n).filter(|&i| !state.done[i]).collect();
+        let todo: Vec<usize> = (0..n)
+            .filter(|&i| !state.done[i] && !(opts.resume && left(i)))
+            .collect();
         if todo.is_empty() {
             eprintln!("ptelab: every task of batch {} finished before", self.key);
             return Ok(Outcome {
@@ -279,8 +281,12 @@ impl Batch {
         }
         let job = self.submit(opts, &todo)?;
         state.jobs.push(job.clone());
-        self.save_state(&state)?;
-        let states = self.wait(&job, &todo, opts, stored);
+        if let Err(e) = self.save_state(&state) {
+            // Nothing may stay queued that no state file names.
+            cancel(&job, opts);
+            return Err(e);
+        }
+        let states = self.wait(&job, &todo, opts, left);
         let interrupted = crate::kernel::signals::interrupted().load(Ordering::SeqCst);
         let mut all = vec![TaskState::Done; n];
         for (&i, s) in todo.iter().zip(states) {
@@ -362,6 +368,7 @@ impl Batch {
             if let Some(data) = &self.tasks[i].data {
                 let file = Batch::data_file(&self.dir, i);
                 let _ = std::fs::remove_file(crate::task::answer_path(&file));
+                crate::task::remove_marks(&file);
                 std::fs::write(&file, data)
                     .with_context(|| format!("writing {}", file.display()))?;
             }
@@ -587,8 +594,18 @@ fn remedy(stderr: &str, opts: &Options) -> Option<String> {
 /// where the cluster is: `SLURM_CONF`).
 fn client(tool: &str, opts: &Options) -> Command {
     let mut cmd = Command::new(tool);
+    for (k, _) in std::env::vars_os().filter(|(k, _)| kept_from_tasks(k)) {
+        cmd.env_remove(k);
+    }
     cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
     cmd
+}
+
+/// Whether the variable `name` stays out of Slurm's clients: sbatch hands
+/// its environment to every task, and no task needs the database's URL or
+/// libpq's settings (a password among them).
+fn kept_from_tasks(name: &std::ffi::OsStr) -> bool {
+    name == "PTELAB_DB" || name.to_str().is_some_and(|k| k.starts_with("PG"))
 }
 
 /// Every task of `job` that the queue (or accounting) knows, with its state.
@@ -701,9 +718,9 @@ impl Executor for Slurm {
             }
             // An image of your own build and `--file`s may be anywhere
             // here: the nodes read copies in the cache.
+            // (Not pruned: one command may stage any number of them.)
             if !b.job.kernel.starts_with(&self.cache) {
-                let name = format!("kernel-{}", b.job.arch.name());
-                b.job.kernel = copy_by_content(&b.job.kernel, &bin, &name)?;
+                b.job.kernel = copy_keeping_name(&b.job.kernel, &bin)?;
             }
             for f in &mut b.job.files {
                 if !f.starts_with(&self.cache) {
@@ -742,6 +759,9 @@ impl Executor for Slurm {
             })
             .collect::<anyhow::Result<Vec<Task>>>()?;
         let batch = Batch::new(&self.cache, key, tasks);
+        // One ptelab at a time runs a batch: two submitters of the same
+        // boots on one cache would remove each other's answers.
+        let _lock = lock_batch(&self.cache, &batch.key)?;
         let resume = self.req.options.resume && batch.submitted_before();
         if self.req.options.resume && !resume {
             eprintln!(
@@ -750,12 +770,6 @@ impl Executor for Slurm {
             );
         }
         let answered = |i: usize| matches!(crate::task::read_answer(&files[i]), Some(Ok(_)));
-        // Answered in the job array resumed and handed to the run that
-        // submitted it (which stored it): marked when handed over.
-        let delivered = |i: usize| files[i].with_extension("delivered");
-        let before: Vec<bool> = (0..files.len())
-            .map(|i| resume && answered(i) && delivered(i).exists())
-            .collect();
         let outcome = batch.run(
             &Options {
                 resume,
@@ -769,26 +783,51 @@ impl Executor for Slurm {
             .iter()
             .zip(&files)
             .enumerate()
-            .map(|(i, (state, file))| Answered {
-                answer: match crate::task::read_answer(file) {
+            .map(|(i, (state, file))| {
+                let answer = match crate::task::read_answer(file) {
                     Some(answer) => answer,
                     None => Err(anyhow::anyhow!(
                         "its Slurm task (job {job}, task {i}) ended {} without an answer; log {}",
                         state.word(),
                         batch.logs(i).1.display()
                     )),
-                },
-                before: before[i],
+                };
+                // Read before `close` removes a finished batch.
+                let commands = answer.as_ref().map_or(0, Vec::len);
+                Answered {
+                    stored_before: (0..commands)
+                        .map(|k| crate::task::mark_path(file, k).exists())
+                        .collect(),
+                    answer,
+                    // Where the caller marks each command's run stored, so
+                    // that a resumed batch does not have it stored twice.
+                    marks: Some(file.clone()),
+                }
             })
             .collect();
-        for (i, a) in answers.iter().enumerate() {
-            if a.answer.is_ok() {
-                // Best effort: without it a resumed batch hands it over again.
-                let _ = std::fs::write(delivered(i), "");
-            }
-        }
         batch.close(answers.iter().all(|a| a.answer.is_ok()));
         Ok(answers)
+    }
+}
+
+/// Hold batch `key`'s lock under `cache/slurm` until the file is dropped;
+/// refused while another ptelab holds it.
+fn lock_batch(cache: &Path, key: &str) -> anyhow::Result<std::fs::File> {
+    let dir = cache.join("slurm");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{key}.lock"));
+    let file =
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(usage(format!(
+            "another ptelab is running these boots as batch {key} ({}): wait for it, or give \
+             this one another --cache",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
     }
 }
 

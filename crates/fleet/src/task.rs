@@ -86,6 +86,31 @@ pub fn answer_path(task: &Path) -> PathBuf {
     task.with_file_name(format!("{stem}.answer.json"))
 }
 
+/// The file that says the run of command `k` of the task in `task` was
+/// stored (by the ptelab that read the answer): a resumed batch hands the
+/// answer over again, and its run must not be stored twice.
+pub fn mark_path(task: &Path, k: usize) -> PathBuf {
+    let stem = task.file_stem().and_then(|s| s.to_str()).unwrap_or("task");
+    task.with_file_name(format!("{stem}.stored-{k}"))
+}
+
+/// Remove the stored marks of the task in `task` (it runs again).
+pub fn remove_marks(task: &Path) {
+    let stem = task.file_stem().and_then(|s| s.to_str()).unwrap_or("task");
+    let prefix = format!("{stem}.stored-");
+    let Some(Ok(rd)) = task.parent().map(std::fs::read_dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// The answer of the task in `task`: None when it wrote none (it did not
 /// run, or did not finish).
 pub fn read_answer(task: &Path) -> Option<anyhow::Result<Vec<GuestOutput>>> {

@@ -245,6 +245,7 @@ pub fn measure(
             (Some(s), None) => m
                 .store(s, "reproduce", job.kernel, tags)
                 .map_err(|e| *store_error = Some(e))
+                .inspect(|_| fleet::Finished::mark_stored(&done.mark))
                 .ok(),
             _ => None,
         };

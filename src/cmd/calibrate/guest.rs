@@ -108,6 +108,11 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         fleet::check_fits(need, args.memory)?;
     }
     args.exec.check()?;
+    if args.exec.resume {
+        bail_usage!(
+            "calibrate --guest takes its bias from one batch's boots: run it again without --resume"
+        );
+    }
     let cache = super::super::guest_cache(&args.exec)?;
     let opts = source::Options {
         arch: arch_flag,

@@ -344,3 +344,29 @@ fn a_refusal_leaves_no_batch_and_says_what_to_do() {
     assert!(batch.run(&resume, &|_| false).is_err());
     assert!(batch.submitted_before());
 }
+
+/// No task gets the database's URL or libpq's settings from sbatch.
+#[test]
+fn secrets_stay_out_of_the_tasks_environment() {
+    use std::ffi::OsStr;
+    for k in ["PTELAB_DB", "PGPASSWORD", "PGPASSFILE", "PGSSLROOTCERT"] {
+        assert!(kept_from_tasks(OsStr::new(k)), "{k}");
+    }
+    for k in ["SLURM_CONF", "PATH", "HOME", "PTELAB_CACHE"] {
+        assert!(!kept_from_tasks(OsStr::new(k)), "{k}");
+    }
+}
+
+/// A second ptelab running the same batch is refused while the first
+/// holds it, and gets it once the first is done.
+#[test]
+fn one_ptelab_at_a_time_runs_a_batch() {
+    let root = tempfile::tempdir().unwrap();
+    let first = lock_batch(root.path(), "b").unwrap();
+    let e = lock_batch(root.path(), "b").unwrap_err();
+    assert!(crate::error::is_usage(&e), "{e:#}");
+    assert!(format!("{e:#}").contains("another ptelab is running these boots"));
+    assert!(lock_batch(root.path(), "other").is_ok());
+    drop(first);
+    assert!(lock_batch(root.path(), "b").is_ok());
+}
