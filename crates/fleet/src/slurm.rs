@@ -263,7 +263,7 @@ impl Batch {
             },
         };
         let todo: Vec<usize> = (0..n)
-            .filter(|&i| !state.done[i] && !(opts.resume && left(i)))
+            .filter(|&i| !(state.done[i] || opts.resume && left(i)))
             .collect();
         if todo.is_empty() {
             eprintln!("ptelab: every task of batch {} finished before", self.key);
