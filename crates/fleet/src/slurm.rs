@@ -810,25 +810,59 @@ impl Executor for Slurm {
     }
 }
 
-/// Hold batch `key`'s lock under `cache/slurm` until the file is dropped;
-/// refused while another ptelab holds it.
-fn lock_batch(cache: &Path, key: &str) -> anyhow::Result<std::fs::File> {
+/// A batch's lock (`cache/slurm/KEY.lock`), held until dropped; the file
+/// is removed then, so that no lock outlives its run.
+#[derive(Debug)]
+pub struct BatchLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl Drop for BatchLock {
+    fn drop(&mut self) {
+        // Removed while still held: whoever opens it after this makes a
+        // new file, which `lock_batch` checks for.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Hold batch `key`'s lock under `cache/slurm`; refused while another
+/// ptelab holds it.
+fn lock_batch(cache: &Path, key: &str) -> anyhow::Result<BatchLock> {
+    use std::os::unix::fs::MetadataExt;
     let dir = cache.join("slurm");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("{key}.lock"));
-    let file =
-        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(usage(format!(
+    let busy = || {
+        usage(format!(
             "another ptelab is running these boots as batch {key} ({}): wait for it, or give \
              this one another --cache",
             path.display()
-        ))),
+        ))
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(busy()),
         Err(std::fs::TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("locking {}", path.display()))
+            return Err(e).with_context(|| format!("locking {}", path.display()))
         }
     }
+    // The holder before may have removed the file between our open and
+    // lock: then the lock is on a file nobody else will find.
+    let same = match (file.metadata(), std::fs::metadata(&path)) {
+        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+        _ => false,
+    };
+    if !same {
+        return Err(busy());
+    }
+    Ok(BatchLock { path, _file: file })
 }
 
 /// Put this ptelab into `cache/bin` (by content), for tasks to run.

@@ -368,5 +368,12 @@ fn one_ptelab_at_a_time_runs_a_batch() {
     assert!(format!("{e:#}").contains("another ptelab is running these boots"));
     assert!(lock_batch(root.path(), "other").is_ok());
     drop(first);
-    assert!(lock_batch(root.path(), "b").is_ok());
+    let again = lock_batch(root.path(), "b").unwrap();
+    drop(again);
+    // No lock outlives its run.
+    let left: Vec<_> = std::fs::read_dir(root.path().join("slurm"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
