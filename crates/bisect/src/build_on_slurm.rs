@@ -11,7 +11,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::build::{short, Builder};
@@ -111,15 +110,7 @@ pub fn build(
 /// step would. `Ok(false)` is a failed build, the tail of its log on
 /// stderr.
 pub fn run_task_file(file: &Path) -> anyhow::Result<bool> {
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let task: BuildTask = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a ptelab build task", file.display()))?;
-    anyhow::ensure!(
-        task.schema == BUILD_TASK_SCHEMA,
-        "{} has schema '{}', not {BUILD_TASK_SCHEMA}",
-        file.display(),
-        task.schema
-    );
+    let task: BuildTask = crate::fleet::task::read_task(file, BUILD_TASK_SCHEMA)?;
     let (builder, commit) = (task.builder, task.commit);
     // The tree must hold the commit: the build reads whatever is checked out.
     let repo = super::git::Repo::open(&builder.repo)?;

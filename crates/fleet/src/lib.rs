@@ -798,18 +798,21 @@ pub mod tests {
         );
     }
 
+    /// A cache in `dir` with two fake kernels, 6.16.12 and 6.17.8.
+    #[cfg(test)]
+    fn two_fake_kernels(dir: &Path) -> (Cache, Kernel, Kernel) {
+        let cache = Cache {
+            root: dir.to_owned(),
+        };
+        let kernel = |v| Fake::spec(v).resolve(&cache, &Fake::options()).unwrap();
+        let (a, b) = (kernel("6.16.12"), kernel("6.17.8"));
+        (cache, a, b)
+    }
+
     #[test]
     fn a_kernel_boots_once_and_its_x86_disk_jobs_once_more() {
         let d = tempfile::tempdir().unwrap();
-        let cache = Cache {
-            root: d.path().to_owned(),
-        };
-        let a = Fake::spec("6.16.12")
-            .resolve(&cache, &Fake::options())
-            .unwrap();
-        let b = Fake::spec("6.17.8")
-            .resolve(&cache, &Fake::options())
-            .unwrap();
+        let (_cache, a, b) = two_fake_kernels(d.path());
         let job = |kernel, name: &str, disk: Option<u64>, seed: Option<u64>| Job {
             kernel,
             name: name.into(),
@@ -883,15 +886,7 @@ pub mod tests {
     #[test]
     fn answers_from_an_executor_come_back_in_job_order() {
         let d = tempfile::tempdir().unwrap();
-        let cache = Cache {
-            root: d.path().to_owned(),
-        };
-        let a = Fake::spec("6.16.12")
-            .resolve(&cache, &Fake::options())
-            .unwrap();
-        let b = Fake::spec("6.17.8")
-            .resolve(&cache, &Fake::options())
-            .unwrap();
+        let (cache, a, b) = two_fake_kernels(d.path());
         let answer = |job: &GuestJob| -> executor::Answer {
             if job.kernel.to_string_lossy().contains("6.17.8") {
                 return Err(crate::error::usage("no such kernel on the node"));

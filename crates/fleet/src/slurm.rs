@@ -887,10 +887,7 @@ pub fn copy_by_content(file: &Path, dir: &Path, name: &str) -> anyhow::Result<Pa
             .open(&dest)
             .and_then(|f| f.set_modified(std::time::SystemTime::now()));
     } else {
-        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-        std::fs::copy(file, &tmp)
-            .and_then(|_| std::fs::rename(&tmp, &dest))
-            .with_context(|| format!("copying {} to {}", file.display(), dest.display()))?;
+        copy_whole(file, &dest)?;
     }
     prune_copies(dir, name, KEEP_BINARIES, &dest);
     Ok(dest)
@@ -907,16 +904,21 @@ fn copy_keeping_name(file: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(&sub).with_context(|| format!("creating {}", sub.display()))?;
     let dest = sub.join(name);
     if !dest.exists() {
-        let tmp = sub.join(format!(
-            ".{}.{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        std::fs::copy(file, &tmp)
-            .and_then(|_| std::fs::rename(&tmp, &dest))
-            .with_context(|| format!("copying {} to {}", file.display(), dest.display()))?;
+        copy_whole(file, &dest)?;
     }
     Ok(dest)
+}
+
+/// Copy `file` to `dest` whole or not at all (through a hidden file beside
+/// it), so that a task never reads half a copy.
+fn copy_whole(file: &Path, dest: &Path) -> anyhow::Result<()> {
+    let name = dest
+        .file_name()
+        .map_or("copy".into(), |n| n.to_string_lossy());
+    let tmp = dest.with_file_name(format!(".{name}.{}", std::process::id()));
+    std::fs::copy(file, &tmp)
+        .and_then(|_| std::fs::rename(&tmp, dest))
+        .with_context(|| format!("copying {} to {}", file.display(), dest.display()))
 }
 
 /// Remove all but the `keep` most recently changed `NAME-SHA12` copies in

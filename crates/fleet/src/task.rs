@@ -80,24 +80,41 @@ pub fn schema_of(file: &Path) -> anyhow::Result<String> {
     Ok(head.schema)
 }
 
+/// `task-I` of the task file `task-I.json`: what its answer and marks are
+/// named after.
+fn stem(task: &Path) -> &str {
+    task.file_stem().and_then(|s| s.to_str()).unwrap_or("task")
+}
+
 /// Where the answer of the task in `task` goes.
 pub fn answer_path(task: &Path) -> PathBuf {
-    let stem = task.file_stem().and_then(|s| s.to_str()).unwrap_or("task");
-    task.with_file_name(format!("{stem}.answer.json"))
+    task.with_file_name(format!("{}.answer.json", stem(task)))
+}
+
+/// The task in `file`, a document of `schema` (a boot's, or a bisect's
+/// build, `bisect::build_on_slurm`).
+pub fn read_task<T: serde::de::DeserializeOwned>(file: &Path, schema: &str) -> anyhow::Result<T> {
+    let found = schema_of(file)?;
+    anyhow::ensure!(
+        found == schema,
+        "{} has schema '{found}', not {schema}: written by another ptelab",
+        file.display()
+    );
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a {schema} task", file.display()))
 }
 
 /// The file that says the run of command `k` of the task in `task` was
 /// stored (by the ptelab that read the answer): a resumed batch hands the
 /// answer over again, and its run must not be stored twice.
 pub fn mark_path(task: &Path, k: usize) -> PathBuf {
-    let stem = task.file_stem().and_then(|s| s.to_str()).unwrap_or("task");
-    task.with_file_name(format!("{stem}.stored-{k}"))
+    task.with_file_name(format!("{}.stored-{k}", stem(task)))
 }
 
 /// Remove the stored marks of the task in `task` (it runs again).
 pub fn remove_marks(task: &Path) {
-    let stem = task.file_stem().and_then(|s| s.to_str()).unwrap_or("task");
-    let prefix = format!("{stem}.stored-");
+    let prefix = format!("{}.stored-", stem(task));
     let Some(Ok(rd)) = task.parent().map(std::fs::read_dir) else {
         return;
     };
@@ -182,15 +199,7 @@ fn write_answer(file: &Path, doc: &AnswerRef) -> anyhow::Result<()> {
 }
 
 fn boot_file(file: &Path) -> anyhow::Result<Vec<GuestOutput>> {
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let task: TaskFile = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a ptelab task", file.display()))?;
-    anyhow::ensure!(
-        task.schema == TASK_SCHEMA,
-        "{} has schema '{}', not {TASK_SCHEMA}: written by another ptelab",
-        file.display(),
-        task.schema
-    );
+    let task: TaskFile = read_task(file, TASK_SCHEMA)?;
     let mut job = task.boot;
     // SIGTERM (scancel) stops the guest, as SIGINT does a local one.
     job.interrupted = crate::kernel::signals::interrupted();
