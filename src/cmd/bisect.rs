@@ -10,13 +10,13 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::{print_json, print_text};
-use crate::bisect::build::{Builder, Config};
 use crate::bisect::{report, tree, versions, Setup};
 use crate::cli::bisect::{BisectArgs, MetricFlag};
 use crate::cli::guest_command::GuestCommand;
 use crate::error::bail_usage;
 use crate::fleet;
 use crate::guest::boot::qemu::{kvm_probe, AccelRequest};
+use crate::guest::build::{self, Builder};
 use crate::guest::KernelSpec;
 use crate::record::{Counter, Metric};
 use crate::workload::Arch;
@@ -67,6 +67,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     let cache = super::guest_cache(&args.cluster.exec)?;
     // Endpoints and tree are checked before the database is opened, so bad
     // input leaves nothing behind.
+    let config = args.guest.build_config(args.repo.is_some())?;
     let (target, arch) = match &args.repo {
         None => {
             let good = KernelSpec::parse(&args.good)?;
@@ -84,12 +85,10 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
             let builder = Builder {
                 repo: repo.clone(),
                 arch,
-                config: match &args.config {
-                    Some(f) => Config::File(std::path::absolute(f).unwrap_or_else(|_| f.clone())),
-                    None => Config::Defconfig,
-                },
+                config: config.clone(),
                 command: args.build_cmd.clone(),
-                root: cache.root.join("bisect"),
+                root: build::root(&cache.root),
+                compiler: build::compiler(arch, args.build_cmd.as_deref()),
             };
             let plan = tree::Plan::check(repo, &args.good, &args.bad, builder)?;
             (Target::Tree(Box::new(plan)), arch)

@@ -25,10 +25,16 @@ fn fetch_cmd(a: &KernelFetchArgs) -> anyhow::Result<ExitCode> {
     let arch = a.guest_arch()?;
     // Every spec is checked before anything is downloaded.
     let specs = a.kernel_specs()?;
+    let config = crate::cli::vm::build_config(
+        a.config.as_deref(),
+        a.defconfig,
+        specs.iter().any(|s| s.source().builds()),
+    )?;
     let opts = source::Options {
         arch,
         mirror: a.mirror.clone(),
         interrupted: crate::kernel::thp::interrupted(),
+        config,
     };
     for src in source::SOURCES {
         src.check(&opts)?;
@@ -156,6 +162,7 @@ fn available_cmd(a: &KernelListArgs) -> anyhow::Result<ExitCode> {
         arch: Some(arch),
         mirror: a.mirror.clone(),
         interrupted: crate::kernel::thp::interrupted(),
+        config: crate::guest::build::Config::Ptelab,
     };
     let offered = source::listing().offered(&cache, arch, &opts, false)?;
     if a.json {

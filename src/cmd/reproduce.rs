@@ -62,6 +62,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<ExitCode> {
         .filter(|s| args.seeds.is_empty() || args.seeds.iter().any(|a| a == s.id))
         .collect();
     // Guest flags are checked before anything is measured.
+    args.guest.build_config(false)?;
     let mut guests = args
         .guest_kernels()?
         .map(|(choice, arches)| in_guests::Request {

@@ -50,6 +50,9 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
     }
     let arch_flag = args.guest_arch()?;
     let specs = args.kernel_specs()?;
+    let config = args
+        .guest
+        .build_config(specs.iter().any(|s| s.source().builds()))?;
     for need in commands.iter().filter_map(|c| c.need) {
         fleet::check_fits(need, args.memory)?;
     }
@@ -61,6 +64,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         arch: arch_flag,
         mirror: args.guest.mirror.clone(),
         interrupted: crate::kernel::signals::interrupted(),
+        config,
     };
     let mut kernels = Vec::new();
     for spec in specs {

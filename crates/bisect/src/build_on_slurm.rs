@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::build::{short, Builder};
 use super::Setup;
 use crate::fleet::slurm::{self, Batch, Request, Task, TaskState};
+use crate::guest::build::{short, Builder};
 
 /// The schema of a build task's file.
 pub const BUILD_TASK_SCHEMA: &str = "ptelab/build-task/v1";
@@ -113,7 +113,7 @@ pub fn run_task_file(file: &Path) -> anyhow::Result<bool> {
     let task: BuildTask = crate::fleet::task::read_task(file, BUILD_TASK_SCHEMA)?;
     let (builder, commit) = (task.builder, task.commit);
     // The tree must hold the commit: the build reads whatever is checked out.
-    let repo = super::git::Repo::open(&builder.repo)?;
+    let repo = super::git::Repo::open(&builder.repo, "--repo")?;
     let head = repo.git(&["rev-parse", "HEAD"])?;
     if head.trim() != commit {
         crate::error::bail_usage!(
@@ -124,7 +124,7 @@ pub fn run_task_file(file: &Path) -> anyhow::Result<bool> {
         );
     }
     builder.check()?;
-    match builder.build(&commit)? {
+    match builder.build(&commit, crate::kernel::signals::interrupted())? {
         Ok(image) => {
             println!("{}", image.display());
             Ok(true)
@@ -144,7 +144,7 @@ pub fn run_task_file(file: &Path) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::{path_hash, Config};
+    use crate::guest::build::{path_hash, Config};
     use crate::workload::Arch;
 
     /// A task's file gives back the same builder: the same image, log and
@@ -161,7 +161,8 @@ mod tests {
             arch: Arch::Arm64,
             config: Config::File(config),
             command: Some("cp \"$(cat KERNEL)\" \"$OUT\"".into()),
-            root: "/shared/ptelab/bisect".into(),
+            root: "/shared/ptelab/builds".into(),
+            compiler: "aarch64-linux-gnu-gcc (Debian 12.2.0-14) 12.2.0".into(),
         };
         let commit = "0123456789abcdef0123456789abcdef01234567";
         let doc = serde_json::to_string(&BuildTask {
@@ -178,7 +179,7 @@ mod tests {
             b.image(commit).unwrap()
         );
         assert_eq!(back.builder.log(commit), b.log(commit));
-        let side = b.in_tree(Path::new("/shared/ptelab/bisect/trees/x-1"));
+        let side = b.in_tree(Path::new("/shared/ptelab/builds/trees/x-1"));
         assert_ne!(path_hash(&side.repo), path_hash(&b.repo));
         assert_eq!(side.image(commit).unwrap(), b.image(commit).unwrap());
     }

@@ -23,7 +23,6 @@ use ptelab_store as store;
 use ptelab_text as text;
 use ptelab_workload as workload;
 
-pub mod build;
 pub mod build_on_slurm;
 pub mod classify;
 pub mod git;
@@ -38,6 +37,7 @@ use sha2::{Digest, Sha256};
 
 use crate::fleet::{Fleet, Job, Measured, Settings};
 use crate::guest::boot::profile::Symbols;
+use crate::guest::build::short;
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
 use crate::record::{Counter, Metric};
@@ -529,7 +529,7 @@ pub fn endpoints(
         eprintln!(
             "ptelab: {} endpoint {}: {}",
             if role == Role::Good { "good" } else { "bad" },
-            build::short(id),
+            short(id),
             figures(&m)
         );
         steps.push(Step {
@@ -597,8 +597,8 @@ fn check_function(setup: &Setup, ends: [(&str, &Kernel); 2]) -> anyhow::Result<(
     crate::error::bail_usage!(
         "no kernel function '{name}' in {} or {} (the text symbols of their guests' /proc/kallsyms); \
          the nearest names: {}",
-        build::short(ends[0].0),
-        build::short(ends[1].0),
+        short(ends[0].0),
+        short(ends[1].0),
         near.join(", ")
     )
 }
@@ -638,7 +638,7 @@ pub fn probe_step(
     };
     eprintln!(
         "ptelab: {}: {} -> {}{}",
-        build::short(id),
+        short(id),
         measurement.as_ref().map_or("no figure".into(), figures),
         verdict.word(),
         match &verdict {

@@ -7,9 +7,9 @@
 
 use crate::text::table::Table;
 
-use super::build::short;
 use super::classify::Verdict;
 use super::{Found, Report, Role, Step};
+use crate::guest::build::short;
 
 fn label(r: &Report, id: &str) -> String {
     if r.kind == "git" {

@@ -11,11 +11,11 @@ use crate::error::bail_usage;
 use crate::fleet::slurm::Request;
 use crate::guest::source::{self, Kernel, KernelSpec};
 
-use super::build::{path_hash, short, Builder};
 use super::build_on_slurm;
 use super::classify::Verdict;
 use super::git::{Bisecting, Next, Repo};
 use super::{bisect_id, endpoints, probe_step, Found, Prober, Report, Role, Setup, Step};
+use crate::guest::build::{path_hash, short, Builder};
 
 /// The tree and endpoints, checked before anything is checked out.
 pub struct Plan {
@@ -34,7 +34,7 @@ impl Plan {
         bad: &str,
         mut builder: Builder,
     ) -> anyhow::Result<Plan> {
-        let repo = Repo::open(repo)?;
+        let repo = Repo::open(repo, "--repo")?;
         repo.check_usable()?;
         let (g, b) = (repo.commit("--good", good)?, repo.commit("--bad", bad)?);
         repo.check_order(&g, &b, (good, bad))?;
@@ -65,6 +65,7 @@ fn kernel(
         arch: Some(plan.builder.arch),
         mirror: None,
         interrupted: crate::kernel::signals::interrupted(),
+        config: plan.builder.config.clone(),
     };
     match KernelSpec::parse(&image.display().to_string())?.resolve(setup.cache, &opts) {
         Ok(k) => Ok(Ok(k)),
@@ -76,7 +77,7 @@ fn kernel(
 /// tasks of one job array. The first to build does so in the tree (checked
 /// out there), in the build directory a local bisect keeps, so later steps
 /// build incrementally on it as they do locally; each other one in a work
-/// tree of its own under the cache (`bisect/trees/`), since one tree holds
+/// tree of its own under the cache (`builds/trees/`), since one tree holds
 /// one commit and one build directory serves one build at a time.
 fn slurm_images(
     setup: &Setup,
@@ -156,7 +157,8 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
             Some(image) => image,
             None => {
                 bisecting.checkout(c)?;
-                plan.builder.build(c)?
+                plan.builder
+                    .build(c, crate::kernel::signals::interrupted())?
             }
         };
         match kernel(setup, plan, image)? {
@@ -193,7 +195,9 @@ pub fn run(setup: &Setup, plan: &Plan) -> anyhow::Result<Report> {
             Some(req) => slurm_images(setup, req, plan, &bisecting, &[&commit])?
                 .pop()
                 .expect("one commit"),
-            None => plan.builder.build(&commit)?,
+            None => plan
+                .builder
+                .build(&commit, crate::kernel::signals::interrupted())?,
         };
         let step = match kernel(setup, plan, image)? {
             Ok(k) => probe_step(&mut prober, &classifier, &commit, subject(&commit), &k)?,

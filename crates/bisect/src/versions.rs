@@ -109,6 +109,7 @@ pub fn run(
         arch: Some(arch),
         mirror: mirror.map(String::from),
         interrupted: crate::kernel::signals::interrupted(),
+        config: crate::guest::build::Config::Ptelab,
     };
     let offered = src.offered(setup.cache, arch, &opts, true)?;
     let list = between(src, &offered, g, b, &flavour)?;

@@ -25,19 +25,6 @@ pub struct BisectArgs {
     /// and work tree are left as found.
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
-    /// Kernel config of every build (copied into the build directory, then
-    /// `make olddefconfig`), e.g. a Debian kernel's config from the kernel
-    /// cache. Default: the arch's defconfig.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "repo",
-        conflicts_with = "defconfig"
-    )]
-    pub config: Option<PathBuf>,
-    /// Build every step with the arch's defconfig (the default).
-    #[arg(long, requires = "repo")]
-    pub defconfig: bool,
     /// Advanced: build with this shell command instead of make, run in the
     /// tree with OUT set to the image file it must write (and ARCH).
     #[arg(long, value_name = "CMD", requires = "repo")]

@@ -40,6 +40,13 @@ pub struct KernelFetchArgs {
     /// Debian mirror URL (default: the Debian archive of apt's sources).
     #[arg(long, value_name = "URL")]
     pub mirror: Option<String>,
+    /// Kernel config of tree kernels (tree:PATH@REV): copied into the build
+    /// directory, then `make olddefconfig`. Default: ptelab's (docs/trees.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "defconfig")]
+    pub config: Option<std::path::PathBuf>,
+    /// Build tree kernels with the arch's defconfig alone.
+    #[arg(long)]
+    pub defconfig: bool,
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,

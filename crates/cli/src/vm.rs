@@ -41,6 +41,38 @@ pub struct GuestOpts {
     /// (TCG guests only; docs/guests.md, "Mechanism counters").
     #[arg(long)]
     pub profile: bool,
+    /// Kernel config of tree kernels (tree:PATH@REV) and bisect --repo
+    /// steps: copied into the build directory, then `make olddefconfig`.
+    /// Default: ptelab's (the arch's defconfig and ptelab's fragment,
+    /// docs/trees.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "defconfig")]
+    pub config: Option<std::path::PathBuf>,
+    /// Build tree kernels and bisect steps with the arch's defconfig alone.
+    #[arg(long)]
+    pub defconfig: bool,
+}
+
+impl GuestOpts {
+    /// The config tree kernels build with; `builds`: some kernel is built.
+    pub fn build_config(&self, builds: bool) -> anyhow::Result<crate::guest::build::Config> {
+        build_config(self.config.as_deref(), self.defconfig, builds)
+    }
+}
+
+/// `--config FILE` / `--defconfig` as the config tree kernels build with,
+/// refused where no kernel is built (`builds` false).
+pub fn build_config(
+    file: Option<&std::path::Path>,
+    defconfig: bool,
+    builds: bool,
+) -> anyhow::Result<crate::guest::build::Config> {
+    if !builds && (file.is_some() || defconfig) {
+        crate::error::bail_usage!(
+            "--config and --defconfig choose how tree kernels (tree:PATH@REV) and bisect \
+             --repo steps are built, and none is named here"
+        );
+    }
+    Ok(crate::guest::build::Config::from_flags(file, defconfig))
 }
 
 #[derive(Debug, Args)]

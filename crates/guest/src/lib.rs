@@ -16,6 +16,7 @@ use ptelab_workload as workload;
 
 pub mod arch;
 pub mod boot;
+pub mod build;
 pub mod source;
 
 pub use source::KernelSpec;

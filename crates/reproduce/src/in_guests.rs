@@ -106,6 +106,7 @@ pub fn measure(
         arch: Some(arch),
         mirror: req.mirror.clone(),
         interrupted,
+        config: crate::guest::build::Config::Ptelab,
     };
     let mut planned: Vec<PlannedRun> = Vec::new();
     for &arch in &req.arches {

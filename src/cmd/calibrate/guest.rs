@@ -104,6 +104,9 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     let arch_flag = guest_arch(&args.arch)?;
     let specs = kernel_specs(&args.kernels)?;
+    let config = args
+        .vm
+        .build_config(specs.iter().any(|s| s.source().builds()))?;
     if let Some(need) = command.need {
         fleet::check_fits(need, args.memory)?;
     }
@@ -118,6 +121,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         arch: arch_flag,
         mirror: args.vm.mirror.clone(),
         interrupted: crate::kernel::signals::interrupted(),
+        config,
     };
     let mut kernels = Vec::new();
     for spec in specs {

@@ -31,6 +31,7 @@ impl Fake {
             arch: None,
             mirror: None,
             interrupted: &NEVER,
+            config: crate::build::Config::Ptelab,
         }
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! The sources: Debian's prebuilt kernels (`fetch`: the archive read from the
 //! system's apt sources, `sources`, fetched through a private apt state,
-//! `debian`, into the cache, `cache`; specs in `spec`) and images of the
+//! `debian`, into the cache, `cache`; specs in `spec`), kernels built from
+//! the user's git tree (`tree`, built by `crate::build`) and images of the
 //! user's own builds (`image`).
 
 pub mod cache;
@@ -19,6 +20,7 @@ pub mod identity;
 pub mod image;
 pub mod sources;
 pub mod spec;
+pub mod tree;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -37,7 +39,7 @@ pub use spec::Version;
 
 /// Every kernel source. A spec goes to the source whose prefix it starts
 /// with; a spec with no known prefix is a path, for the source without one.
-pub static SOURCES: &[&dyn KernelSource] = &[&fetch::Debian, &image::ImagePath];
+pub static SOURCES: &[&dyn KernelSource] = &[&fetch::Debian, &tree::Tree, &image::ImagePath];
 
 /// Where kernels come from: one implementation per source.
 pub trait KernelSource: Sync {
@@ -56,6 +58,10 @@ pub trait KernelSource: Sync {
     }
     /// The kernel `spec` names, fetched into `cache` first when needed, verified.
     fn resolve(&self, cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Result<Kernel>;
+    /// Whether its kernels are built here (with `Options::config`).
+    fn builds(&self) -> bool {
+        false
+    }
     /// Whether a stored run of its kernels is tagged with the spec (a name
     /// that says which kernel it was; a path does not).
     fn tags_runs(&self) -> bool {
@@ -158,6 +164,8 @@ pub struct Options<'a> {
     pub mirror: Option<String>,
     /// Set on SIGINT/SIGTERM: stop between steps (the staging is removed).
     pub interrupted: &'a AtomicBool,
+    /// `--config`, `--defconfig`: the kernel config a tree builds with.
+    pub config: crate::build::Config,
 }
 
 /// What every kernel spec accepts, for every message about a bad one.

@@ -1,33 +1,73 @@
-//! One step's kernel: built out of tree from the commit checked out, or
-//! taken from the image cache when that commit (with that config and
-//! arch) was built before, so an interrupted bisect resumes cheaply.
+//! Kernel builds from git trees: the image of one commit (with a patch
+//! series applied, for a tree source), built out of tree or taken from the
+//! image cache when that commit was built before with the same config,
+//! arch and compiler. Tree kernel specs (`source::tree`) and bisect's
+//! steps build here.
 //!
-//! The build: `make O=BUILD CONFIG-TARGET` (`defconfig`, or the user's
-//! config copied in and `olddefconfig`), then the arch's image target
-//! (`bzImage`; `Image` for arm64, since guests boot an uncompressed arm64
-//! Image), `-j` all cores, ccache when installed, and the cross compiler's
-//! prefix when the arch is not this machine's. `--build-cmd` replaces all
-//! of it (run with `sh -c` in the tree, `OUT` naming the image to write).
+//! The build: `make O=BUILD defconfig`, then ptelab's config fragment
+//! (`kconfig`) or the user's config copied in, `olddefconfig`, a check
+//! that the config can boot a ptelab guest (refused before the long part
+//! otherwise), then the arch's image target (`bzImage`; `Image` for arm64,
+//! since guests boot an uncompressed arm64 Image), `-j` all cores, ccache
+//! when installed, the cross compiler's prefix when the arch is not this
+//! machine's, and a line of progress every [`PROGRESS_EVERY`]. One build
+//! directory per tree, arch and config, so that the next commit builds
+//! incrementally. `--build-cmd` replaces all of it (run with `sh -c` in the
+//! tree, `OUT` naming the image to write).
 
+pub mod git;
+pub mod kconfig;
+
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
+use crate::arch::facts;
 use crate::error::bail_usage;
-use crate::guest::arch::facts;
 use crate::workload::Arch;
 
-/// Where the config of every step comes from.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+/// How often a long build says how far it is.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
+/// Where a build's config comes from.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Config {
+    /// The arch's defconfig with ptelab's fragment (`kconfig`): the default.
+    Ptelab,
+    /// The arch's defconfig alone (`--defconfig`): x86-64's has no THP.
     Defconfig,
+    /// The user's `--config`, completed by `olddefconfig`.
     File(PathBuf),
 }
 
-/// How every step is built: data, so that a cluster's task builds as a
-/// local step does (`build_on_slurm`).
+impl Config {
+    /// `--config FILE` when given, `--defconfig`, else ptelab's.
+    pub fn from_flags(file: Option<&Path>, defconfig: bool) -> Config {
+        match file {
+            Some(f) => Config::File(std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf())),
+            None if defconfig => Config::Defconfig,
+            None => Config::Ptelab,
+        }
+    }
+
+    /// How a kernel's description names it.
+    pub fn describe(&self) -> String {
+        match self {
+            Config::Ptelab => "ptelab's config".into(),
+            Config::Defconfig => "defconfig".into(),
+            Config::File(f) => format!("config {}", f.display()),
+        }
+    }
+}
+
+/// How a tree's commits are built: data, so that a cluster's task builds as
+/// a local one does (bisect's `build_on_slurm`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Builder {
     pub repo: PathBuf,
@@ -35,8 +75,11 @@ pub struct Builder {
     pub config: Config,
     /// `--build-cmd`: replaces make.
     pub command: Option<String>,
-    /// `bisect/` under the kernel cache.
+    /// `builds/` under the kernel cache: images, build directories, logs.
     pub root: PathBuf,
+    /// The compiler's `--version` line (`compiler`), taken where the build
+    /// is planned: part of what names an image.
+    pub compiler: String,
 }
 
 /// The cross compiler prefix for `arch` on this machine, and its Debian package.
@@ -58,6 +101,32 @@ fn in_path(program: &str) -> bool {
                 })
         })
     })
+}
+
+/// What names the compiler a build of `arch` uses: its `--version` line;
+/// `--build-cmd` chooses its own.
+pub fn compiler(arch: Arch, command: Option<&str>) -> String {
+    if let Some(c) = command {
+        return format!("build command: {c}");
+    }
+    let gcc = format!("{}gcc", cross(arch).map_or("", |c| c.0));
+    Command::new(&gcc)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(String::from)
+        })
+        .unwrap_or_else(|| format!("{gcc} (not found)"))
+}
+
+/// The builds' root under a kernel cache directory.
+pub fn root(cache: &Path) -> PathBuf {
+    cache.join("builds")
 }
 
 impl Builder {
@@ -82,9 +151,15 @@ impl Builder {
                 self.repo.display()
             );
         }
-        if !in_path("make") {
+        let missing: Vec<&str> = ["make", "flex", "bison", "bc"]
+            .into_iter()
+            .filter(|p| !in_path(p))
+            .collect();
+        if !missing.is_empty() {
             bail_usage!(
-                "make is not installed: apt-get install build-essential (or pass --build-cmd)"
+                "a kernel build needs {} (not installed): apt-get install build-essential flex \
+                 bison bc libelf-dev libssl-dev, or run ./setup (or pass --build-cmd)",
+                missing.join(", ")
             );
         }
         if let Some((prefix, package)) = cross(self.arch) {
@@ -99,12 +174,18 @@ impl Builder {
     }
 
     /// A short hash of what makes two builds of one commit differ: arch,
-    /// config and build command.
+    /// config, compiler and build command.
     pub fn key(&self) -> anyhow::Result<String> {
         let mut h = Sha256::new();
         h.update(self.arch.name());
+        h.update(b"\0");
+        h.update(&self.compiler);
         match &self.config {
-            Config::Defconfig => h.update(b"defconfig"),
+            Config::Ptelab => {
+                h.update(b"\0ptelab\0");
+                h.update(kconfig::fragment(self.arch));
+            }
+            Config::Defconfig => h.update(b"\0defconfig"),
             Config::File(f) => {
                 h.update(b"file\0");
                 h.update(std::fs::read(f).with_context(|| format!("reading {}", f.display()))?);
@@ -117,7 +198,8 @@ impl Builder {
         Ok(format!("{:x}", h.finalize())[..16].to_string())
     }
 
-    /// The cached image of `commit` (it exists once built).
+    /// The cached image of `commit` (it exists once built); `commit` may
+    /// carry a suffix naming a series applied on it.
     pub fn image(&self, commit: &str) -> anyhow::Result<PathBuf> {
         Ok(self
             .root
@@ -158,8 +240,14 @@ impl Builder {
     }
 
     /// The image of the commit checked out in the tree: cached, or built
-    /// now. `Ok(Err(why))` is a failed build (the log named in `why`).
-    pub fn build(&self, commit: &str) -> anyhow::Result<Result<PathBuf, String>> {
+    /// now. `Ok(Err(why))` is a failed build (the log named in `why`); a
+    /// config that cannot boot a guest is a usage error, before the image
+    /// builds. `interrupted` (SIGINT, SIGTERM) stops the build.
+    pub fn build(
+        &self,
+        commit: &str,
+        interrupted: &AtomicBool,
+    ) -> anyhow::Result<Result<PathBuf, String>> {
         if let Some(image) = self.cached(commit)? {
             return Ok(Ok(image));
         }
@@ -178,12 +266,24 @@ impl Builder {
             self.arch,
             log.display()
         );
-        let started = std::time::Instant::now();
-        let ok = match &self.command {
-            Some(cmd) => self.run(&log, Command::new("sh").args(["-c", cmd]).env("OUT", &out))?,
-            None => self.make(&log, &out)?,
+        let started = Instant::now();
+        let made = match &self.command {
+            Some(cmd) => self.run(
+                &log,
+                Command::new("sh").args(["-c", cmd]).env("OUT", &out),
+                interrupted,
+                None,
+            ),
+            None => self.make(&log, &out, commit, interrupted),
         };
-        if crate::kernel::signals::interrupted().load(std::sync::atomic::Ordering::SeqCst) {
+        let ok = match made {
+            Ok(ok) => ok,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
+        if interrupted.load(Ordering::SeqCst) {
             let _ = std::fs::remove_dir_all(&staging);
             anyhow::bail!("interrupted while building {}", short(commit));
         }
@@ -206,14 +306,23 @@ impl Builder {
         Ok(Ok(image))
     }
 
-    /// `make` in an out-of-tree build directory kept per tree, arch and
-    /// config, so steps build incrementally.
-    fn make(&self, log: &Path, out: &Path) -> anyhow::Result<bool> {
-        let key = self.key()?;
-        let build = self
+    /// The out-of-tree build directory kept per tree, arch and config.
+    pub fn build_dir(&self) -> anyhow::Result<PathBuf> {
+        Ok(self
             .root
             .join("build")
-            .join(format!("{}-{key}", path_hash(&self.repo)));
+            .join(format!("{}-{}", path_hash(&self.repo), self.key()?)))
+    }
+
+    /// `make` in the build directory: the config, its check, the image.
+    fn make(
+        &self,
+        log: &Path,
+        out: &Path,
+        commit: &str,
+        interrupted: &AtomicBool,
+    ) -> anyhow::Result<bool> {
+        let build = self.build_dir()?;
         std::fs::create_dir_all(&build)?;
         let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut vars = vec![
@@ -232,58 +341,150 @@ impl Builder {
             c.args(&vars).arg(format!("-j{jobs}")).args(targets);
             c
         };
-        let config_target = match &self.config {
-            Config::Defconfig => "defconfig",
-            Config::File(f) => {
-                std::fs::copy(f, build.join(".config"))
-                    .with_context(|| format!("copying {} into {}", f.display(), build.display()))?;
-                "olddefconfig"
+        let config = build.join(".config");
+        match &self.config {
+            Config::Ptelab | Config::Defconfig => {
+                if !self.run(log, &mut make(&["defconfig"]), interrupted, None)? {
+                    return Ok(false);
+                }
+                if self.config == Config::Ptelab {
+                    let mut f = std::fs::OpenOptions::new().append(true).open(&config)?;
+                    f.write_all(kconfig::fragment(self.arch).as_bytes())?;
+                }
             }
-        };
+            Config::File(f) => {
+                std::fs::copy(f, &config)
+                    .with_context(|| format!("copying {} into {}", f.display(), build.display()))?;
+            }
+        }
+        if !self.run(log, &mut make(&["olddefconfig"]), interrupted, None)? {
+            return Ok(false);
+        }
+        let text = std::fs::read_to_string(&config)
+            .with_context(|| format!("reading {}", config.display()))?;
+        kconfig::check(&text, self.arch, &self.config)?;
         let target = facts(self.arch).image_target;
-        if !self.run(log, &mut make(&[config_target]))? || !self.run(log, &mut make(&[target]))? {
+        let progress = Progress {
+            what: format!("{} ({})", short(commit), self.arch),
+            count: build.join(".ptelab-files"),
+        };
+        if !self.run(log, &mut make(&[target]), interrupted, Some(&progress))? {
             return Ok(false);
         }
         let built = build.join(facts(self.arch).image_path);
         std::fs::copy(&built, out).with_context(|| format!("copying {}", built.display()))?;
-        // The build's config beside the image (`guest::source::image` finds it there).
-        let _ = std::fs::copy(build.join(".config"), out.with_file_name(".config"));
+        // The build's config beside the image (`source::image` finds it there).
+        let _ = std::fs::copy(&config, out.with_file_name(".config"));
         Ok(true)
     }
 
     /// Run `cmd` in the tree with its output appended to `log`, in a
-    /// process group of its own that is killed when ptelab is interrupted
-    /// (SIGINT, SIGTERM, SIGHUP), so no make outlives it.
-    fn run(&self, log: &Path, cmd: &mut Command) -> anyhow::Result<bool> {
-        use std::io::Write;
+    /// process group of its own that is killed when `interrupted` is set
+    /// (SIGINT, SIGTERM, SIGHUP), so no make outlives ptelab. With
+    /// `progress`, the files compiled are counted and said every
+    /// [`PROGRESS_EVERY`].
+    fn run(
+        &self,
+        log: &Path,
+        cmd: &mut Command,
+        interrupted: &AtomicBool,
+        progress: Option<&Progress>,
+    ) -> anyhow::Result<bool> {
         use std::os::unix::process::CommandExt;
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)?;
         writeln!(f, "$ {cmd:?}")?;
-        let interrupted = crate::kernel::signals::interrupted();
         let mut child = cmd
             .current_dir(&self.repo)
             .env("ARCH", facts(self.arch).kernel_arch)
             .stdin(Stdio::null())
-            .stdout(f.try_clone()?)
-            .stderr(f)
+            .stdout(Stdio::piped())
+            .stderr(f.try_clone()?)
             .process_group(0)
             .spawn()
             .with_context(|| format!("running {cmd:?}"))?;
-        loop {
+        // make's stdout goes to the log through a counter of compiled files.
+        let compiled = Arc::new(AtomicUsize::new(0));
+        let stdout = child.stdout.take().expect("piped");
+        let counter = {
+            let compiled = compiled.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    if compiles(&line) {
+                        compiled.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let _ = writeln!(f, "{line}");
+                }
+            })
+        };
+        let started = Instant::now();
+        let expected =
+            progress.and_then(|p| std::fs::read_to_string(&p.count).ok()?.trim().parse().ok());
+        let mut said = Instant::now();
+        let status = loop {
             if let Some(status) = child.try_wait()? {
-                return Ok(status.success());
+                break Some(status);
             }
-            if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+            if interrupted.load(Ordering::SeqCst) {
                 // SAFETY: killpg(2) on the group of our own child.
                 unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGTERM) };
                 let _ = child.wait();
-                return Ok(false);
+                break None;
             }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            if let Some(p) = progress {
+                if said.elapsed() >= PROGRESS_EVERY {
+                    said = Instant::now();
+                    eprintln!(
+                        "ptelab: building {}: {}, {:.0} s",
+                        p.what,
+                        progress_line(compiled.load(Ordering::Relaxed), expected),
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let _ = counter.join();
+        let ok = status.is_some_and(|s| s.success());
+        // A build that compiled more than the last one did is the best
+        // guess of what a clean build of this directory compiles.
+        if let (true, Some(p)) = (ok, progress) {
+            let n = compiled.load(Ordering::Relaxed);
+            if expected.is_none_or(|e| n > e) {
+                let _ = std::fs::write(&p.count, n.to_string());
+            }
         }
+        Ok(ok)
+    }
+}
+
+/// A long build's progress: what it builds, and where the count of files a
+/// clean build compiled is kept (`.ptelab-files` in its build directory).
+struct Progress {
+    what: String,
+    count: PathBuf,
+}
+
+/// A line of kbuild's output that compiles or assembles one file
+/// (`  CC      mm/mprotect.o`).
+fn compiles(line: &str) -> bool {
+    let mut words = line.split_whitespace();
+    line.starts_with("  ")
+        && matches!(words.next(), Some("CC" | "AS" | "RUSTC"))
+        && words.next().is_some()
+}
+
+/// `1234 files compiled` or, when a clean build's count is known,
+/// `1234 of about 2345 files compiled`.
+fn progress_line(compiled: usize, expected: Option<usize>) -> String {
+    match expected {
+        Some(e) if e >= compiled => format!("{compiled} of about {e} files compiled"),
+        _ => format!("{compiled} files compiled"),
     }
 }
 
@@ -301,6 +502,8 @@ pub fn short(commit: &str) -> &str {
 mod tests {
     use super::*;
 
+    static NEVER: AtomicBool = AtomicBool::new(false);
+
     fn builder(root: &Path, repo: &Path, arch: Arch, cmd: Option<&str>) -> Builder {
         Builder {
             repo: repo.to_path_buf(),
@@ -308,6 +511,7 @@ mod tests {
             config: Config::Defconfig,
             command: cmd.map(String::from),
             root: root.to_path_buf(),
+            compiler: compiler(arch, cmd),
         }
     }
 
@@ -322,9 +526,9 @@ mod tests {
             Arch::X86_64,
             Some("echo built >> counter && echo image > \"$OUT\""),
         );
-        let img = b.build("0123456789abcdef").unwrap().unwrap();
+        let img = b.build("0123456789abcdef", &NEVER).unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(&img).unwrap(), "image\n");
-        assert_eq!(b.build("0123456789abcdef").unwrap().unwrap(), img);
+        assert_eq!(b.build("0123456789abcdef", &NEVER).unwrap().unwrap(), img);
         assert_eq!(
             std::fs::read_to_string(repo.path().join("counter")).unwrap(),
             "built\n"
@@ -337,7 +541,7 @@ mod tests {
         assert_ne!(other.image("0123456789abcdef").unwrap(), img);
         // A failing build is a skip with its log, and leaves nothing cached.
         let bad = builder(root.path(), repo.path(), Arch::X86_64, Some("exit 3"));
-        let why = bad.build("fedcba9876543210").unwrap().unwrap_err();
+        let why = bad.build("fedcba9876543210", &NEVER).unwrap().unwrap_err();
         assert!(
             why.contains("the build failed") && why.contains(".log"),
             "{why}"
@@ -361,16 +565,20 @@ mod tests {
         )
         .unwrap();
         let config = repo.path().join("my.config");
-        std::fs::write(&config, "CONFIG_X=y\n").unwrap();
+        let bootable: String = kconfig::missing("", Arch::X86_64, kconfig::Section::Boot)
+            .iter()
+            .map(|s| format!("{}=y\n", s.option))
+            .collect();
+        std::fs::write(&config, format!("{bootable}CONFIG_X=y\n")).unwrap();
         let mut b = builder(root.path(), repo.path(), Arch::X86_64, None);
         b.config = Config::File(config);
         if Arch::host() != Some(Arch::X86_64) {
             return; // the stand-in has no cross compiler to name
         }
-        let img = b.build("00000000000000000001").unwrap().unwrap();
+        let img = b.build("00000000000000000001", &NEVER).unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(&img).unwrap(), "kernel of x86_64\n");
         let cfg = std::fs::read_to_string(img.with_file_name(".config")).unwrap();
-        assert_eq!(cfg, "CONFIG_X=y\nolddefconfig x86_64\n");
+        assert_eq!(cfg, format!("{bootable}CONFIG_X=y\nolddefconfig x86_64\n"));
         // Nothing was written into the tree itself.
         let mut files: Vec<_> = std::fs::read_dir(repo.path())
             .unwrap()
@@ -378,10 +586,35 @@ mod tests {
             .collect();
         files.sort();
         assert_eq!(files, ["Makefile", "my.config"]);
+        // The stand-in's defconfig cannot boot a guest: refused before
+        // the image builds, and nothing is cached.
         b.config = Config::Defconfig;
-        let img = b.build("00000000000000000002").unwrap().unwrap();
+        let e = b.build("00000000000000000002", &NEVER).unwrap_err();
+        assert!(crate::error::is_usage(&e));
+        assert!(e.to_string().contains("leave --defconfig out"), "{e}");
+        assert!(!b.image("00000000000000000002").unwrap().exists());
+        // ptelab's config: the stand-in's defconfig, then the fragment.
+        b.config = Config::Ptelab;
+        let img = b.build("00000000000000000003", &NEVER).unwrap().unwrap();
         let cfg = std::fs::read_to_string(img.with_file_name(".config")).unwrap();
-        assert!(cfg.ends_with("defconfig x86_64\n"), "{cfg}");
+        assert!(cfg.starts_with("defconfig x86_64\n"), "{cfg}");
+        assert!(cfg.contains("# CONFIG_NET is not set\n"), "{cfg}");
+        assert!(cfg.ends_with("olddefconfig x86_64\n"), "{cfg}");
+    }
+
+    #[test]
+    fn progress_counts_the_files_kbuild_compiles() {
+        assert!(compiles("  CC      mm/mprotect.o"));
+        assert!(compiles("  AS      arch/x86/entry/entry_64.o"));
+        assert!(!compiles("  LD      vmlinux.o"));
+        assert!(!compiles("CC mm/x.o"));
+        assert!(!compiles("make[1]: Entering directory"));
+        assert_eq!(progress_line(12, None), "12 files compiled");
+        assert_eq!(
+            progress_line(12, Some(300)),
+            "12 of about 300 files compiled"
+        );
+        assert_eq!(progress_line(301, Some(300)), "301 files compiled");
     }
 
     #[test]
