@@ -20,6 +20,7 @@ mod store_cli;
 mod store_full;
 mod store_kill;
 mod store_pg;
+mod trees_cli;
 mod vm_cli;
 mod vm_slurm;
 mod workloads_cli;

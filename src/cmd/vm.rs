@@ -66,11 +66,6 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         interrupted: crate::kernel::signals::interrupted(),
         config,
     };
-    let mut kernels = Vec::new();
-    for spec in specs {
-        eprintln!("ptelab: kernel {spec} …");
-        kernels.push(spec.resolve(&cache, &opts)?);
-    }
     let mut settings = super::fleet_settings(
         &args.guest,
         args.memory,
@@ -79,6 +74,7 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         args.append.clone(),
     );
     settings.executing = super::executing(&args.cluster);
+    let kernels = fleet::builds::resolve(&cache, &specs, &opts, &settings.executing)?;
     if commands.iter().any(|c| c.disk.is_some()) {
         // No boot without the tool that formats the guest's disk.
         crate::guest::boot::disk::find_mkfs()?;

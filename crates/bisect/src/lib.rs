@@ -10,7 +10,7 @@
 //! (`--metric`), which every step's guest then counts under TCG.
 //! Kernels are measured in rounds, the endpoints together: through
 //! `--executor slurm` a round is one job array of boots (the fleet's
-//! executor), and a tree's builds are Slurm tasks too (`build_on_slurm`),
+//! executor), and a tree's builds are Slurm tasks too (`fleet::builds`),
 //! into the shared cache.
 
 // The layers below this one, named as the layers are (docs/architecture.md).
@@ -23,7 +23,6 @@ use ptelab_store as store;
 use ptelab_text as text;
 use ptelab_workload as workload;
 
-pub mod build_on_slurm;
 pub mod classify;
 pub mod git;
 pub mod report;

@@ -1,6 +1,6 @@
 //! Bisect over a git tree: `git bisect` in the user's tree picks each
 //! commit; ptelab builds it (`build`; with `--executor slurm` as Slurm
-//! tasks, `build_on_slurm`, the endpoints together), boots it through the
+//! tasks, `fleet::builds`, the endpoints together), boots it through the
 //! fleet, measures and marks it good or bad, or skips it when it does not
 //! build, boot or classify. The tree is put back as found on every exit
 //! (`git::Bisecting`).
@@ -11,11 +11,11 @@ use crate::error::bail_usage;
 use crate::fleet::slurm::Request;
 use crate::guest::source::{self, Kernel, KernelSpec};
 
-use super::build_on_slurm;
 use super::classify::Verdict;
 use super::git::{Bisecting, Next, Repo};
 use super::{bisect_id, endpoints, probe_step, Found, Prober, Report, Role, Setup, Step};
-use crate::guest::build::{path_hash, short, Builder};
+use crate::fleet::builds;
+use crate::guest::build::{path_hash, short, Builder, Checkout};
 
 /// The tree and endpoints, checked before anything is checked out.
 pub struct Plan {
@@ -102,14 +102,14 @@ fn slurm_images(
                 ));
                 plan.builder.in_tree(&plan.repo.worktree(&dir, c)?.dir)
             };
-            builds.push((c, builder));
+            builds.push(Checkout::new(c.to_string(), c.to_string(), builder));
         }
         images.push(cached.map(Ok));
     }
     let mut built = if builds.is_empty() {
         Vec::new()
     } else {
-        build_on_slurm::build(setup, req, &builds)?
+        builds::build(&setup.cache.root, req, &builds)?
     }
     .into_iter();
     Ok(images

@@ -89,6 +89,11 @@ pub struct VmArgs {
         value_delimiter = ','
     )]
     pub kernels: Vec<String>,
+    /// A patch series (an mbox, as `b4 am` writes it): every tree kernel
+    /// (tree:PATH@REV) runs twice, as named and with the series applied on
+    /// it by `git am` (the base and the patch). See docs/trees.md.
+    #[arg(long, value_name = "FILE.mbox")]
+    pub series: Option<std::path::PathBuf>,
     /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
     #[arg(long)]
     pub arch: Option<String>,
@@ -145,6 +150,37 @@ pub fn kernel_specs(raw: &[String]) -> anyhow::Result<Vec<KernelSpec>> {
     raw.iter().map(|s| KernelSpec::parse(s)).collect()
 }
 
+/// `specs`, each that takes a series followed by itself with `series`
+/// applied; a series no spec takes is a usage error.
+pub fn with_series(
+    specs: Vec<KernelSpec>,
+    series: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<KernelSpec>> {
+    let Some(series) = series else {
+        return Ok(specs);
+    };
+    if !series.is_file() {
+        crate::error::bail_usage!(
+            "--series {} is not a file: pass an mbox of the patches (as `b4 am` writes it)",
+            series.display()
+        );
+    }
+    let (mut out, mut patched) = (Vec::new(), 0);
+    for spec in specs {
+        let with = spec.with_series(series);
+        patched += usize::from(with.is_some());
+        out.push(spec);
+        out.extend(with);
+    }
+    if patched == 0 {
+        crate::error::bail_usage!(
+            "--series applies to tree kernels (tree:PATH@REV without a series of their own), \
+             and none is named here"
+        );
+    }
+    Ok(out)
+}
+
 impl VmArgs {
     /// `--arch`, typed.
     pub fn guest_arch(&self) -> anyhow::Result<Option<Arch>> {
@@ -156,9 +192,10 @@ impl VmArgs {
         split_commands(&self.command)
     }
 
-    /// `--kernel`, typed (the raw specs travel on to a cluster's tasks).
+    /// `--kernel`, typed, each tree kernel followed by itself with
+    /// `--series` applied.
     pub fn kernel_specs(&self) -> anyhow::Result<Vec<KernelSpec>> {
-        kernel_specs(&self.kernels)
+        with_series(kernel_specs(&self.kernels)?, self.series.as_deref())
     }
 }
 

@@ -39,6 +39,7 @@ use crate::record::{Accel, CellResult, CellSink, Guest, Host};
 use crate::store::Store;
 use crate::workload::Arch;
 
+pub mod builds;
 pub mod executor;
 pub mod slurm;
 pub mod task;

@@ -68,7 +68,7 @@ pub fn document(job: &GuestJob) -> anyhow::Result<String> {
 }
 
 /// The schema a task file names: which verb of `ptelab task run` reads it
-/// (a boot's, here; a bisect's build, `bisect::build_on_slurm`).
+/// (a boot's, here; a bisect's build, `builds`).
 pub fn schema_of(file: &Path) -> anyhow::Result<String> {
     #[derive(Deserialize)]
     struct Head {
@@ -92,7 +92,7 @@ pub fn answer_path(task: &Path) -> PathBuf {
 }
 
 /// The task in `file`, a document of `schema` (a boot's, or a bisect's
-/// build, `bisect::build_on_slurm`).
+/// build, `builds`).
 pub fn read_task<T: serde::de::DeserializeOwned>(file: &Path, schema: &str) -> anyhow::Result<T> {
     let found = schema_of(file)?;
     anyhow::ensure!(

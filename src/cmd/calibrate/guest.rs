@@ -123,14 +123,10 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         interrupted: crate::kernel::signals::interrupted(),
         config,
     };
-    let mut kernels = Vec::new();
-    for spec in specs {
-        eprintln!("ptelab: kernel {spec} …");
-        kernels.push(spec.resolve(&cache, &opts)?);
-    }
     let mut settings = super::super::fleet_settings(&args.vm, args.memory, 1, vec![], vec![]);
     settings.accel = AccelRequest::Tcg;
     settings.executing = super::super::executing_with(&args.exec, None);
+    let kernels = fleet::builds::resolve(&cache, &specs, &opts, &settings.executing)?;
     if command.disk.is_some() {
         crate::guest::boot::disk::find_mkfs()?;
     }

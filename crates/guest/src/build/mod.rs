@@ -67,7 +67,7 @@ impl Config {
 }
 
 /// How a tree's commits are built: data, so that a cluster's task builds as
-/// a local one does (bisect's `build_on_slurm`).
+/// a local one does (the fleet's `builds`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Builder {
     pub repo: PathBuf,
@@ -101,6 +101,43 @@ fn in_path(program: &str) -> bool {
                 })
         })
     })
+}
+
+/// A commit checked out in its builder's tree, ready to build here or on a
+/// cluster's node; its image is kept under `id` (the commit, or a tree
+/// kernel's `COMMIT+SERIES`). Holds the tree's lock, when it took one,
+/// until dropped.
+#[derive(Debug)]
+pub struct Checkout {
+    /// The commit checked out (a series' last, when one was applied).
+    pub head: String,
+    pub id: String,
+    pub builder: Builder,
+    lock: Option<std::fs::File>,
+}
+
+impl Checkout {
+    pub fn new(head: String, id: String, builder: Builder) -> Checkout {
+        Checkout {
+            head,
+            id,
+            builder,
+            lock: None,
+        }
+    }
+
+    /// The same, holding `lock` until dropped.
+    pub fn locked(self, lock: std::fs::File) -> Checkout {
+        Checkout {
+            lock: Some(lock),
+            ..self
+        }
+    }
+
+    /// Whether it holds a lock (for tests).
+    pub fn is_locked(&self) -> bool {
+        self.lock.is_some()
+    }
 }
 
 /// What names the compiler a build of `arch` uses: its `--version` line;
@@ -259,6 +296,8 @@ impl Builder {
             .with_context(|| format!("creating {}", staging.display()))?;
         let log = self.log(commit);
         std::fs::create_dir_all(log.parent().expect("logs/"))?;
+        // The log of this build only, not of earlier attempts.
+        let _ = std::fs::remove_file(&log);
         let out = staging.join(image.file_name().expect("a name"));
         eprintln!(
             "ptelab: building {} ({}) -- log {}",

@@ -62,6 +62,23 @@ pub trait KernelSource: Sync {
     fn builds(&self) -> bool {
         false
     }
+    /// The build `spec` needs before it resolves, checked out (and its
+    /// series applied) for a build elsewhere, on a cluster's node; None
+    /// when it needs none (built before, or a source that builds nothing).
+    /// Several pending builds of one tree each get a tree of their own.
+    fn pending(
+        &self,
+        _cache: &Cache,
+        _spec: &KernelSpec,
+        _opts: &Options,
+    ) -> anyhow::Result<Option<crate::build::Checkout>> {
+        Ok(None)
+    }
+    /// `spec` with the patch series `series` applied (`--series`), for a
+    /// source that builds and a spec without a series of its own.
+    fn with_series(&self, _spec: &KernelSpec, _series: &std::path::Path) -> Option<KernelSpec> {
+        None
+    }
     /// Whether a stored run of its kernels is tagged with the spec (a name
     /// that says which kernel it was; a path does not).
     fn tags_runs(&self) -> bool {
@@ -223,6 +240,22 @@ impl KernelSpec {
     /// The kernel it names, fetched first when needed, verified.
     pub fn resolve(&self, cache: &Cache, opts: &Options) -> anyhow::Result<Kernel> {
         self.source.resolve(cache, self, opts)
+    }
+
+    /// The build it needs before it resolves, checked out for a build on a
+    /// cluster's node (`KernelSource::pending`).
+    pub fn pending(
+        &self,
+        cache: &Cache,
+        opts: &Options,
+    ) -> anyhow::Result<Option<crate::build::Checkout>> {
+        self.source.pending(cache, self, opts)
+    }
+
+    /// This spec with the patch series `series` applied, when its source
+    /// builds kernels and it names no series yet.
+    pub fn with_series(&self, series: &std::path::Path) -> Option<KernelSpec> {
+        self.source.with_series(self, series)
     }
 
     /// Its source's versions, when the source offers a list.

@@ -16,7 +16,7 @@ use super::cache::Cache;
 use super::image::sha256_file;
 use super::{Kernel, KernelId, KernelPattern, KernelSource, KernelSpec, Options};
 use crate::build::git::Repo;
-use crate::build::{self, path_hash, short, Builder, Config};
+use crate::build::{self, path_hash, short, Builder, Checkout, Config};
 use crate::error::bail_usage;
 use crate::record::Guest;
 use crate::workload::Arch;
@@ -152,6 +152,82 @@ fn apply(tree: &Repo, series: &Path, spec: &TreeSpec, commit: &str) -> anyhow::R
     Ok(())
 }
 
+/// How `named` builds for `opts`: in ptelab's repository for its tree,
+/// with the config asked for; refused when that config file is missing.
+fn builder(cache: &Cache, named: &Named, opts: &Options) -> anyhow::Result<Builder> {
+    let arch = arch(opts)?;
+    let root = build::root(&cache.root);
+    if let Config::File(f) = &opts.config {
+        if !f.is_file() {
+            bail_usage!(
+                "--config {} is not a file: pass a kernel .config",
+                f.display()
+            );
+        }
+    }
+    let changes = named.repo.changes()?;
+    if !changes.is_empty() && named.repo.commit("HEAD", "HEAD")? == named.commit {
+        eprintln!(
+            "ptelab: warning: {} has uncommitted changes, which a tree kernel does not build \
+             (it builds commits): commit them to measure them",
+            named.repo.dir.display()
+        );
+    }
+    Ok(Builder {
+        repo: own_repo(&root, &named.repo.dir),
+        arch,
+        config: opts.config.clone(),
+        command: None,
+        compiler: build::compiler(arch, None),
+        root,
+    })
+}
+
+/// Check `named`'s commit out in ptelab's repository for its tree, with the
+/// series applied, holding that repository's lock (waiting for another
+/// ptelab that holds it). `side`: a build of another commit of the tree
+/// may be pending in this process (a cluster's builds go together), so a
+/// repository held already is passed over for the next, `HASH-1`, `HASH-2`…
+fn checkout(
+    ts: &TreeSpec,
+    named: &Named,
+    mut builder: Builder,
+    side: bool,
+) -> anyhow::Result<Checkout> {
+    builder.check()?;
+    let first = builder.repo.clone();
+    std::fs::create_dir_all(first.parent().expect("under src/"))?;
+    let mut n = 0;
+    let lock = loop {
+        let path = builder.repo.with_extension("lock");
+        let lock =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        if lock.try_lock().is_ok() {
+            break lock;
+        }
+        if side {
+            n += 1;
+            builder.repo = first.with_file_name(format!(
+                "{}-{n}",
+                first.file_name().expect("a name").to_string_lossy()
+            ));
+            continue;
+        }
+        eprintln!(
+            "ptelab: waiting for another ptelab building {}",
+            named.repo.dir.display()
+        );
+        lock.lock()?;
+        break lock;
+    };
+    let tree = named.repo.borrowed(&builder.repo, &named.commit)?;
+    if let Some(series) = &ts.series {
+        apply(&tree, series, ts, &named.commit)?;
+    }
+    let head = tree.git(&["rev-parse", "HEAD"])?.trim().to_string();
+    Ok(Checkout::new(head, named.id.clone(), builder).locked(lock))
+}
+
 /// Kernels built from the user's git tree.
 pub struct Tree;
 
@@ -177,63 +253,32 @@ impl KernelSource for Tree {
         true
     }
 
+    fn with_series(&self, spec: &KernelSpec, series: &Path) -> Option<KernelSpec> {
+        let ts = TreeSpec::parse(spec.text()).ok()?;
+        ts.series.is_none().then(|| {
+            let with = TreeSpec {
+                series: Some(expand(&series.display().to_string())),
+                ..ts
+            };
+            KernelSpec::new(&Tree, with.text())
+        })
+    }
+
     fn resolve(&self, cache: &Cache, spec: &KernelSpec, opts: &Options) -> anyhow::Result<Kernel> {
         let ts = TreeSpec::parse(spec.text())?;
         let named = name(&ts)?;
-        let arch = arch(opts)?;
-        let root = build::root(&cache.root);
-        let builder = Builder {
-            repo: own_repo(&root, &named.repo.dir),
-            arch,
-            config: opts.config.clone(),
-            command: None,
-            root: root.clone(),
-            compiler: build::compiler(arch, None),
-        };
-        if let Config::File(f) = &builder.config {
-            if !f.is_file() {
-                bail_usage!(
-                    "--config {} is not a file: pass a kernel .config",
-                    f.display()
-                );
-            }
-        }
-        let changes = named.repo.changes()?;
-        if !changes.is_empty() && named.repo.commit("HEAD", "HEAD")? == named.commit {
-            eprintln!(
-                "ptelab: warning: {} has uncommitted changes, which a tree kernel does not build \
-                 (it builds commits): commit them to measure them",
-                named.repo.dir.display()
-            );
-        }
+        let builder = builder(cache, &named, opts)?;
         let (image, built) = match builder.cached(&named.id)? {
             Some(image) => (image, false),
             None => {
-                builder.check()?;
-                std::fs::create_dir_all(root.join("src"))?;
-                // One build at a time per tree: its repository holds one commit.
-                let lock_path = builder.repo.with_extension("lock");
-                let lock = std::fs::File::create(&lock_path)
-                    .with_context(|| format!("creating {}", lock_path.display()))?;
-                if lock.try_lock().is_err() {
-                    eprintln!(
-                        "ptelab: waiting for another ptelab building {}",
-                        named.repo.dir.display()
-                    );
-                    lock.lock()?;
-                }
-                let tree = named.repo.borrowed(&builder.repo, &named.commit)?;
-                if let Some(series) = &ts.series {
-                    apply(&tree, series, &ts, &named.commit)?;
-                }
-                match builder.build(&named.id, opts.interrupted)? {
+                let checkout = checkout(&ts, &named, builder.clone(), false)?;
+                match checkout.builder.build(&named.id, opts.interrupted)? {
                     Ok(image) => (image, true),
                     Err(why) => anyhow::bail!("{spec}: {why}"),
                 }
             }
         };
-        let sha256 = sha256_file(&image)?;
-        let key = builder.key()?;
+        let (arch, sha256, key) = (builder.arch, sha256_file(&image)?, builder.key()?);
         let subject = named.repo.subject(&named.commit).unwrap_or_default();
         let series = ts.series.as_ref().map(|s| s.display().to_string());
         let canonical = TreeSpec {
@@ -273,6 +318,21 @@ impl KernelSource for Tree {
             sha256,
             version: None,
         })
+    }
+
+    fn pending(
+        &self,
+        cache: &Cache,
+        spec: &KernelSpec,
+        opts: &Options,
+    ) -> anyhow::Result<Option<Checkout>> {
+        let ts = TreeSpec::parse(spec.text())?;
+        let named = name(&ts)?;
+        let builder = builder(cache, &named, opts)?;
+        if builder.image(&named.id)?.is_file() {
+            return Ok(None);
+        }
+        checkout(&ts, &named, builder, true).map(Some)
     }
 
     fn stored(&self, guest: &Guest, arch: Option<Arch>) -> Option<KernelId> {
@@ -338,6 +398,15 @@ mod tests {
         let spec = KernelSpec::parse(&format!("tree:{t}@v7.3")).unwrap();
         assert_eq!(spec.source().name(), "tree");
         assert_eq!(spec.text(), format!("tree:{t}@v7.3"));
+        // --series: the same tree and revision with the series applied; a
+        // spec with a series of its own takes no other.
+        let patched = spec.with_series(Path::new("/l/v2.mbox")).unwrap();
+        assert_eq!(patched.text(), format!("tree:{t}@v7.3+/l/v2.mbox"));
+        assert!(patched.with_series(Path::new("/l/v3.mbox")).is_none());
+        assert!(KernelSpec::parse("debian:6.17.13")
+            .unwrap()
+            .with_series(Path::new("/l/v2.mbox"))
+            .is_none());
     }
 }
 

@@ -1,21 +1,26 @@
-//! `bisect --repo … --executor slurm`: a git-tree bisect's kernel builds as
-//! Slurm tasks (`fleet::slurm`). Each is a file (a [`BuildTask`]: the
-//! builder and the commit) that the hidden `ptelab task run FILE` builds
-//! on its node as a local step builds (`build::Builder`), into the image
-//! cache, build directories and logs of the shared cache (`--cache DIR`),
-//! where the guests' tasks then read the images.
+//! Kernel builds as Slurm tasks (`slurm`): a git-tree bisect's steps and
+//! the tree kernels of `vm --executor slurm`. Each is a file (a
+//! [`BuildTask`]: the builder, the commit checked out in its tree and the
+//! id its image is kept under) that the hidden `ptelab task run FILE`
+//! builds on its node as a local build does (`guest::build::Builder`), into
+//! the image cache, build directories and logs of the shared cache
+//! (`--cache DIR`), where the guests' tasks then read the images.
 //!
-//! The endpoints' builds are independent: one job array. A step's build
-//! depends on the verdict before it: a job of its own, one task, so that no
-//! kernel builds on the submitting (login) node either way.
+//! Independent builds (a bisect's endpoints, a base and its patch) go as
+//! one job array; a bisect step's build depends on the verdict before it:
+//! a job of its own, one task. No kernel builds on the submitting (login)
+//! node either way.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
-use super::Setup;
-use crate::fleet::slurm::{self, Batch, Request, Task, TaskState};
-use crate::guest::build::{short, Builder};
+use crate::executor::Executing;
+use crate::guest::build::{short, Builder, Checkout};
+use crate::guest::source::cache::Cache;
+use crate::guest::source::{Kernel, KernelSpec, Options};
+use crate::slurm::{self, Batch, Request, Task, TaskState};
 
 /// The schema of a build task's file.
 pub const BUILD_TASK_SCHEMA: &str = "ptelab/build-task/v1";
@@ -32,39 +37,43 @@ pub struct BuildTask {
     pub builder: Builder,
     /// The commit checked out there (full id).
     pub commit: String,
+    /// What its image is kept under, when not the commit (a tree kernel
+    /// with a series: `COMMIT+SERIES`, `commit` then the series' last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
-/// Build each `(commit, builder)`, the commit checked out in the builder's
-/// tree (on a file system the nodes mount), as the tasks of one job array.
-/// Returns each image, or why there is none (the build failed: its task
-/// was reported with its log; or the task did not finish), as
-/// `Builder::build` does locally.
+/// Run `builds` (on a file system the nodes mount) as the tasks of one job
+/// array, under the cache at `cache`. Returns each image, or why there is
+/// none (the build failed: its task was reported with its log; or the
+/// task did not finish), as `Builder::build` does locally.
 pub fn build(
-    setup: &Setup,
+    cache: &Path,
     req: &Request,
-    builds: &[(&str, Builder)],
+    builds: &[Checkout],
 ) -> anyhow::Result<Vec<Result<PathBuf, String>>> {
     let opts = req.options.clone();
     // Only ptelab itself: the builds need no guest binary.
-    let program = slurm::stage_ptelab(&setup.cache.root)?;
+    let program = slurm::stage_ptelab(cache)?;
     let docs = builds
         .iter()
-        .map(|(commit, b)| {
+        .map(|b| {
             serde_json::to_string_pretty(&BuildTask {
                 schema: BUILD_TASK_SCHEMA.into(),
-                builder: b.clone(),
-                commit: commit.to_string(),
+                builder: b.builder.clone(),
+                commit: b.head.clone(),
+                id: (b.id != b.head).then(|| b.id.clone()),
             })
         })
         .collect::<Result<Vec<String>, _>>()?;
-    let key = slurm::batch_key("bisect build", std::slice::from_ref(&docs));
-    let dir = Batch::dir_of(&setup.cache.root, &key);
+    let key = slurm::batch_key("kernel build", std::slice::from_ref(&docs));
+    let dir = Batch::dir_of(cache, &key);
     let tasks: Vec<Task> = builds
         .iter()
         .zip(docs)
         .enumerate()
-        .map(|(i, ((commit, b), doc))| Task {
-            name: format!("build {} {}", short(commit), b.arch.name()),
+        .map(|(i, (b, doc))| Task {
+            name: format!("build {} {}", short(&b.id), b.builder.arch.name()),
             program: program.clone(),
             args: vec![
                 "task".into(),
@@ -74,19 +83,19 @@ pub fn build(
             data: Some(doc),
         })
         .collect();
-    let batch = Batch::new(&setup.cache.root, key, tasks);
+    let batch = Batch::new(cache, key, tasks);
     // `--resume` picks up an array of these builds submitted before; a
     // build never submitted goes afresh.
     let resume = opts.resume && batch.submitted_before();
     let built = |i: usize| {
-        let (commit, b) = &builds[i];
-        b.image(commit).is_ok_and(|p| p.is_file())
+        let b = &builds[i];
+        b.builder.image(&b.id).is_ok_and(|p| p.is_file())
     };
     let outcome = batch.run(&slurm::Options { resume, ..opts }, &built)?;
     let job = outcome.job.as_deref().unwrap_or("(an earlier one)");
     let mut images = Vec::new();
-    for (i, (commit, b)) in builds.iter().enumerate() {
-        let image = b.image(commit)?;
+    for (i, b) in builds.iter().enumerate() {
+        let image = b.builder.image(&b.id)?;
         let what = match &outcome.states[i] {
             TaskState::Done if image.is_file() => {
                 images.push(Ok(image));
@@ -98,7 +107,7 @@ pub fn build(
         };
         images.push(Err(format!(
             "the build failed (Slurm job {job} task {i}: {what}); log {}, the task's {}",
-            b.log(commit).display(),
+            b.builder.log(&b.id).display(),
             batch.logs(i).1.display()
         )));
     }
@@ -106,14 +115,53 @@ pub fn build(
     Ok(images)
 }
 
+/// The kernels `specs` name, resolved; with `Executing::Slurm` the builds
+/// they need first run on the nodes, as one job array, so that resolving
+/// finds their images in the shared cache and builds nothing here.
+pub fn resolve(
+    cache: &Cache,
+    specs: &[KernelSpec],
+    opts: &Options,
+    executing: &Executing,
+) -> anyhow::Result<Vec<Kernel>> {
+    if let Executing::Slurm(req) = executing {
+        let (mut named, mut checkouts) = (Vec::new(), Vec::new());
+        for spec in specs {
+            if let Some(c) = spec.pending(cache, opts)? {
+                eprintln!("ptelab: kernel {spec} builds on the cluster …");
+                named.push(spec);
+                checkouts.push(c);
+            }
+        }
+        if !checkouts.is_empty() {
+            let images = build(&cache.root, req, &checkouts)?;
+            for (spec, image) in named.iter().zip(images) {
+                if let Err(why) = image {
+                    anyhow::bail!("{spec}: {why}");
+                }
+            }
+        }
+        // The trees' locks go with the checkouts: the images are built.
+        drop(checkouts);
+    }
+    specs
+        .iter()
+        .map(|spec| {
+            eprintln!("ptelab: kernel {spec} …");
+            spec.resolve(cache, opts)
+        })
+        .collect()
+}
+
 /// `ptelab task run FILE` of a build task: build the commit as a local
-/// step would. `Ok(false)` is a failed build, the tail of its log on
-/// stderr.
-pub fn run_task_file(file: &Path) -> anyhow::Result<bool> {
-    let task: BuildTask = crate::fleet::task::read_task(file, BUILD_TASK_SCHEMA)?;
+/// build would. `Ok(false)` is a failed build, the tail of its log on
+/// stderr. `interrupted` (SIGINT, SIGTERM) stops it.
+pub fn run_task_file(file: &Path, interrupted: &AtomicBool) -> anyhow::Result<bool> {
+    let task: BuildTask = crate::task::read_task(file, BUILD_TASK_SCHEMA)?;
+    let id = task.id.unwrap_or_else(|| task.commit.clone());
     let (builder, commit) = (task.builder, task.commit);
     // The tree must hold the commit: the build reads whatever is checked out.
-    let repo = super::git::Repo::open(&builder.repo, "--repo")?;
+    let repo = crate::guest::build::git::Repo::open(&builder.repo, "the build's tree")?;
     let head = repo.git(&["rev-parse", "HEAD"])?;
     if head.trim() != commit {
         crate::error::bail_usage!(
@@ -124,18 +172,18 @@ pub fn run_task_file(file: &Path) -> anyhow::Result<bool> {
         );
     }
     builder.check()?;
-    match builder.build(&commit, crate::kernel::signals::interrupted())? {
+    match builder.build(&id, interrupted)? {
         Ok(image) => {
             println!("{}", image.display());
             Ok(true)
         }
         Err(why) => {
-            let log = std::fs::read_to_string(builder.log(&commit)).unwrap_or_default();
+            let log = std::fs::read_to_string(builder.log(&id)).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
             for l in &lines[lines.len().saturating_sub(BUILD_LOG_TAIL)..] {
                 eprintln!("{l}");
             }
-            eprintln!("ptelab: {}: {why}", short(&commit));
+            eprintln!("ptelab: {}: {why}", short(&id));
             Ok(false)
         }
     }
@@ -169,6 +217,7 @@ mod tests {
             schema: BUILD_TASK_SCHEMA.into(),
             builder: b.clone(),
             commit: commit.into(),
+            id: None,
         })
         .unwrap();
         let back: BuildTask = serde_json::from_str(&doc).unwrap();
