@@ -93,6 +93,7 @@ fn host(command: Command) -> anyhow::Result<ExitCode> {
         Command::Kernel(args) => cmd::kernel::run(&args),
         Command::Vm(args) => cmd::vm::run(&args),
         Command::Bisect(args) => cmd::bisect::run(&args),
+        Command::Patch(args) => cmd::patch::run(&args),
         Command::Task(args) => cmd::task::run(&args),
         Command::Doctor(_)
         | Command::Bench(_)

@@ -344,3 +344,76 @@ fn vm_series_measures_the_base_and_the_patch_here_and_through_slurm() {
     assert_eq!(trees, 2, "{}", src.display());
     assert_eq!(t.state(), before, "the tree is left as found");
 }
+
+/// `patch` on the stand-in: a patch touching none of the seeds' code is
+/// refused with the remedy; with `--seeds 001` it boots the base and the
+/// head, stores both runs, and prints seed 001's table (sizes × folio,
+/// base, head, change, verdict) with the mechanism's changes, as text and
+/// as Markdown, and the command that made it.
+#[test]
+fn patch_prints_the_seed_tables_of_base_against_head() {
+    if !build_tools() {
+        return;
+    }
+    let (Some(base), Some(patched)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.13"))
+    else {
+        return;
+    };
+    let t = StandIn::new(&base, &patched);
+    let before = t.state();
+    let series = t.series.display().to_string();
+    let db = TempDb::new();
+    let cache = tempfile::tempdir().unwrap();
+    let md = cache.path().join("cover.md");
+    let patch = |extra: &[&str]| {
+        ptelab()
+            .args([
+                "patch",
+                "--base",
+                &t.spec(),
+                "--series",
+                &series,
+                "--arch",
+                "x86_64",
+            ])
+            .args(["--accel", "tcg", "--quick", "--db", db.path()])
+            .args(extra)
+            .env("XDG_CACHE_HOME", cache.path())
+            .output()
+            .unwrap()
+    };
+    let out = patch(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("touches none of the seeds' code (KERNEL)") && err.contains("--seeds all"),
+        "{err}"
+    );
+
+    let out = patch(&["--seeds", "001", "--markdown", md.to_str().unwrap()]);
+    assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("001 [REGRESSION] mm/mprotect"), "{text}");
+    assert!(
+        text.contains("guest instructions per call (QEMU TCG, icount: a count, not time)"),
+        "{text}"
+    );
+    assert!(text.contains("regression"), "{text}");
+    assert!(text.contains("Mechanism per call, base → head"), "{text}");
+    assert!(text.contains("ptelab patch --base tree:"), "{text}");
+    let md = std::fs::read_to_string(&md).unwrap();
+    eprintln!("{text}\n{md}");
+    assert!(
+        md.contains("| size | folio | base | head | change | verdict |"),
+        "{md}"
+    );
+    assert!(md.contains("```\nptelab patch --base"), "{md}");
+    let runs = ptelab()
+        .args(["runs", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_success(&runs);
+    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(2), "{runs}");
+    assert_eq!(t.state(), before, "the tree is left as found");
+}

@@ -10,13 +10,12 @@ use ptelab_stats::compare::{CompareOpts, DEFAULT_SEED};
 use crate::analysis::functions::compare_functions;
 use crate::analysis::{
     compare_replicated, compare_runs_paired, incomparable, CompareRow, CompareView, Measured,
-    NoiseRule, Normalize, Rules,
+    Normalize, Rules,
 };
 use crate::cli::flags::CompareArgs;
 use crate::cli::values::{NormalizeFlag, TextFormat};
 use crate::error::bail_usage;
 use crate::error::usage;
-use crate::record::Metric;
 use crate::report::compare::{render, Format};
 use crate::report::mechanism::render_functions;
 use crate::store::{Store, StoredRun};
@@ -102,24 +101,13 @@ fn compare_two(
     a: &StoredRun,
     b: &StoredRun,
 ) -> anyhow::Result<CompareView> {
-    let noise = match args.noise {
-        Some(_) => NoiseRule::Fixed,
-        None => NoiseRule::Calibrated(store.calibrations(&a.run.machine_id)?),
-    };
-    // Guest figures: each cell's guest bias is its noise threshold, unless
-    // --noise sets one.
-    let guest =
-        |r: &StoredRun| r.run.guest.as_ref().map(|g| g.metric) == Some(Metric::Instructions);
-    let guest_biases = match args.noise {
-        None if guest(a) && guest(b) => Some(store.guest_biases()?),
-        _ => None,
-    };
-    let rules = Rules {
-        across_folios: args.across_folios,
-        normalize: normalize(args.normalize),
-        noise,
-        guest_biases,
-    };
+    let rules = Rules::stored(
+        store,
+        (a, b),
+        args.across_folios,
+        normalize(args.normalize),
+        args.noise.is_some(),
+    )?;
     compare_runs_paired(&args.a, a, &args.b, b, opts, &rules)
 }
 

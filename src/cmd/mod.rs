@@ -25,6 +25,8 @@ pub mod compare;
 #[cfg(feature = "host")]
 pub mod kernel;
 #[cfg(feature = "host")]
+pub mod patch;
+#[cfg(feature = "host")]
 pub mod report;
 #[cfg(feature = "host")]
 pub mod reproduce;

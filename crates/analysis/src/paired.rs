@@ -12,7 +12,7 @@ use super::view::{CompareRow, CompareView, Method, Summary, SCHEMA};
 use crate::error::usage;
 use crate::record::CellResult;
 use crate::record::Metric;
-use crate::store::{GuestBias, StoredRun};
+use crate::store::{GuestBias, Store, StoredRun};
 
 /// Pair the kernel cells of two runs and compare them, correcting for machine
 /// drift when `--normalize auto` would. Pure apart from the bootstrap's CPU
@@ -46,6 +46,35 @@ pub struct Rules {
     /// of guest runs are judged against each cell's (None: not looked up,
     /// as with `--noise`).
     pub guest_biases: Option<Vec<GuestBias>>,
+}
+
+impl Rules {
+    /// The rules `compare` judges two stored runs by: the machine's
+    /// calibrations as the noise floor (`fixed_noise`: `--noise` given, as
+    /// is) and, for two guest runs counting instructions, each cell's guest
+    /// bias from `calibrate --guest`.
+    pub fn stored(
+        store: &Store,
+        (a, b): (&StoredRun, &StoredRun),
+        across_folios: bool,
+        normalize: Normalize,
+        fixed_noise: bool,
+    ) -> anyhow::Result<Rules> {
+        let guest =
+            |r: &StoredRun| r.run.guest.as_ref().map(|g| g.metric) == Some(Metric::Instructions);
+        Ok(Rules {
+            across_folios,
+            normalize,
+            noise: match fixed_noise {
+                true => NoiseRule::Fixed,
+                false => NoiseRule::Calibrated(store.calibrations(&a.run.machine_id)?),
+            },
+            guest_biases: match fixed_noise {
+                false if guest(a) && guest(b) => Some(store.guest_biases()?),
+                _ => None,
+            },
+        })
+    }
 }
 
 impl Default for Rules {

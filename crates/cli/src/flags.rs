@@ -66,6 +66,12 @@ pub enum Command {
     /// or over a kernel git tree's commits (`--repo DIR --good v6.16 --bad
     /// v6.17-rc1`), each booted in a guest (docs/bisect.md).
     Bisect(super::bisect::BisectArgs),
+    /// A patch's figures for its cover letter: the seeds whose code it
+    /// touches, measured on the base and the head (`--base
+    /// tree:~/linux@v7.3 --head tree:~/linux@HEAD`, or `--series
+    /// FILE.mbox`), both arches, with the mechanism's changes
+    /// (docs/trees.md).
+    Patch(super::patch::PatchArgs),
     /// Run a task file a cluster's executor wrote: what a Slurm task runs
     /// (set by the submitting ptelab, not typed; docs/cluster.md).
     #[command(hide = true)]

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod flags;
 pub mod guest_command;
 pub mod kernels;
+pub mod patch;
 pub mod plan;
 pub mod values;
 pub mod vm;

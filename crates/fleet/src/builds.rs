@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 use crate::executor::Executing;
-use crate::guest::build::{short, Builder, Checkout};
+use crate::guest::build::{label, Builder, Checkout};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::{Kernel, KernelSpec, Options};
 use crate::slurm::{self, Batch, Request, Task, TaskState};
@@ -73,7 +73,7 @@ pub fn build(
         .zip(docs)
         .enumerate()
         .map(|(i, (b, doc))| Task {
-            name: format!("build {} {}", short(&b.id), b.builder.arch.name()),
+            name: format!("build {} {}", label(&b.id), b.builder.arch.name()),
             program: program.clone(),
             args: vec![
                 "task".into(),
@@ -183,7 +183,7 @@ pub fn run_task_file(file: &Path, interrupted: &AtomicBool) -> anyhow::Result<bo
             for l in &lines[lines.len().saturating_sub(BUILD_LOG_TAIL)..] {
                 eprintln!("{l}");
             }
-            eprintln!("ptelab: {}: {why}", short(&id));
+            eprintln!("ptelab: {}: {why}", label(&id));
             Ok(false)
         }
     }

@@ -49,6 +49,18 @@ pub struct PlannedRun {
     pub seeds: Vec<&'static str>,
 }
 
+impl PlannedRun {
+    /// Its cells, as a seed lists them.
+    pub fn cells(&self) -> GuestCells {
+        GuestCells {
+            roles: Vec::new(),
+            workload: self.workload,
+            sizes: self.sizes.clone(),
+            folios: self.folios.clone(),
+        }
+    }
+}
+
 /// What the guests of one arch will run, and what could not be planned.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {

@@ -4,7 +4,7 @@
 //! arch that cannot run guests here becomes a note on the claims it leaves
 //! unmeasured, never a silent gap or an abort of the whole reproduce.
 
-use super::guests::{plan, GuestEvidence, GuestRun, PlannedRun};
+use super::guests::{plan, GuestCells, GuestEvidence, GuestRun, PlannedRun};
 use super::Seed;
 use crate::fleet::{self, Fleet, Job, Measured, Settings};
 use crate::guest::source::cache::Cache;
@@ -42,35 +42,42 @@ fn budget(accel: Accel, quick: bool) -> Vec<String> {
     ]
 }
 
-fn guest_args(run: &PlannedRun, accel: Accel, quick: bool) -> Vec<String> {
+/// A guest's `sweep` of `cells` with a seed's budget.
+pub fn sweep_args(cells: &GuestCells, accel: Accel, quick: bool) -> Vec<String> {
     let join = |v: Vec<String>| v.join(",");
     let mut args = vec![
         "sweep".to_string(),
-        run.workload.name().to_string(),
+        cells.workload.name().to_string(),
         "--sizes".into(),
-        join(run.sizes.iter().map(|s| format_size(*s)).collect()),
+        join(cells.sizes.iter().map(|s| format_size(*s)).collect()),
         "--folios".into(),
-        join(run.folios.iter().map(|f| f.to_string()).collect()),
+        join(cells.folios.iter().map(|f| f.to_string()).collect()),
     ];
     args.extend(budget(accel, quick));
     args.extend(["--no-store".to_string(), "--json".to_string()]);
     args
 }
 
-/// The guest boot of a planned run.
-fn job_of<'a>(r: &PlannedRun, kernels: &'a [Kernel], accel: Accel, quick: bool) -> Job<'a> {
+/// The guest boot of a seed's `cells` on `kernel`.
+pub fn sweep_job<'a>(kernel: &'a Kernel, cells: &GuestCells, accel: Accel, quick: bool) -> Job<'a> {
     Job {
-        kernel: kernels
-            .iter()
-            .find(|k| k.arch == r.arch && k.version == Some(r.version))
-            .expect("every planned kernel was resolved"),
-        name: r.workload.name().to_string(),
-        args: guest_args(r, accel, quick),
+        kernel,
+        name: cells.workload.name().to_string(),
+        args: sweep_args(cells, accel, quick),
         program: None,
-        disk: (r.workload == WorkloadKind::Reclaim)
-            .then(|| r.sizes.iter().copied().max().unwrap_or(0)),
+        disk: (cells.workload == WorkloadKind::Reclaim)
+            .then(|| cells.sizes.iter().copied().max().unwrap_or(0)),
         setup: Default::default(),
     }
+}
+
+/// The guest boot of a planned run.
+fn job_of<'a>(r: &PlannedRun, kernels: &'a [Kernel], accel: Accel, quick: bool) -> Job<'a> {
+    let kernel = kernels
+        .iter()
+        .find(|k| k.arch == r.arch && k.version == Some(r.version))
+        .expect("every planned kernel was resolved");
+    sweep_job(kernel, &r.cells(), accel, quick)
 }
 
 /// The kernels of the default line (Debian: cloud) offered for `arch`: a
@@ -280,10 +287,10 @@ mod tests {
             seeds: vec!["001"],
         };
         assert_eq!(
-            guest_args(&run, Accel::Tcg, true).join(" "),
+            sweep_args(&run.cells(), Accel::Tcg, true).join(" "),
             "sweep mprotect-toggle --sizes 4K,400K --folios 4K,64K --time 100ms --blocks 1 --no-store --json"
         );
-        assert!(guest_args(&run, Accel::Kvm, false)
+        assert!(sweep_args(&run.cells(), Accel::Kvm, false)
             .join(" ")
             .contains("--time 3s --blocks 10"));
     }

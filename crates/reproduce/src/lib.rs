@@ -12,6 +12,7 @@
 // The layers below this one, named as the layers are (docs/architecture.md).
 use ptelab_analysis as analysis;
 use ptelab_crosscheck as crosscheck;
+use ptelab_error as error;
 use ptelab_fleet as fleet;
 use ptelab_guest as guest;
 use ptelab_predict as predict;
@@ -26,6 +27,7 @@ pub mod claims;
 pub mod guests;
 pub mod in_guests;
 pub mod mechanism;
+pub mod patch;
 pub mod predicted;
 
 use ptelab_model::workload::ModelOutcome;
@@ -73,7 +75,37 @@ pub struct Seed {
     pub model: Vec<ModelCells>,
     /// Cells measured in QEMU guests of the kernels around its change.
     pub guest: Vec<GuestCells>,
+    /// The kernel code its experiment runs through beside [`PTE_CODE`], as
+    /// path prefixes of a tree (`mm/mprotect.c`,
+    /// `arch/arm64/include/asm/tlbflush.h`): `patch --seeds auto` measures
+    /// the seeds whose code a patch touches.
+    pub code: &'static [&'static str],
 }
+
+impl Seed {
+    /// Whether a change to `files` (paths in a kernel tree) touches the
+    /// code this seed's experiment runs through.
+    pub fn touched_by(&self, files: &[String]) -> bool {
+        files.iter().any(|f| {
+            self.code
+                .iter()
+                .chain(PTE_CODE.iter())
+                .any(|c| f.starts_with(c))
+        })
+    }
+}
+
+/// Code every seed's page-table paths share: the PTE helpers, batching
+/// (`folio_pte_batch` in mm/internal.h) and the arches' pgtable headers.
+const PTE_CODE: [&str; 7] = [
+    "include/linux/pgtable.h",
+    "include/linux/mm.h",
+    "mm/internal.h",
+    "arch/x86/include/asm/pgtable",
+    "arch/arm64/include/asm/pgtable",
+    "arch/arm64/mm/contpte.c",
+    "arch/x86/mm/pgtable.c",
+];
 
 /// (arch, workload, size, folio) of a model cell.
 pub type ModelKey = (Arch, WorkloadKind, u64, FolioSpec);
@@ -317,6 +349,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: vec![ro_rw_size],
                 folios: vec![FolioSpec::PmdPte, f64k, f4k],
             }],
+            code: &["mm/mprotect.c", "include/asm-generic/tlb.h", "arch/arm64/include/asm/tlbflush.h", "arch/x86/include/asm/tlbflush.h", "arch/x86/mm/tlb.c"],
         },
         Seed {
             id: "001",
@@ -355,6 +388,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: toggle_guest_sizes(quick),
                 folios: vec![f4k],
             }],
+            code: &["mm/mprotect.c", "mm/memory.c", "include/asm-generic/tlb.h", "arch/arm64/include/asm/tlbflush.h", "arch/x86/include/asm/tlbflush.h", "arch/x86/mm/tlb.c"],
         },
         Seed {
             id: "002",
@@ -383,6 +417,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: vec![M],
                 folios: vec![f64k, f4k],
             }],
+            code: &["mm/mremap.c", "mm/memory.c", "include/asm-generic/tlb.h", "arch/arm64/include/asm/tlbflush.h", "arch/x86/mm/tlb.c"],
         },
         Seed {
             id: "003",
@@ -412,6 +447,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: vec![4 * K, 400 * K],
                 folios: vec![f4k],
             }],
+            code: &["mm/mprotect.c", "include/asm-generic/tlb.h", "arch/arm64/include/asm/tlbflush.h", "arch/x86/include/asm/tlbflush.h", "arch/x86/mm/tlb.c"],
         },
         Seed {
             id: "004",
@@ -441,6 +477,7 @@ pub fn seeds(quick: bool) -> Vec<Seed> {
                 sizes: vec![reclaim_guest_size(quick)],
                 folios: vec![f64k, f4k],
             }],
+            code: &["mm/vmscan.c", "mm/rmap.c", "mm/swap", "mm/filemap.c", "mm/memcontrol.c", "include/linux/mmzone.h", "include/linux/swap.h", "arch/arm64/include/asm/tlbflush.h"],
         },
     ]
 }

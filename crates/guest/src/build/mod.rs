@@ -254,7 +254,7 @@ impl Builder {
         }
         eprintln!(
             "ptelab: {} is built already: {}",
-            short(commit),
+            label(commit),
             image.display()
         );
         Ok(Some(image))
@@ -264,7 +264,7 @@ impl Builder {
     pub fn log(&self, commit: &str) -> PathBuf {
         self.root
             .join("logs")
-            .join(format!("build-{}-{}.log", short(commit), self.arch.name()))
+            .join(format!("build-{}-{}.log", label(commit), self.arch.name()))
     }
 
     /// The same builder on another work tree of the repository (its own
@@ -301,7 +301,7 @@ impl Builder {
         let out = staging.join(image.file_name().expect("a name"));
         eprintln!(
             "ptelab: building {} ({}) -- log {}",
-            short(commit),
+            label(commit),
             self.arch,
             log.display()
         );
@@ -324,7 +324,7 @@ impl Builder {
         };
         if interrupted.load(Ordering::SeqCst) {
             let _ = std::fs::remove_dir_all(&staging);
-            anyhow::bail!("interrupted while building {}", short(commit));
+            anyhow::bail!("interrupted while building {}", label(commit));
         }
         if !ok || !out.is_file() {
             let _ = std::fs::remove_dir_all(&staging);
@@ -339,7 +339,7 @@ impl Builder {
             .with_context(|| format!("moving the build into {}", dir.display()))?;
         eprintln!(
             "ptelab: built {} in {:.0} s",
-            short(commit),
+            label(commit),
             started.elapsed().as_secs_f64()
         );
         Ok(Ok(image))
@@ -404,7 +404,7 @@ impl Builder {
         kconfig::check(&text, self.arch, &self.config)?;
         let target = facts(self.arch).image_target;
         let progress = Progress {
-            what: format!("{} ({})", short(commit), self.arch),
+            what: format!("{} ({})", label(commit), self.arch),
             count: build.join(".ptelab-files"),
         };
         if !self.run(log, &mut make(&[target]), interrupted, Some(&progress))? {
@@ -530,6 +530,15 @@ fn progress_line(compiled: usize, expected: Option<usize>) -> String {
 /// A short hash of a path: what names the directories kept per tree.
 pub fn path_hash(path: &Path) -> String {
     format!("{:x}", Sha256::digest(path.as_os_str().as_encoded_bytes()))[..12].to_string()
+}
+
+/// An image's id as messages and logs name it: the commit's short id, and
+/// a series' hash after `+` (`9439877d6f08+d31bb4cce2d6`).
+pub fn label(id: &str) -> String {
+    match id.split_once('+') {
+        Some((commit, series)) => format!("{}+{series}", short(commit)),
+        None => short(id).to_string(),
+    }
 }
 
 /// A commit's id as tables print it.

@@ -74,6 +74,15 @@ pub trait KernelSource: Sync {
     ) -> anyhow::Result<Option<crate::build::Checkout>> {
         Ok(None)
     }
+    /// The paths of a kernel tree that differ between `base` and `head`
+    /// (both this source's), when the source can tell: a patch's files.
+    fn changed_files(
+        &self,
+        _base: &KernelSpec,
+        _head: &KernelSpec,
+    ) -> anyhow::Result<Option<Vec<String>>> {
+        Ok(None)
+    }
     /// `spec` with the patch series `series` applied (`--series`), for a
     /// source that builds and a spec without a series of its own.
     fn with_series(&self, _spec: &KernelSpec, _series: &std::path::Path) -> Option<KernelSpec> {
@@ -250,6 +259,15 @@ impl KernelSpec {
         opts: &Options,
     ) -> anyhow::Result<Option<crate::build::Checkout>> {
         self.source.pending(cache, self, opts)
+    }
+
+    /// The paths of a kernel tree that differ from this kernel to `head`,
+    /// when their source can tell (a tree's revisions and series).
+    pub fn changed_files(&self, head: &KernelSpec) -> anyhow::Result<Option<Vec<String>>> {
+        if self.source.name() != head.source.name() {
+            return Ok(None);
+        }
+        self.source.changed_files(self, head)
     }
 
     /// This spec with the patch series `series` applied, when its source

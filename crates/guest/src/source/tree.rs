@@ -228,6 +228,15 @@ fn checkout(
     Ok(Checkout::new(head, named.id.clone(), builder).locked(lock))
 }
 
+/// The paths an mbox's patches change (`diff --git a/X b/Y`: both).
+fn series_files(mbox: &str) -> Vec<String> {
+    mbox.lines()
+        .filter_map(|l| l.strip_prefix("diff --git a/"))
+        .filter_map(|rest| rest.split_once(" b/"))
+        .flat_map(|(a, b)| [a.to_string(), b.to_string()])
+        .collect()
+}
+
 /// Kernels built from the user's git tree.
 pub struct Tree;
 
@@ -251,6 +260,30 @@ impl KernelSource for Tree {
 
     fn builds(&self) -> bool {
         true
+    }
+
+    fn changed_files(
+        &self,
+        base: &KernelSpec,
+        head: &KernelSpec,
+    ) -> anyhow::Result<Option<Vec<String>>> {
+        let (b, h) = (TreeSpec::parse(base.text())?, TreeSpec::parse(head.text())?);
+        let (nb, nh) = (name(&b)?, name(&h)?);
+        if nb.repo.dir != nh.repo.dir {
+            return Ok(None);
+        }
+        let mut files: Vec<String> = nb
+            .repo
+            .git(&["diff", "--name-only", &nb.commit, &nh.commit])?
+            .lines()
+            .map(String::from)
+            .collect();
+        for series in [&b.series, &h.series].into_iter().flatten() {
+            files.extend(series_files(&std::fs::read_to_string(series)?));
+        }
+        files.sort();
+        files.dedup();
+        Ok(Some(files))
     }
 
     fn with_series(&self, spec: &KernelSpec, series: &Path) -> Option<KernelSpec> {
@@ -407,6 +440,17 @@ mod tests {
             .unwrap()
             .with_series(Path::new("/l/v2.mbox"))
             .is_none());
+        let mbox = "Subject: [PATCH] x\n---\ndiff --git a/mm/mprotect.c b/mm/mprotect.c\n\
+                    index 1..2\ndiff --git a/arch/x86/a.h b/arch/x86/b.h\n";
+        assert_eq!(
+            series_files(mbox),
+            [
+                "mm/mprotect.c",
+                "mm/mprotect.c",
+                "arch/x86/a.h",
+                "arch/x86/b.h"
+            ]
+        );
     }
 }
 
@@ -551,6 +595,20 @@ mod built {
         let e = resolve(&format!("tree:{}@HEAD+{}", t.display(), mbox.display()), &o).unwrap_err();
         assert!(crate::error::is_usage(&e));
         assert!(e.to_string().contains("does not apply"), "{e}");
+
+        // The patch's files: between two revisions, and a series' too.
+        let at = |rev: &str| KernelSpec::parse(&format!("tree:{}@{rev}", t.display())).unwrap();
+        assert_eq!(
+            at("HEAD~1").changed_files(&at("HEAD")).unwrap(),
+            Some(vec!["mm/mm.c".to_string()])
+        );
+        let with = at("HEAD~1").with_series(&mbox).unwrap();
+        assert_eq!(
+            at("HEAD~1").changed_files(&with).unwrap(),
+            Some(vec!["mm/mm.c".to_string()])
+        );
+        let debian = KernelSpec::parse("debian:6.17.13").unwrap();
+        assert_eq!(at("HEAD").changed_files(&debian).unwrap(), None);
 
         // A config that cannot boot a guest is refused before the image builds.
         let mine = cache.root.join("my.config");
