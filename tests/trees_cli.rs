@@ -231,127 +231,16 @@ fn kernel_fetch_builds_a_tree_once_and_refuses_bad_input() {
     assert_eq!(t.state(), before, "the tree is left as found");
 }
 
-/// `vm --series` boots the base and the patch, locally and through Slurm,
-/// where the builds run on the node as one job array: the same figures,
-/// and the patch's is seed 001's regression over the base's. `show` finds
-/// each stored run by its tree spec.
-#[test]
-fn vm_series_measures_the_base_and_the_patch_here_and_through_slurm() {
-    if !build_tools() {
-        return;
-    }
-    let (Some(base), Some(patched)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.13"))
-    else {
-        return;
-    };
-    let t = StandIn::new(&base, &patched);
-    let before = t.state();
-    let series = t.series.display().to_string();
-    let db = TempDb::new();
-    let cache = tempfile::tempdir().unwrap();
-    let bench = [
-        "--",
-        "bench",
-        "mprotect-toggle",
-        "--size",
-        "400K",
-        "--folio",
-        "4K",
-    ];
-    let vm = |extra: &[&str], db: &str| {
-        let mut c = Command::new(assert_cmd::cargo::cargo_bin("ptelab"));
-        c.args(["vm", "--kernel", &t.spec(), "--series", &series])
-            .args(["--arch", "x86_64", "--accel", "tcg", "--json", "--db", db])
-            .args(extra)
-            .args(bench);
-        c
-    };
-    let out = vm(&[], db.path())
-        .env("XDG_CACHE_HOME", cache.path())
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let here: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let figures = |doc: &Value| -> Vec<f64> {
-        doc["guests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|g| {
-                g["cells"][0]["per_call"]["median"]
-                    .as_f64()
-                    .unwrap_or(f64::NAN)
-            })
-            .collect()
-    };
-    let local = figures(&here);
-    assert_eq!(local.len(), 2, "{here}");
-    assert!(
-        local[1] > local[0] * 1.5,
-        "the patch's order-0 mprotect: {local:?}"
-    );
-    // `compare` finds the stored runs by their tree specs.
-    let patch = format!("{}+{series}", t.spec());
-    let out = ptelab()
-        .args(["compare", &t.spec(), &patch, "--json", "--db", db.path()])
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let cmp: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let row = &cmp["rows"][0];
-    assert_eq!(row["verdict"], "regression", "{cmp}");
-    assert!(
-        (row["ratio"].as_f64().unwrap() - local[1] / local[0]).abs() < 1e-9,
-        "{cmp}"
-    );
-    assert_eq!(cmp["a"]["name"].as_str(), Some(t.spec().as_str()), "{cmp}");
-    let Some(slurm) = TestSlurm::start_or_skip("vm_series_through_slurm") else {
-        return;
-    };
-    let shared = tempfile::tempdir().unwrap();
-    let there_db = TempDb::new();
-    let out = vm(
-        &[
-            "--executor",
-            "slurm",
-            "--time",
-            "30",
-            "--cache",
-            shared.path().to_str().unwrap(),
-        ],
-        there_db.path(),
-    )
-    .envs(slurm.env())
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert_eq!(err.matches("builds on the cluster").count(), 2, "{err}");
-    assert!(
-        err.contains("2 tasks (0,1)"),
-        "one array for both builds: {err}"
-    );
-    let there: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for (x, y) in local.iter().zip(figures(&there)) {
-        assert!((x - y).abs() <= x * 1e-3, "local {x} vs slurm {y}");
-    }
-    // The builds went to the shared cache, each in a tree of its own.
-    let src = shared.path().join("builds/src");
-    let trees = std::fs::read_dir(&src)
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().is_dir())
-        .count();
-    assert_eq!(trees, 2, "{}", src.display());
-    assert_eq!(t.state(), before, "the tree is left as found");
-}
-
 /// `patch` on the stand-in: a patch touching none of the seeds' code is
 /// refused with the remedy; with `--seeds 001` it boots the base and the
 /// head, stores both runs, and prints seed 001's table (sizes × folio,
-/// base, head, change, verdict) with the mechanism's changes, as text and
-/// as Markdown, and the command that made it.
+/// base, head, change, verdict: the head's order-0 mprotect regressed) with
+/// the mechanism's changes, as text and as Markdown, and the command that
+/// made it. `compare` finds the stored runs by their tree specs. Then `vm
+/// --series` through Slurm builds both kernels on the node, as one job
+/// array, and its guests measure what patch's measured.
 #[test]
-fn patch_prints_the_seed_tables_of_base_against_head() {
+fn patch_and_vm_series_measure_the_base_and_the_head_here_and_through_slurm() {
     if !build_tools() {
         return;
     }
@@ -393,27 +282,95 @@ fn patch_prints_the_seed_tables_of_base_against_head() {
     let out = patch(&["--seeds", "001", "--markdown", md.to_str().unwrap()]);
     assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
+    let md = std::fs::read_to_string(&md).unwrap();
+    eprintln!("{text}\n{md}");
     assert!(text.contains("001 [REGRESSION] mm/mprotect"), "{text}");
     assert!(
         text.contains("guest instructions per call (QEMU TCG, icount: a count, not time)"),
         "{text}"
     );
-    assert!(text.contains("regression"), "{text}");
     assert!(text.contains("Mechanism per call, base → head"), "{text}");
     assert!(text.contains("ptelab patch --base tree:"), "{text}");
-    let md = std::fs::read_to_string(&md).unwrap();
-    eprintln!("{text}\n{md}");
     assert!(
         md.contains("| size | folio | base | head | change | verdict |"),
         "{md}"
     );
     assert!(md.contains("```\nptelab patch --base"), "{md}");
-    let runs = ptelab()
-        .args(["runs", "--json", "--db", db.path()])
+
+    // The stored runs, found by the tree specs.
+    let spec = t.spec();
+    let patched_spec = format!("{spec}+{series}");
+    let out = ptelab()
+        .args(["compare", &spec, &patched_spec, "--json", "--db", db.path()])
         .output()
         .unwrap();
-    assert_success(&runs);
-    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
-    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(2), "{runs}");
+    assert_success(&out);
+    let cmp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cmp["a"]["name"].as_str(), Some(spec.as_str()), "{cmp}");
+    let at_400k = cmp["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["size_bytes"] == 400 << 10)
+        .expect("a 400K cell");
+    assert_eq!(at_400k["verdict"], "regression", "{cmp}");
+    assert!(at_400k["ratio"].as_f64().unwrap() > 1.5, "{cmp}");
+    let figure = |r: &Value, side: &str| r[side]["median_ns"].as_f64().unwrap();
+    let here = (figure(at_400k, "a"), figure(at_400k, "b"));
+
+    let Some(slurm) = TestSlurm::start_or_skip("vm_series_through_slurm") else {
+        return;
+    };
+    let shared = tempfile::tempdir().unwrap();
+    let there = TempDb::new();
+    let out = Command::new(assert_cmd::cargo::cargo_bin("ptelab"))
+        .envs(slurm.env())
+        .args(["vm", "--kernel", &spec, "--series", &series])
+        .args([
+            "--arch",
+            "x86_64",
+            "--accel",
+            "tcg",
+            "--json",
+            "--db",
+            there.path(),
+        ])
+        .args(["--executor", "slurm", "--time", "30"])
+        .args(["--cache", shared.path().to_str().unwrap()])
+        .args([
+            "--",
+            "bench",
+            "mprotect-toggle",
+            "--size",
+            "400K",
+            "--folio",
+            "4K",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("builds on the cluster").count(), 2, "{err}");
+    assert!(
+        err.contains("2 tasks (0,1)"),
+        "one array for both builds: {err}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let figures: Vec<f64> = doc["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["cells"][0]["per_call"]["median"].as_f64().unwrap())
+        .collect();
+    for (x, y) in [here.0, here.1].iter().zip(&figures) {
+        assert!((x - y).abs() <= x * 1e-3, "patch's {x} vs slurm's {y}");
+    }
+    // Built in the shared cache, each in a repository of its own.
+    let src = shared.path().join("builds/src");
+    let trees = std::fs::read_dir(&src)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
+        .count();
+    assert_eq!(trees, 2, "{}", src.display());
     assert_eq!(t.state(), before, "the tree is left as found");
 }
