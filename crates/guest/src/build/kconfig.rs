@@ -25,6 +25,18 @@ pub fn fragment(arch: Arch) -> String {
     format!("\n{COMMON}\n{own}")
 }
 
+/// What the fragment sets for `arch`, whatever its comments and order say:
+/// every `OPTION=value` (`OPTION=n` for `is not set`), sorted, the last of
+/// one option winning as it does in Kconfig. Builds are cached by this, so
+/// that documenting an option rebuilds nothing.
+pub fn identity(arch: Arch) -> String {
+    let mut set = std::collections::BTreeMap::new();
+    for s in settings(arch) {
+        set.insert(s.option, s.value.unwrap_or_else(|| "n".into()));
+    }
+    set.iter().map(|(o, v)| format!("{o}={v}\n")).collect()
+}
+
 /// A fragment's section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Section {
@@ -177,6 +189,20 @@ mod tests {
             .unwrap();
         assert_eq!(contpte.section, Section::Cells);
         assert!(contpte.why.contains("contpte"), "{}", contpte.why);
+    }
+
+    #[test]
+    fn the_identity_is_what_the_fragment_sets_not_how_it_is_written() {
+        let x86 = identity(Arch::X86_64);
+        assert!(x86.contains("CONFIG_ACPI=y\n") && x86.contains("CONFIG_NET=n\n"), "{x86}");
+        let arm64 = identity(Arch::Arm64);
+        assert!(arm64.contains("CONFIG_ACPI=n\n") && arm64.contains("CONFIG_ARM64_CONTPTE=y\n"));
+        let options: Vec<&str> = arm64.lines().map(|l| l.split('=').next().unwrap()).collect();
+        let mut sorted = options.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(options, sorted);
+        assert!(!arm64.contains('#'));
     }
 
     /// A config is held to the fragment's [boot] and [cells] lines; values

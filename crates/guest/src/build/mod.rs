@@ -220,7 +220,7 @@ impl Builder {
         match &self.config {
             Config::Ptelab => {
                 h.update(b"\0ptelab\0");
-                h.update(kconfig::fragment(self.arch));
+                h.update(kconfig::identity(self.arch));
             }
             Config::Defconfig => h.update(b"\0defconfig"),
             Config::File(f) => {
