@@ -14,6 +14,7 @@ use crate::fleet::{self, ProfileRequest};
 use crate::guest::source;
 use crate::reproduce::patch::{self, About, Pair, SeedChoice, Style};
 use crate::reproduce::seeds;
+use crate::report::plot::{Plotter, SvgPlotter};
 use crate::store::Store;
 
 pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
@@ -108,6 +109,12 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
     let (base_label, head_label) = (base.to_string(), head.to_string());
     let judged = patch::judge(&store, runs, (&base_label, &head_label))?;
 
+    // The plots go beside the Markdown that links them: cover.md's in
+    // cover-plots/.
+    let plots = args.markdown.as_ref().map(|md| {
+        let stem = md.file_stem().map_or("patch".into(), |s| s.to_string_lossy().to_string());
+        (md.with_file_name(format!("{stem}-plots")), format!("{stem}-plots"))
+    });
     let command: Vec<String> = std::env::args().collect();
     let about = About {
         base: &base_label,
@@ -119,7 +126,19 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
         ),
         command: &shell_words(&command),
         top: args.top,
+        plots: plots.as_ref().map(|(_, link)| link.as_str()),
     };
+    if let Some((dir, _)) = &plots {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+        for j in &judged {
+            if let Some(p) = patch::plot(j) {
+                let file = dir.join(patch::plot_name(j));
+                std::fs::write(&file, SvgPlotter::default().plot(&p))
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", file.display()))?;
+            }
+        }
+    }
     if let Some(md) = &args.markdown {
         std::fs::write(md, patch::render(Style::Markdown, &about, &judged))
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", md.display()))?;

@@ -45,7 +45,8 @@ pub struct PatchArgs {
     #[arg(long)]
     pub quick: bool,
     /// Also write the tables as Markdown to FILE (for a cover letter's web
-    /// view; the text printed is the plain-text mail's).
+    /// view; the text printed is the plain-text mail's), with a plot per
+    /// seed and arch in FILE's stem + `-plots/` (SVG), linked from it.
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
     /// Functions shown per cell in the mechanism's changes.

@@ -450,11 +450,6 @@ impl KernelGrid {
             Metric::Instructions => Unit::Instructions,
             Metric::Time => Unit::Nanoseconds,
         };
-        let size_axis = || Axis {
-            label: "region size (bytes, log2)".into(),
-            scale: Scale::Log2,
-            unit: Unit::Bytes,
-        };
         let series = |lines: Vec<(String, usize, Vec<Point>, Vec<f64>)>| -> Vec<Series> {
             lines
                 .into_iter()
@@ -482,7 +477,7 @@ impl KernelGrid {
         let plot = multi.then(|| Plot {
             id: id.clone(),
             title: format!("seed {seed}: {}", self.heading),
-            x: size_axis(),
+            x: Axis::sizes(),
             y: Axis {
                 label: format!("{} (log10)", self.metric.per_call_words()),
                 scale: Scale::Log10,
@@ -505,7 +500,7 @@ impl KernelGrid {
                         self.metric.per_call_words(),
                         why.short
                     ),
-                    x: size_axis(),
+                    x: Axis::sizes(),
                     y: Axis {
                         label: format!(
                             "kernel / {base}, {} (linear)",

@@ -17,6 +17,7 @@ use crate::fleet::{Fleet, Job, Measured, Settings};
 use crate::guest::source::cache::Cache;
 use crate::guest::source::Kernel;
 use crate::record::Metric;
+use crate::report::view::{Axis, Plot, Point, Scale, Series, Unit};
 use crate::store::Store;
 use crate::text::format::{counter, signed_pct, size};
 use crate::workload::{Arch, WorkloadKind};
@@ -237,6 +238,9 @@ pub enum Style {
 
 /// What the report says about the run as a whole.
 pub struct About<'a> {
+    /// Where the plots were written, as the Markdown links them (None: no
+    /// plots).
+    pub plots: Option<&'a str>,
     pub base: &'a str,
     pub head: &'a str,
     /// Per arch, the kernels' descriptions (`kernel fetch`'s lines).
@@ -416,6 +420,78 @@ fn trim(x: f64) -> String {
     counter(Some(x))
 }
 
+/// The file name of a seed's plot on an arch (`003-arm64-prot-transition.svg`).
+pub fn plot_name(j: &Judged) -> String {
+    format!("{}-{}-{}.svg", j.seed, j.arch.name(), j.workload.name())
+}
+
+/// A seed's figures on one arch as a plot: per call against region size,
+/// one colour per folio size (and phase), the base dashed, the head solid,
+/// each point marked with its cell's verdict. None without a comparison.
+pub fn plot(j: &Judged) -> Option<Plot> {
+    let view = j.compare.as_ref()?;
+    let mut keys: Vec<(String, Option<String>)> = Vec::new();
+    for r in &view.rows {
+        let k = (r.folio.clone(), r.phase.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut series = Vec::new();
+    for (i, (folio, phase)) in keys.iter().enumerate() {
+        let rows: Vec<_> = view
+            .rows
+            .iter()
+            .filter(|r| (&r.folio, &r.phase) == (folio, phase))
+            .collect();
+        let label = match phase {
+            Some(p) => format!("{folio} {p}"),
+            None => folio.clone(),
+        };
+        for (side, dashed) in [("base", true), ("head", false)] {
+            let points = rows
+                .iter()
+                .filter_map(|r| {
+                    let s = if dashed { r.a.as_ref() } else { r.b.as_ref() }?;
+                    Some(Point {
+                        x: r.size_bytes as f64,
+                        y: s.median_ns,
+                        lo: None,
+                        hi: None,
+                        marker: (!dashed).then_some(r.verdict),
+                    })
+                })
+                .collect();
+            series.push(Series {
+                label: format!("{label} ({side})"),
+                color: i,
+                dashed,
+                points,
+                gaps: Vec::new(),
+            });
+        }
+    }
+    Some(Plot {
+        id: plot_name(j).trim_end_matches(".svg").to_string(),
+        title: format!(
+            "seed {} on {}: base (dashed) and head (solid)",
+            j.seed,
+            j.arch.name()
+        ),
+        x: Axis::sizes(),
+        y: Axis {
+            label: format!("{} (log10)", view.metric.per_call_words()),
+            scale: Scale::Log10,
+            unit: match view.metric {
+                Metric::Instructions => Unit::Instructions,
+                Metric::Time => Unit::Nanoseconds,
+            },
+        },
+        series,
+        reference: None,
+    })
+}
+
 /// The report: what was compared, then per seed and arch the table and
 /// the mechanism, then the commands that made it.
 pub fn render(style: Style, about: &About, judged: &[Judged]) -> String {
@@ -460,6 +536,9 @@ pub fn render(style: Style, about: &About, judged: &[Judged]) -> String {
                     view.method.noise * 100.0
                 ));
             }
+        }
+        if let (true, Some(dir), Some(_)) = (md, about.plots, &j.compare) {
+            out.push_str(&format!("![seed {} on {}]({dir}/{})\n\n", j.seed, j.arch.name(), plot_name(j)));
         }
         if let Some(f) = &j.functions {
             out.push_str("Mechanism per call, base → head (exact counts, QEMU TCG plugin):\n\n");
@@ -588,6 +667,7 @@ mod tests {
             chosen: "003, the seeds whose code the patch touches (1 file: arch/arm64/include/asm/tlbflush.h)",
             command: "ptelab patch --base tree:/src/linux@v7.3 --series /src/v2.mbox --seeds auto",
             top: 4,
+            plots: Some("cover-plots"),
         }
     }
 
@@ -596,6 +676,26 @@ mod tests {
         let j = judged();
         insta::assert_snapshot!("patch_text", render(Style::Text, &about(), &j));
         insta::assert_snapshot!("patch_markdown", render(Style::Markdown, &about(), &j));
+    }
+
+    /// The plot of a judged seed: a base and a head series per folio size
+    /// and phase, the head's points marked with their verdicts; drawn as
+    /// one self-contained SVG.
+    #[test]
+    fn a_seed_plots_its_base_dashed_and_its_head_solid() {
+        use crate::report::plot::{Plotter, SvgPlotter};
+        let j = judged();
+        let p = plot(&j[0]).unwrap();
+        let labels: Vec<&str> = p.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels.len() % 2, 0, "{labels:?}");
+        assert!(labels.iter().any(|l| l.ends_with("(base)")), "{labels:?}");
+        assert!(p.series.iter().all(|s| s.dashed == s.label.ends_with("(base)")));
+        assert!(p.series.iter().filter(|s| !s.dashed).all(|s| s.points.iter().all(|pt| pt.marker.is_some())));
+        assert_eq!(p.x.unit, Unit::Bytes);
+        assert_eq!(plot_name(&j[0]), "003-arm64-prot-transition.svg");
+        let svg = SvgPlotter::default().plot(&p);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert!(plot(&j[1]).is_none());
     }
 
     #[test]

@@ -338,14 +338,6 @@ fn time_points(cells: &[&CellResult], per_page: bool) -> Vec<Point> {
         .collect()
 }
 
-fn size_axis() -> Axis {
-    Axis {
-        label: "region size (bytes, log scale)".into(),
-        scale: Scale::Log2,
-        unit: Unit::Bytes,
-    }
-}
-
 /// The baseline's name, run and comparison, as [`ReportBuilder::baseline`] took them.
 type Baseline<'a> = (&'a str, &'a StoredRun, &'a CompareView);
 
@@ -512,7 +504,7 @@ fn time_plot(
     Plot {
         id: format!("{id}-{what}"),
         title: format!("{workload}: {per} vs region size"),
-        x: size_axis(),
+        x: Axis::sizes(),
         y: Axis {
             label: unit_label.into(),
             scale: Scale::Log10,
@@ -539,7 +531,7 @@ fn ratio_plot(
     Plot {
         id: format!("{id}-ratio"),
         title: format!("{workload}: run {run} / baseline, median {per}"),
-        x: size_axis(),
+        x: Axis::sizes(),
         y: Axis {
             label: "ratio of medians (95% bootstrap CI)".into(),
             scale: Scale::Linear,

@@ -315,6 +315,17 @@ pub struct Axis {
     pub unit: Unit,
 }
 
+impl Axis {
+    /// The region-size axis of every per-size plot.
+    pub fn sizes() -> Axis {
+        Axis {
+            label: "region size (bytes, log2)".into(),
+            scale: Scale::Log2,
+            unit: Unit::Bytes,
+        }
+    }
+}
+
 /// How values map to positions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
