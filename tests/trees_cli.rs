@@ -296,9 +296,18 @@ fn patch_and_vm_series_measure_the_base_and_the_head_here_and_through_slurm() {
         "{md}"
     );
     assert!(md.contains("```\nptelab patch --base"), "{md}");
-    assert!(md.contains("![seed 001 on x86_64](cover-plots/001-x86_64-mprotect-toggle.svg)"), "{md}");
-    let svg = cache.path().join("cover-plots/001-x86_64-mprotect-toggle.svg");
-    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"), "{}", svg.display());
+    assert!(
+        md.contains("![seed 001 on x86_64](cover-plots/001-x86_64-mprotect-toggle.svg)"),
+        "{md}"
+    );
+    let svg = cache
+        .path()
+        .join("cover-plots/001-x86_64-mprotect-toggle.svg");
+    assert!(
+        std::fs::read_to_string(&svg).unwrap().starts_with("<svg"),
+        "{}",
+        svg.display()
+    );
 
     // The stored runs, found by the tree specs.
     let spec = t.spec();

@@ -12,9 +12,9 @@ use crate::cli::patch::PatchArgs;
 use crate::error::bail_usage;
 use crate::fleet::{self, ProfileRequest};
 use crate::guest::source;
+use crate::report::plot::{Plotter, SvgPlotter};
 use crate::reproduce::patch::{self, About, Pair, SeedChoice, Style};
 use crate::reproduce::seeds;
-use crate::report::plot::{Plotter, SvgPlotter};
 use crate::store::Store;
 
 pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
@@ -112,8 +112,13 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
     // The plots go beside the Markdown that links them: cover.md's in
     // cover-plots/.
     let plots = args.markdown.as_ref().map(|md| {
-        let stem = md.file_stem().map_or("patch".into(), |s| s.to_string_lossy().to_string());
-        (md.with_file_name(format!("{stem}-plots")), format!("{stem}-plots"))
+        let stem = md
+            .file_stem()
+            .map_or("patch".into(), |s| s.to_string_lossy().to_string());
+        (
+            md.with_file_name(format!("{stem}-plots")),
+            format!("{stem}-plots"),
+        )
     });
     let command: Vec<String> = std::env::args().collect();
     let about = About {

@@ -538,7 +538,12 @@ pub fn render(style: Style, about: &About, judged: &[Judged]) -> String {
             }
         }
         if let (true, Some(dir), Some(_)) = (md, about.plots, &j.compare) {
-            out.push_str(&format!("![seed {} on {}]({dir}/{})\n\n", j.seed, j.arch.name(), plot_name(j)));
+            out.push_str(&format!(
+                "![seed {} on {}]({dir}/{})\n\n",
+                j.seed,
+                j.arch.name(),
+                plot_name(j)
+            ));
         }
         if let Some(f) = &j.functions {
             out.push_str("Mechanism per call, base → head (exact counts, QEMU TCG plugin):\n\n");
@@ -689,12 +694,22 @@ mod tests {
         let labels: Vec<&str> = p.series.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels.len() % 2, 0, "{labels:?}");
         assert!(labels.iter().any(|l| l.ends_with("(base)")), "{labels:?}");
-        assert!(p.series.iter().all(|s| s.dashed == s.label.ends_with("(base)")));
-        assert!(p.series.iter().filter(|s| !s.dashed).all(|s| s.points.iter().all(|pt| pt.marker.is_some())));
+        assert!(p
+            .series
+            .iter()
+            .all(|s| s.dashed == s.label.ends_with("(base)")));
+        assert!(p
+            .series
+            .iter()
+            .filter(|s| !s.dashed)
+            .all(|s| s.points.iter().all(|pt| pt.marker.is_some())));
         assert_eq!(p.x.unit, Unit::Bytes);
         assert_eq!(plot_name(&j[0]), "003-arm64-prot-transition.svg");
         let svg = SvgPlotter::default().plot(&p);
-        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{svg}"
+        );
         assert!(plot(&j[1]).is_none());
     }
 

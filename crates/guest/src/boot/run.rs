@@ -275,17 +275,18 @@ pub fn run_boot(job: &GuestJob) -> anyhow::Result<Vec<GuestOutput>> {
         Ok(a) => {
             let parts = split_answer(a.stdout, a.exit_code, job.steps.len())
                 .with_context(|| format!("console log: {}", job.log.display()))?;
-            let counts = counts_file
-                .map(read_counts)
-                .transpose()
-                .map_err(|e| match halted(&console) {
-                    true => e.context(
-                        "the guest kernel could not power off (\"Power off not available\": \
+            let counts =
+                counts_file
+                    .map(read_counts)
+                    .transpose()
+                    .map_err(|e| match halted(&console) {
+                        true => e.context(
+                            "the guest kernel could not power off (\"Power off not available\": \
                          an x86-64 kernel needs CONFIG_ACPI), so QEMU was killed before its \
                          plugin wrote the counts",
-                    ),
-                    false => e,
-                })?;
+                        ),
+                        false => e,
+                    })?;
             let mut symbols = match job.profile.as_ref().is_some_and(|p| p.symbols) {
                 true => Some(
                     frame::SYMBOLS
@@ -546,7 +547,9 @@ mod tests {
 
     #[test]
     fn a_kernel_that_halts_instead_of_powering_off_is_named() {
-        assert!(halted(b"...\n[    2.04] reboot: Power off not available: System halted instead\n"));
+        assert!(halted(
+            b"...\n[    2.04] reboot: Power off not available: System halted instead\n"
+        ));
         assert!(!halted(b"[    2.04] reboot: Power down\n"));
     }
 

@@ -194,10 +194,16 @@ mod tests {
     #[test]
     fn the_identity_is_what_the_fragment_sets_not_how_it_is_written() {
         let x86 = identity(Arch::X86_64);
-        assert!(x86.contains("CONFIG_ACPI=y\n") && x86.contains("CONFIG_NET=n\n"), "{x86}");
+        assert!(
+            x86.contains("CONFIG_ACPI=y\n") && x86.contains("CONFIG_NET=n\n"),
+            "{x86}"
+        );
         let arm64 = identity(Arch::Arm64);
         assert!(arm64.contains("CONFIG_ACPI=n\n") && arm64.contains("CONFIG_ARM64_CONTPTE=y\n"));
-        let options: Vec<&str> = arm64.lines().map(|l| l.split('=').next().unwrap()).collect();
+        let options: Vec<&str> = arm64
+            .lines()
+            .map(|l| l.split('=').next().unwrap())
+            .collect();
         let mut sorted = options.clone();
         sorted.sort();
         sorted.dedup();
