@@ -381,10 +381,13 @@ fn mechanism(style: Style, f: &FunctionsView, top: usize) -> String {
                 tlb.join(", ")
             }
         ));
+        // A function whose change is below 0.2% of the cell's kernel
+        // instructions is what a timer interrupt in a sample window moves.
+        let floor = (c.kernel_instructions_a.max(c.kernel_instructions_b) * 0.002).max(1.0);
         for r in c
             .functions
             .iter()
-            .filter(|r| r.instructions_change != 0.0)
+            .filter(|r| r.instructions_change.abs() >= floor)
             .take(top)
         {
             out.push_str(&format!(
