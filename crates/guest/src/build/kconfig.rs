@@ -63,12 +63,20 @@ pub fn settings(arch: Arch) -> Vec<Setting> {
 fn parse(text: &str) -> Vec<Setting> {
     let mut out = Vec::new();
     let mut section = Section::Boot;
+    // The comment lines above an option, shared by the options that follow
+    // it until the next comment.
     let mut why: Vec<&str> = Vec::new();
+    let mut after_option = false;
     for line in text.lines().map(str::trim) {
         if line.is_empty() {
             why.clear();
+            after_option = false;
             continue;
         }
+        if after_option && line.starts_with('#') && !line.ends_with(" is not set") {
+            why.clear();
+        }
+        after_option = !line.starts_with('#') || line.ends_with(" is not set");
         match line {
             "# [boot]" => section = Section::Boot,
             "# [cells]" => section = Section::Cells,
@@ -180,6 +188,16 @@ mod tests {
             assert_eq!(get("CONFIG_SERIAL_8250").is_some(), arch == Arch::X86_64);
             assert_eq!(get("CONFIG_BLK_DEV_INITRD").unwrap().section, Section::Boot);
             assert_eq!(get("CONFIG_LRU_GEN").unwrap().section, Section::Cells);
+            assert_eq!(
+                get("CONFIG_TRANSPARENT_HUGEPAGE").unwrap().section,
+                Section::Cells
+            );
+            // A comment covers the options under it, up to the next comment.
+            let tmpfs = get("CONFIG_TMPFS").unwrap().why;
+            assert!(
+                tmpfs.starts_with("The init mounts proc") && !tmpfs.contains("Initramfs"),
+                "{tmpfs}"
+            );
             let net = get("CONFIG_NET").unwrap();
             assert_eq!((net.section, net.value), (Section::Lean, None));
         }
@@ -226,7 +244,13 @@ mod tests {
         let e = check(&no_initrd, arch, &Config::File("my.config".into())).unwrap_err();
         assert!(crate::error::is_usage(&e));
         let msg = e.to_string();
-        assert!(msg.contains("CONFIG_BLK_DEV_INITRD (Initramfs"), "{msg}");
+        assert!(
+            msg.contains(
+                "CONFIG_BLK_DEV_INITRD (Initramfs: the guest's userspace is ptelab's init in an \
+                 uncompressed cpio.):"
+            ),
+            "{msg}"
+        );
         assert!(msg.contains("add them to your --config"), "{msg}");
         // A [cells] option missing is a warning, not a refusal.
         let no_mglru = all.replace("CONFIG_LRU_GEN=y\n", "");
