@@ -143,6 +143,40 @@ fn bad_input_is_refused_and_the_tree_left_as_found() {
         .args(BENCH);
         refused(c, needle);
     }
+    // tree:PATH@REV endpoints are --repo PATH with those revisions; both
+    // must be of one tree, without a series.
+    let tree = |rev: &str| format!("tree:{}@{rev}", t.path());
+    let endpoints = |good: &str, bad: &str| {
+        let mut c = ptelab();
+        c.args(["bisect", "--no-store", "--good", good, "--bad", bad])
+            .args(["--build-cmd", "cp \"$(cat KERNEL)\" \"$OUT\"", "--"])
+            .args(BENCH);
+        c
+    };
+    refused(endpoints(&tree(&b), &tree(&g)), "wrong order");
+    refused(
+        endpoints(&tree(&g), "debian:6.17.13"),
+        "both tree kernels of one tree",
+    );
+    let other = tempfile::tempdir().unwrap();
+    let elsewhere = format!("tree:{}@HEAD", other.path().display());
+    refused(endpoints(&tree(&g), &elsewhere), "name two trees");
+    refused(
+        endpoints(&tree(&g), &format!("{}+/l/v2.mbox", tree(&b))),
+        "not a series",
+    );
+    let mut c = ptelab();
+    c.args([
+        "bisect",
+        "--good",
+        "debian:6.16.12",
+        "--bad",
+        "debian:6.17.13",
+    ])
+    .args(["--build-cmd", "true", "--"])
+    .args(BENCH);
+    refused(c, "--build-cmd builds a tree's commits");
+    assert_eq!(t.state(), before);
     // A bisect in progress, a dirty tree, a tree that is not a kernel's.
     sh(t.dir.path(), "git bisect start");
     refused(with(&g, &b, &[]), "already in progress");

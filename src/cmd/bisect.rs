@@ -4,6 +4,7 @@
 //! that can be wrong with the input is checked before the first build or
 //! boot; the engine is `crate::bisect`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -20,6 +21,29 @@ use crate::guest::build::{self, Builder};
 use crate::guest::KernelSpec;
 use crate::record::{Counter, Metric};
 use crate::workload::Arch;
+
+/// The tree (`--repo`) and the endpoints: `--good tree:~/linux@v7.2 --bad
+/// tree:~/linux@v7.3` is `--repo ~/linux --good v7.2 --bad v7.3`.
+fn endpoints(args: &BisectArgs) -> anyhow::Result<(Option<PathBuf>, String, String)> {
+    if args.repo.is_some() {
+        return Ok((args.repo.clone(), args.good.clone(), args.bad.clone()));
+    }
+    let in_tree = |s: &str| match KernelSpec::parse(s) {
+        Ok(spec) => spec.revision(),
+        Err(_) => Ok(None),
+    };
+    match (in_tree(&args.good)?, in_tree(&args.bad)?) {
+        (None, None) => Ok((None, args.good.clone(), args.bad.clone())),
+        (Some((a, good)), Some((b, bad))) if a == b => Ok((Some(a), good, bad)),
+        (Some(_), Some(_)) => {
+            bail_usage!("--good and --bad name two trees: a bisect runs over the commits of one")
+        }
+        _ => bail_usage!(
+            "--good and --bad are both tree kernels of one tree (tree:PATH@REV), or both \
+             released kernels (debian:VERSION)"
+        ),
+    }
+}
 
 enum Target {
     Versions(KernelSpec, KernelSpec),
@@ -51,12 +75,13 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
         }
     }
     args.cluster.check()?;
+    let (repo, good, bad) = endpoints(args)?;
     let executing = super::executing(&args.cluster);
     let slurm = match &executing {
         fleet::Executing::Slurm(req) => Some(req.clone()),
         fleet::Executing::Local => None,
     };
-    if slurm.is_some() && args.repo.is_some() && args.cluster.exec.cache.is_none() {
+    if slurm.is_some() && repo.is_some() && args.cluster.exec.cache.is_none() {
         bail_usage!(
             "--executor slurm with --repo builds and boots every commit on the nodes: pass --cache \
              DIR on a file system every node mounts (the builds' images, build directories and \
@@ -67,11 +92,16 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     let cache = super::guest_cache(&args.cluster.exec)?;
     // Endpoints and tree are checked before the database is opened, so bad
     // input leaves nothing behind.
-    let config = args.guest.build_config(args.repo.is_some())?;
-    let (target, arch) = match &args.repo {
+    let config = args.guest.build_config(repo.is_some())?;
+    if repo.is_none() && args.build_cmd.is_some() {
+        bail_usage!(
+            "--build-cmd builds a tree's commits: give --repo DIR, or tree:PATH@REV endpoints"
+        );
+    }
+    let (target, arch) = match &repo {
         None => {
-            let good = KernelSpec::parse(&args.good)?;
-            let bad = KernelSpec::parse(&args.bad)?;
+            let good = KernelSpec::parse(&good)?;
+            let bad = KernelSpec::parse(&bad)?;
             let arch = versions::check(&good, &bad, arch_flag)?.arch;
             (Target::Versions(good, bad), arch)
         }
@@ -90,7 +120,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
                 root: build::root(&cache.root),
                 compiler: build::compiler(arch, args.build_cmd.as_deref()),
             };
-            let plan = tree::Plan::check(repo, &args.good, &args.bad, builder)?;
+            let plan = tree::Plan::check(repo, &good, &bad, builder)?;
             (Target::Tree(Box::new(plan)), arch)
         }
     };

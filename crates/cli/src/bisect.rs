@@ -12,12 +12,14 @@ use crate::workload::Arch;
 
 #[derive(Debug, Args)]
 pub struct BisectArgs {
-    /// The good endpoint: a Debian kernel (debian:6.16.12), or with --repo a
-    /// commit, tag or branch (v6.16).
+    /// The good endpoint: a Debian kernel (debian:6.16.12), a commit of
+    /// your tree (tree:~/linux@v6.16: a bisect over the tree's commits), or
+    /// with --repo a commit, tag or branch (v6.16).
     #[arg(long, value_name = "SPEC|REV")]
     pub good: String,
-    /// The bad endpoint, newer than --good: debian:6.17.13, or with --repo a
-    /// commit, tag or branch (v6.17-rc1).
+    /// The bad endpoint, newer than --good: debian:6.17.13,
+    /// tree:~/linux@v6.17-rc1, or with --repo a commit, tag or branch
+    /// (v6.17-rc1).
     #[arg(long, value_name = "SPEC|REV")]
     pub bad: String,
     /// A Linux kernel git tree: bisect its commits (each built out of tree,
@@ -26,8 +28,9 @@ pub struct BisectArgs {
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
     /// Advanced: build with this shell command instead of make, run in the
-    /// tree with OUT set to the image file it must write (and ARCH).
-    #[arg(long, value_name = "CMD", requires = "repo")]
+    /// tree with OUT set to the image file it must write (and ARCH); for a
+    /// bisect over a tree's commits.
+    #[arg(long, value_name = "CMD")]
     pub build_cmd: Option<String>,
     /// Guest arch: x86_64 or arm64 (default: the spec's, else this host's).
     #[arg(long)]

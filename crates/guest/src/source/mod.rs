@@ -74,6 +74,12 @@ pub trait KernelSource: Sync {
     ) -> anyhow::Result<Option<crate::build::Checkout>> {
         Ok(None)
     }
+    /// The git tree and revision `spec` names, for a source of tree kernels
+    /// (a bisect over the tree's commits); a spec with a series is a usage
+    /// error there.
+    fn revision(&self, _spec: &KernelSpec) -> anyhow::Result<Option<(PathBuf, String)>> {
+        Ok(None)
+    }
     /// The paths of a kernel tree that differ between `base` and `head`
     /// (both this source's), when the source can tell: a patch's files.
     fn changed_files(
@@ -259,6 +265,11 @@ impl KernelSpec {
         opts: &Options,
     ) -> anyhow::Result<Option<crate::build::Checkout>> {
         self.source.pending(cache, self, opts)
+    }
+
+    /// The git tree and revision it names, when it is a tree kernel.
+    pub fn revision(&self) -> anyhow::Result<Option<(PathBuf, String)>> {
+        self.source.revision(self)
     }
 
     /// The paths of a kernel tree that differ from this kernel to `head`,

@@ -262,6 +262,18 @@ impl KernelSource for Tree {
         true
     }
 
+    fn revision(&self, spec: &KernelSpec) -> anyhow::Result<Option<(PathBuf, String)>> {
+        let ts = TreeSpec::parse(spec.text())?;
+        if let Some(series) = &ts.series {
+            bail_usage!(
+                "{spec}: a bisect runs over a tree's commits, not a series ({}): apply it on a \
+                 branch (git am) and name the branch",
+                series.display()
+            );
+        }
+        Ok(Some((ts.path, ts.rev)))
+    }
+
     fn changed_files(
         &self,
         base: &KernelSpec,
@@ -431,11 +443,16 @@ mod tests {
         let spec = KernelSpec::parse(&format!("tree:{t}@v7.3")).unwrap();
         assert_eq!(spec.source().name(), "tree");
         assert_eq!(spec.text(), format!("tree:{t}@v7.3"));
+        assert_eq!(
+            spec.revision().unwrap(),
+            Some((tree.clone(), "v7.3".to_string()))
+        );
         // --series: the same tree and revision with the series applied; a
         // spec with a series of its own takes no other.
         let patched = spec.with_series(Path::new("/l/v2.mbox")).unwrap();
         assert_eq!(patched.text(), format!("tree:{t}@v7.3+/l/v2.mbox"));
         assert!(patched.with_series(Path::new("/l/v3.mbox")).is_none());
+        assert!(crate::error::is_usage(&patched.revision().unwrap_err()));
         assert!(KernelSpec::parse("debian:6.17.13")
             .unwrap()
             .with_series(Path::new("/l/v2.mbox"))
