@@ -259,23 +259,30 @@ fn utf8(path: &Path) -> anyhow::Result<&str> {
 pub mod fixture {
     use super::*;
 
+    /// Run `cmd` with `sh -c` in `dir` as a committer named `t`; its stdout.
+    pub fn sh(dir: &Path, cmd: &str) -> String {
+        let out = Command::new("sh")
+            .args(["-c", cmd])
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// A kernel-looking git tree with `n + 1` commits (0 ..= n), each
     /// writing its number to `f`; returns the tree and the commit ids.
     pub fn tree(n: usize) -> (tempfile::TempDir, Repo, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
-        let sh = |cmd: &str| {
-            let ok = Command::new("sh")
-                .args(["-c", cmd])
-                .current_dir(dir.path())
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@t")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@t")
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "{cmd}");
-        };
+        let sh = |cmd: &str| sh(dir.path(), cmd);
         sh("git init -q -b main . && printf 'VERSION = 6\\nPATCHLEVEL = 16\\n' > Makefile && touch Kconfig && mkdir arch && touch arch/.keep");
         for i in 0..=n {
             sh(&format!(

@@ -480,26 +480,9 @@ mod built {
     use std::process::Command;
 
     use super::*;
+    use crate::build::git::fixture::sh;
     use crate::build::kconfig;
     use crate::record::Accel;
-
-    fn sh(dir: &Path, cmd: &str) -> String {
-        let out = Command::new("sh")
-            .args(["-c", cmd])
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{cmd}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
 
     /// A kernel-looking tree with two commits of `mm/mm.c`; its defconfig
     /// holds every option the fragment needs.
