@@ -607,7 +607,8 @@ impl ReproduceArgs {
                     _ => bail_usage!(
                         "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
                          and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
-                         run other kernels, your own builds included, with ptelab vm --kernel"
+                         run other kernels, your own builds included, with ptelab vm --kernel, and a \
+                         tree's base against its head with ptelab patch"
                     ),
                 }
             }
