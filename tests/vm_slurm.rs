@@ -1411,7 +1411,7 @@ fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() 
     // The skip names the build's log, in the shared cache.
     let why = b["steps"][2]["verdict"]["why"].as_str().unwrap();
     assert!(
-        why.contains("the build failed") && why.contains(&format!("log {cache}/bisect/logs/")),
+        why.contains("the build failed") && why.contains(&format!("log {cache}/builds/logs/")),
         "{why}"
     );
     // The three guests' runs are stored by the submitting bisect.

@@ -188,6 +188,14 @@ impl Builder {
                 self.repo.display()
             );
         }
+        if let Some((prefix, package)) = cross(self.arch) {
+            if !in_path(&format!("{prefix}gcc")) {
+                bail_usage!(
+                    "building an {} kernel here needs the cross compiler {prefix}gcc: apt-get install {package}",
+                    self.arch
+                );
+            }
+        }
         let missing: Vec<&str> = ["make", "flex", "bison", "bc"]
             .into_iter()
             .filter(|p| !in_path(p))
@@ -198,14 +206,6 @@ impl Builder {
                  bison bc libelf-dev libssl-dev, or run ./setup (or pass --build-cmd)",
                 missing.join(", ")
             );
-        }
-        if let Some((prefix, package)) = cross(self.arch) {
-            if !in_path(&format!("{prefix}gcc")) {
-                bail_usage!(
-                    "building an {} kernel here needs the cross compiler {prefix}gcc: apt-get install {package}",
-                    self.arch
-                );
-            }
         }
         Ok(())
     }
