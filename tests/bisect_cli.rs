@@ -3,7 +3,6 @@
 //! Debian kernel images; the build step copies the named one).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -28,23 +27,8 @@ pub struct Tree {
     pub ids: Vec<String>,
 }
 
-pub fn sh(dir: &Path, cmd: &str) -> String {
-    let out = Command::new("sh")
-        .args(["-c", cmd])
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+/// `sh -c` in a directory as a committer named `t`; its stdout.
+pub use ptelab_guest::build::git::fixture::sh;
 
 impl Tree {
     pub fn new(n: usize, kernel: impl Fn(usize) -> String) -> Tree {

@@ -576,6 +576,22 @@ pub struct ReproduceArgs {
     pub cluster: crate::cluster::ClusterOpts,
 }
 
+/// A comma-separated `--arch` list, typed: default both, duplicates dropped;
+/// the first bad arch is a usage error.
+pub fn arch_list(raw: &[String]) -> anyhow::Result<Vec<Arch>> {
+    let mut arches = Vec::new();
+    for a in raw {
+        let arch = Arch::parse_flag(a)?;
+        if !arches.contains(&arch) {
+            arches.push(arch);
+        }
+    }
+    if arches.is_empty() {
+        arches = Arch::ALL.to_vec();
+    }
+    Ok(arches)
+}
+
 impl ReproduceArgs {
     /// `--kernels` and `--arch`, typed: None without --kernels; else the
     /// kernels and the arches (duplicates dropped; default both). The first
@@ -616,17 +632,7 @@ impl ReproduceArgs {
             versions.dedup();
             KernelChoice::Given(versions)
         };
-        let mut arches = Vec::new();
-        for a in &self.arch {
-            let arch = Arch::parse_flag(a)?;
-            if !arches.contains(&arch) {
-                arches.push(arch);
-            }
-        }
-        if arches.is_empty() {
-            arches = Arch::ALL.to_vec();
-        }
-        Ok(Some((choice, arches)))
+        Ok(Some((choice, arch_list(&self.arch)?)))
     }
 }
 

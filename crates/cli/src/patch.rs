@@ -93,16 +93,6 @@ impl PatchArgs {
 
     /// `--arch`, typed: default both, duplicates dropped.
     pub fn arches(&self) -> anyhow::Result<Vec<Arch>> {
-        if self.arch.is_empty() {
-            return Ok(Arch::ALL.to_vec());
-        }
-        let mut out = Vec::new();
-        for a in &self.arch {
-            let arch = Arch::parse_flag(a)?;
-            if !out.contains(&arch) {
-                out.push(arch);
-            }
-        }
-        Ok(out)
+        super::flags::arch_list(&self.arch)
     }
 }
