@@ -89,7 +89,10 @@ fn host(command: Command) -> anyhow::Result<ExitCode> {
         Command::Compare(args) => cmd::compare::run(&args),
         Command::Calibrate(args) => cmd::calibrate::run(&args),
         Command::Report(args) => cmd::report::run(&args),
-        Command::Reproduce(args) => cmd::reproduce::run(&args),
+        Command::Reproduce(args) => match args.as_patch()? {
+            Some(patch) => cmd::patch::run(&patch),
+            None => cmd::reproduce::run(&args),
+        },
         Command::Kernel(args) => cmd::kernel::run(&args),
         Command::Vm(args) => cmd::vm::run(&args),
         Command::Bisect(args) => cmd::bisect::run(&args),

@@ -39,6 +39,7 @@ impl StandIn {
             "VERSION = 7\nPATCHLEVEL = 3\n\
              defconfig:\n\tcp defconfig.txt $(O)/.config\n\
              olddefconfig:\n\t@true\n\
+             savedefconfig:\n\tcp $(O)/.config $(O)/defconfig\n\
              bzImage:\n\tmkdir -p $(O)/arch/x86/boot\n\t@echo '  CC      mm/mprotect.o'\n\
              \tcp \"$$(cat KERNEL)\" $(O)/arch/x86/boot/bzImage\n",
         )

@@ -558,8 +558,10 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub quick: bool,
     /// Also measure each seed in QEMU guests of other kernels: `auto` (the
-    /// Debian kernels just before and just after each seed's change), or
-    /// Debian kernel specs for every seed (debian:6.16.12,debian:6.17.13).
+    /// Debian kernels just before and just after each seed's change),
+    /// Debian kernel specs for every seed (debian:6.16.12,debian:6.17.13),
+    /// or two kernels of any kind, base then head, compared as `ptelab
+    /// patch` compares them (tree:~/linux@v7.3,tree:~/linux@HEAD).
     #[arg(long, value_delimiter = ',', value_name = "auto|SPEC")]
     pub kernels: Vec<String>,
     /// Guest arches (comma-separated): x86_64, arm64 [default: both].
@@ -574,6 +576,15 @@ pub struct ReproduceArgs {
     pub out: StoreOpts,
     #[command(flatten)]
     pub cluster: crate::cluster::ClusterOpts,
+}
+
+/// The release a spec names, when it is one reproduce's claims can be
+/// judged on: a Debian cloud kernel with a patch level and no arch of its own.
+pub fn release(spec: &KernelSpec) -> Option<source::Version> {
+    let listing = source::listing();
+    let src = spec.versions()?;
+    (src.title() == listing.title() && src.is_default(spec) && src.version(spec).patch.is_some())
+        .then(|| src.version(spec))
 }
 
 /// A comma-separated `--arch` list, typed: default both, duplicates dropped;
@@ -609,22 +620,14 @@ impl ReproduceArgs {
             KernelChoice::Auto
         } else {
             let mut versions = Vec::new();
-            let listing = source::listing();
             for k in &self.kernels {
-                let spec = KernelSpec::parse(k)?;
-                match spec.versions() {
-                    Some(src)
-                        if src.title() == listing.title()
-                            && src.is_default(&spec)
-                            && src.version(&spec).patch.is_some() =>
-                    {
-                        versions.push(src.version(&spec))
-                    }
-                    _ => bail_usage!(
+                match release(&KernelSpec::parse(k)?) {
+                    Some(v) => versions.push(v),
+                    None => bail_usage!(
                         "reproduce --kernels takes auto or Debian cloud kernels with a patch level \
-                         and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), not '{k}'; \
-                         run other kernels, your own builds included, with ptelab vm --kernel, and a \
-                         tree's base against its head with ptelab patch"
+                         and no arch (debian:6.16.12,debian:6.17.13; --arch picks the arches), \
+                         or exactly two kernels, one of your own (base and head, as ptelab patch), \
+                         not '{k}'"
                     ),
                 }
             }

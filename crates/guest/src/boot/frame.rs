@@ -476,7 +476,7 @@ mod tests {
                 console.push_str("[   12.345678] random: crng init done\r\n");
             }
         }
-        console.push_str("[   13.0] reboot: Power down\r\n");
+        console.push_str("[   13.0] reboot: Restarting system\r\n");
         assert_eq!(decode(console.as_bytes(), LIMIT).unwrap().stdout, p);
     }
 

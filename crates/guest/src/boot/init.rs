@@ -1,7 +1,7 @@
 //! ptelab as a guest's init (PID 1): mount what the kernel layer reads, run
 //! the job's commands one after the other, each as an ordinary child process
 //! (`/init ARGS…`, not PID 1, so it is the normal CLI), send their stdout
-//! back framed on the console (`frame`), power off. Several commands share
+//! back framed on the console (`frame`), reset (which ends QEMU). Several commands share
 //! one boot so that a kernel's workloads do not each pay for booting it.
 //!
 //! The child's stderr goes to the console through a pipe: it is the progress
@@ -25,7 +25,7 @@ pub fn is_guest_init() -> bool {
     std::process::id() == 1 && Path::new(JOB_PATH).exists()
 }
 
-/// Run the guest's job and power off. Never returns. `step_marker` tells the
+/// Run the guest's job and reset the machine. Never returns. `step_marker` tells the
 /// QEMU plugin that the next command starts (the measurement layer's
 /// marker, handed in by `main.rs` so that this layer does not import it).
 pub fn main(step_marker: fn()) -> ! {
@@ -54,16 +54,20 @@ pub fn main(step_marker: fn()) -> ! {
     if let Err(e) = out.write_all(&frame).and_then(|_| out.flush()) {
         eprintln!("ptelab-init: cannot write the answer to the console: {e}");
     }
+    // Reset rather than power off: QEMU runs with -no-reboot, so a reset
+    // ends it just as power-off would, and every kernel can reset, while an
+    // x86-64 kernel without ACPI cannot power off (it halts, QEMU must be
+    // killed, and the plugin's counts are lost).
     // SAFETY: plain syscalls; tcdrain waits until the serial line has sent
-    // the frame, which power-off would otherwise cut short.
+    // the frame, which the reset would otherwise cut short.
     unsafe {
         libc::tcdrain(1);
         libc::sync();
-        libc::reboot(libc::RB_POWER_OFF);
+        libc::reboot(libc::RB_AUTOBOOT);
     }
-    // Power-off failed: PID 1 must not exit (that panics); the host times out.
+    // The reset failed: PID 1 must not exit (that panics); the host times out.
     eprintln!(
-        "ptelab-init: power off failed: {}",
+        "ptelab-init: reset failed: {}",
         std::io::Error::last_os_error()
     );
     loop {
@@ -152,7 +156,7 @@ fn lru_gen_on(text: &str) -> Option<bool> {
 
 /// Turn MGLRU on (every feature: `y`) when the kernel has it and it is
 /// off; say what was found and done. It is not turned back off: the guest
-/// powers off after its command.
+/// ends after its command.
 fn ensure_mglru(path: &Path) -> String {
     let Ok(was) = std::fs::read_to_string(path) else {
         return format!(
@@ -169,7 +173,7 @@ fn ensure_mglru(path: &Path) -> String {
     }
     let now = std::fs::read_to_string(path).unwrap_or_default();
     format!(
-        "MGLRU was off ({was}); turned it on ({}), not restored: the guest powers off after its command",
+        "MGLRU was off ({was}); turned it on ({}), not restored: the guest ends after its command",
         now.trim()
     )
 }

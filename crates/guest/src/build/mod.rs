@@ -4,8 +4,9 @@
 //! arch and compiler. Tree kernel specs (`source::tree`) and bisect's
 //! steps build here.
 //!
-//! The build: `make O=BUILD defconfig`, then ptelab's config fragment
-//! (`kconfig`) or the user's config copied in, `olddefconfig`, a check
+//! The build: `make O=BUILD defconfig` and `savedefconfig`, then ptelab's
+//! config fragment (`kconfig`) on that minimal config, or the user's config
+//! copied in, `olddefconfig`, a check
 //! that the config can boot a ptelab guest (refused before the long part
 //! otherwise), then the arch's image target (`bzImage`; `Image` for arm64,
 //! since guests boot an uncompressed arm64 Image), `-j` all cores, ccache
@@ -219,7 +220,9 @@ impl Builder {
         h.update(&self.compiler);
         match &self.config {
             Config::Ptelab => {
-                h.update(b"\0ptelab\0");
+                // The recipe's version: v2 applies the fragment to
+                // savedefconfig's minimal config (see `Builder::make`).
+                h.update(b"\0ptelab v2\0");
                 h.update(kconfig::identity(self.arch));
             }
             Config::Defconfig => h.update(b"\0defconfig"),
@@ -387,8 +390,19 @@ impl Builder {
                     return Ok(false);
                 }
                 if self.config == Config::Ptelab {
-                    let mut f = std::fs::OpenOptions::new().append(true).open(&config)?;
-                    f.write_all(kconfig::fragment(self.arch).as_bytes())?;
+                    // The fragment goes on defconfig's minimal form, not on
+                    // the full .config: there, what defconfig's options
+                    // only select (Kerberos crypto for NFS, say) would stay
+                    // on once the fragment turns those options off.
+                    if !self.run(log, &mut make(&["savedefconfig"]), interrupted, None)? {
+                        return Ok(false);
+                    }
+                    let minimal = build.join("defconfig");
+                    let mut text = std::fs::read_to_string(&minimal)
+                        .with_context(|| format!("reading {}", minimal.display()))?;
+                    text.push_str(&kconfig::fragment(self.arch));
+                    std::fs::write(&config, text)
+                        .with_context(|| format!("writing {}", config.display()))?;
                 }
             }
             Config::File(f) => {
@@ -609,6 +623,7 @@ mod tests {
         std::fs::write(
             repo.path().join("Makefile"),
             "defconfig olddefconfig:\n\techo \"$@ $(ARCH)\" >> $(O)/.config\n\
+             savedefconfig:\n\tcp $(O)/.config $(O)/defconfig\n\
              bzImage:\n\tmkdir -p $(O)/arch/x86/boot && echo \"kernel of $(ARCH)\" > $(O)/arch/x86/boot/bzImage\n",
         )
         .unwrap();

@@ -501,6 +501,7 @@ mod built {
             "VERSION = 7\nPATCHLEVEL = 3\n\
              defconfig:\n\tcp defconfig.txt $(O)/.config\n\
              olddefconfig:\n\t@true\n\
+             savedefconfig:\n\tcp $(O)/.config $(O)/defconfig\n\
              bzImage:\n\tmkdir -p $(O)/arch/x86/boot\n\t@echo '  CC      mm/mm.o'\n\
              \tcat head.bin mm/mm.c > $(O)/arch/x86/boot/bzImage\n",
         )
