@@ -560,8 +560,8 @@ pub struct ReproduceArgs {
     /// Also measure each seed in QEMU guests of other kernels: `auto` (the
     /// Debian kernels just before and just after each seed's change),
     /// Debian kernel specs for every seed (debian:6.16.12,debian:6.17.13),
-    /// or two kernels of any kind, base then head, compared as `ptelab
-    /// patch` compares them (tree:~/linux@v7.3,tree:~/linux@HEAD).
+    /// or two kernels, one of them your own, base then head, compared as
+    /// `ptelab patch` compares them (tree:~/linux@v7.3,tree:~/linux@HEAD).
     #[arg(long, value_delimiter = ',', value_name = "auto|SPEC")]
     pub kernels: Vec<String>,
     /// Guest arches (comma-separated): x86_64, arm64 [default: both].
@@ -580,7 +580,7 @@ pub struct ReproduceArgs {
 
 /// The release a spec names, when it is one reproduce's claims can be
 /// judged on: a Debian cloud kernel with a patch level and no arch of its own.
-pub fn release(spec: &KernelSpec) -> Option<source::Version> {
+fn release(spec: &KernelSpec) -> Option<source::Version> {
     let listing = source::listing();
     let src = spec.versions()?;
     (src.title() == listing.title() && src.is_default(spec) && src.version(spec).patch.is_some())
