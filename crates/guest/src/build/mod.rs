@@ -6,9 +6,8 @@
 //!
 //! The build: `make O=BUILD defconfig` and `savedefconfig`, then ptelab's
 //! config fragment (`kconfig`) on that minimal config, or the user's config
-//! copied in, `olddefconfig`, a check
-//! that the config can boot a ptelab guest (refused before the long part
-//! otherwise), then the arch's image target (`bzImage`; `Image` for arm64,
+//! copied in, `olddefconfig`, a check that the config can boot a ptelab
+//! guest (refused before the long part otherwise), then the arch's image target (`bzImage`; `Image` for arm64,
 //! since guests boot an uncompressed arm64 Image), `-j` all cores, ccache
 //! when installed, the cross compiler's prefix when the arch is not this
 //! machine's, and a line of progress every [`PROGRESS_EVERY`]. One build
