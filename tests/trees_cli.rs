@@ -216,6 +216,29 @@ fn kernel_fetch_builds_a_tree_once_and_refuses_bad_input() {
         c,
         "CONFIG_BLK_DEV_INITRD",
     );
+    // A config that boots but has no THP cannot run a 64K cell: refused
+    // before the image builds (no boot), naming what the cell needs.
+    let boots = kconfig::config_lines(Arch::X86_64, &[kconfig::Section::Boot]);
+    std::fs::write(&mine, boots).unwrap();
+    refused(
+        &[
+            "vm",
+            "--kernel",
+            &spec,
+            "--arch",
+            "x86_64",
+            "--config",
+            mine.to_str().unwrap(),
+            "--",
+            "bench",
+            "mprotect-toggle",
+            "--folio",
+            "64K",
+        ],
+        c,
+        "the x86_64 config cannot run the cells asked for: folios above 4K need \
+         CONFIG_TRANSPARENT_HUGEPAGE",
+    );
     refused(
         &[
             "vm",

@@ -119,6 +119,11 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
                 command: args.build_cmd.clone(),
                 root: build::root(&cache.root),
                 compiler: build::compiler(arch, args.build_cmd.as_deref()),
+                // calls:F and insns:F name kernel functions.
+                needs: command.needs(matches!(
+                    &args.metric,
+                    Some(MetricFlag::Counter(c)) if c.function().is_some()
+                )),
             };
             let plan = tree::Plan::check(repo, &good, &bad, builder)?;
             (Target::Tree(Box::new(plan)), arch)

@@ -35,6 +35,7 @@ fn fetch_cmd(a: &KernelFetchArgs) -> anyhow::Result<ExitCode> {
         mirror: a.mirror.clone(),
         interrupted: crate::kernel::thp::interrupted(),
         config,
+        needs: Default::default(),
     };
     for src in source::SOURCES {
         src.check(&opts)?;
@@ -163,6 +164,7 @@ fn available_cmd(a: &KernelListArgs) -> anyhow::Result<ExitCode> {
         mirror: a.mirror.clone(),
         interrupted: crate::kernel::thp::interrupted(),
         config: crate::guest::build::Config::Ptelab,
+        needs: Default::default(),
     };
     let offered = source::listing().offered(&cache, arch, &opts, false)?;
     if a.json {

@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::cli::patch::PatchArgs;
 use crate::error::bail_usage;
 use crate::fleet::{self, ProfileRequest};
+use crate::guest::build::kconfig::Need;
 use crate::guest::source;
 use crate::report::plot::{Plotter, SvgPlotter};
 use crate::reproduce::patch::{self, About, Pair, SeedChoice, Style};
@@ -70,6 +71,12 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
     if settings.profile == ProfileRequest::Off {
         settings.profile = ProfileRequest::WhereTcg;
     }
+    // The seeds' cells, with the mechanism counted (kernel functions named).
+    let needs: std::collections::BTreeSet<_> = chosen
+        .iter()
+        .flat_map(|s| &s.guest)
+        .flat_map(|g| Need::of(g.workload, &g.folios, true))
+        .collect();
     let mut pairs = Vec::new();
     let mut kernels = Vec::new();
     for &arch in &arches {
@@ -78,6 +85,7 @@ pub fn run(args: &PatchArgs) -> anyhow::Result<ExitCode> {
             mirror: args.guest.mirror.clone(),
             interrupted: crate::kernel::signals::interrupted(),
             config: config.clone(),
+            needs: needs.clone(),
         };
         let both = fleet::builds::resolve(
             &cache,

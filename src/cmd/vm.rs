@@ -65,6 +65,10 @@ pub fn run(args: &VmArgs) -> anyhow::Result<ExitCode> {
         mirror: args.guest.mirror.clone(),
         interrupted: crate::kernel::signals::interrupted(),
         config,
+        needs: commands
+            .iter()
+            .flat_map(|c| c.needs(args.guest.profile))
+            .collect(),
     };
     let mut settings = super::fleet_settings(
         &args.guest,

@@ -66,6 +66,7 @@ fn kernel(
         mirror: None,
         interrupted: crate::kernel::signals::interrupted(),
         config: plan.builder.config.clone(),
+        needs: plan.builder.needs.clone(),
     };
     match KernelSpec::parse(&image.display().to_string())?.resolve(setup.cache, &opts) {
         Ok(k) => Ok(Ok(k)),

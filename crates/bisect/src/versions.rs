@@ -110,6 +110,7 @@ pub fn run(
         mirror: mirror.map(String::from),
         interrupted: crate::kernel::signals::interrupted(),
         config: crate::guest::build::Config::Ptelab,
+        needs: Default::default(),
     };
     let offered = src.offered(setup.cache, arch, &opts, true)?;
     let list = between(src, &offered, g, b, &flavour)?;

@@ -2,12 +2,14 @@
 //! the host with the definitions the guest parses it with, so that a typo
 //! costs no boot.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use clap::Parser;
 
 use super::flags::{Cli, Command};
 use crate::error::bail_usage;
+use crate::guest::build::kconfig::Need;
 
 /// Guest commands and whether their results come back to be stored.
 const COMMANDS: [(&str, bool); 5] = [
@@ -37,6 +39,8 @@ pub struct GuestCommand {
     pub disk: Option<u64>,
     /// The workload of a bench or sweep.
     pub workload: Option<crate::workload::WorkloadKind>,
+    /// The folio layouts of a bench or sweep.
+    pub folios: Vec<crate::workload::FolioSpec>,
 }
 
 impl GuestCommand {
@@ -68,6 +72,7 @@ impl GuestCommand {
                 need: None,
                 disk: None,
                 workload: None,
+                folios: Vec::new(),
             });
         }
         let Some(&(_, measures)) = COMMANDS.iter().find(|(c, _)| *c == name) else {
@@ -108,10 +113,10 @@ impl GuestCommand {
             }
             _ => None,
         };
-        let workload = match &cli.command {
-            Command::Bench(b) => Some(b.workload),
-            Command::Sweep(s) => Some(s.workload),
-            _ => None,
+        let (workload, folios) = match &cli.command {
+            Command::Bench(b) => (Some(b.workload), vec![b.folio]),
+            Command::Sweep(s) => (Some(s.workload), s.folios.clone()),
+            _ => (None, Vec::new()),
         };
         let mut args = words.to_vec();
         if measures {
@@ -129,11 +134,21 @@ impl GuestCommand {
             need,
             disk: cli.command.guest_disk_bytes(),
             workload,
+            folios,
         })
     }
 }
 
 impl GuestCommand {
+    /// What its cells need of a built kernel's config (`symbols`: kernel
+    /// functions are named, as `--profile` does).
+    pub fn needs(&self, symbols: bool) -> BTreeSet<Need> {
+        match self.workload {
+            Some(w) => Need::of(w, &self.folios, symbols),
+            None => BTreeSet::new(),
+        }
+    }
+
     /// What progress lines and logs call it: its workload, else its name.
     pub fn label(&self) -> String {
         self.workload

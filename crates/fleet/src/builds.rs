@@ -211,6 +211,7 @@ mod tests {
             command: Some("cp \"$(cat KERNEL)\" \"$OUT\"".into()),
             root: "/shared/ptelab/builds".into(),
             compiler: "aarch64-linux-gnu-gcc (Debian 12.2.0-14) 12.2.0".into(),
+            needs: [crate::guest::build::kconfig::Need::LargeFolios].into(),
         };
         let commit = "0123456789abcdef0123456789abcdef01234567";
         let doc = serde_json::to_string(&BuildTask {

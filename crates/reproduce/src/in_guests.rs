@@ -114,6 +114,7 @@ pub fn measure(
         mirror: req.mirror.clone(),
         interrupted,
         config: crate::guest::build::Config::Ptelab,
+        needs: Default::default(),
     };
     let mut planned: Vec<PlannedRun> = Vec::new();
     for &arch in &req.arches {

@@ -122,6 +122,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
         mirror: args.vm.mirror.clone(),
         interrupted: crate::kernel::signals::interrupted(),
         config,
+        needs: command.needs(false),
     };
     let mut settings = super::super::fleet_settings(&args.vm, args.memory, 1, vec![], vec![]);
     settings.accel = AccelRequest::Tcg;

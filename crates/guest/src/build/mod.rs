@@ -18,6 +18,7 @@
 pub mod git;
 pub mod kconfig;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -80,6 +81,10 @@ pub struct Builder {
     /// The compiler's `--version` line (`compiler`), taken where the build
     /// is planned: part of what names an image.
     pub compiler: String,
+    /// What the cells asked for need of the config: a config (or a cached
+    /// image's) without it is refused. Not part of what names an image.
+    #[serde(default)]
+    pub needs: BTreeSet<kconfig::Need>,
 }
 
 /// The cross compiler prefix for `arch` on this machine, and its Debian package.
@@ -254,6 +259,11 @@ impl Builder {
         if !image.is_file() {
             return Ok(None);
         }
+        // An image built before for other cells may lack what these need.
+        let config = image.with_file_name(".config");
+        if let (Ok(text), false) = (std::fs::read_to_string(&config), self.needs.is_empty()) {
+            kconfig::check(&text, self.arch, &self.config, &self.needs)?;
+        }
         eprintln!(
             "ptelab: {} is built already: {}",
             label(commit),
@@ -414,7 +424,7 @@ impl Builder {
         }
         let text = std::fs::read_to_string(&config)
             .with_context(|| format!("reading {}", config.display()))?;
-        kconfig::check(&text, self.arch, &self.config)?;
+        kconfig::check(&text, self.arch, &self.config, &self.needs)?;
         let target = facts(self.arch).image_target;
         let progress = Progress {
             what: format!("{} ({})", label(commit), self.arch),
@@ -573,6 +583,7 @@ mod tests {
             command: cmd.map(String::from),
             root: root.to_path_buf(),
             compiler: compiler(arch, cmd),
+            needs: BTreeSet::new(),
         }
     }
 

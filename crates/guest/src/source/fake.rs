@@ -32,6 +32,7 @@ impl Fake {
             mirror: None,
             interrupted: &NEVER,
             config: crate::build::Config::Ptelab,
+            needs: Default::default(),
         }
     }
 }

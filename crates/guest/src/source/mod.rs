@@ -198,6 +198,9 @@ pub struct Options<'a> {
     pub interrupted: &'a AtomicBool,
     /// `--config`, `--defconfig`: the kernel config a tree builds with.
     pub config: crate::build::Config,
+    /// What the cells asked for need of a built kernel's config (none: no
+    /// cell is known, only what booting needs is checked).
+    pub needs: std::collections::BTreeSet<crate::build::kconfig::Need>,
 }
 
 /// What every kernel spec accepts, for every message about a bad one.

@@ -180,6 +180,7 @@ fn builder(cache: &Cache, named: &Named, opts: &Options) -> anyhow::Result<Build
         command: None,
         compiler: build::compiler(arch, None),
         root,
+        needs: opts.needs.clone(),
     })
 }
 
@@ -527,6 +528,7 @@ mod built {
             mirror: None,
             interrupted,
             config,
+            needs: Default::default(),
         }
     }
 
@@ -616,11 +618,28 @@ mod built {
         std::fs::write(&mine, "CONFIG_SMP=y\n").unwrap();
         let e = resolve(
             &format!("tree:{}", t.display()),
-            &opts(&never, Config::File(mine)),
+            &opts(&never, Config::File(mine.clone())),
         )
         .unwrap_err();
         assert!(crate::error::is_usage(&e));
         assert!(e.to_string().contains("CONFIG_BLK_DEV_INITRD"), "{e}");
+
+        // One that boots but lacks THP builds, with a warning, for cells
+        // that need no large folio; asked again for cells that do, its
+        // cached image is refused, naming what they need.
+        let boots = kconfig::config_lines(Arch::X86_64, &[kconfig::Section::Boot]);
+        std::fs::write(&mine, boots).unwrap();
+        let spec = format!("tree:{}", t.display());
+        resolve(&spec, &opts(&never, Config::File(mine.clone()))).unwrap();
+        let mut large = opts(&never, Config::File(mine));
+        large.needs = [kconfig::Need::LargeFolios].into();
+        let e = resolve(&spec, &large).unwrap_err();
+        assert!(crate::error::is_usage(&e));
+        assert!(
+            e.to_string()
+                .contains("folios above 4K need CONFIG_TRANSPARENT_HUGEPAGE"),
+            "{e}"
+        );
 
         // A stored run of it is known again by the spec.
         let guest = Guest::new(Accel::Tcg, "QEMU 7.2", &head.source, &head.sha256);
