@@ -290,8 +290,9 @@ impl Builder {
 
     /// The image of the commit checked out in the tree: cached, or built
     /// now. `Ok(Err(why))` is a failed build (the log named in `why`); a
-    /// config that cannot boot a guest is a usage error, before the image
-    /// builds. `interrupted` (SIGINT, SIGTERM) stops the build.
+    /// config that cannot boot a guest, or run the cells asked for, is a
+    /// usage error, before the image builds. `interrupted` (SIGINT,
+    /// SIGTERM) stops the build.
     pub fn build(
         &self,
         commit: &str,
