@@ -29,10 +29,7 @@ impl StandIn {
     fn new(base: &str, patched: &str) -> StandIn {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path();
-        let defconfig: String = kconfig::settings(Arch::X86_64)
-            .iter()
-            .filter_map(|s| Some(format!("{}={}\n", s.option, s.value.as_ref()?)))
-            .collect();
+        let defconfig = kconfig::config_lines(Arch::X86_64, kconfig::Section::ALL);
         std::fs::write(t.join("defconfig.txt"), defconfig).unwrap();
         std::fs::write(
             t.join("Makefile"),

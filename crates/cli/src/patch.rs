@@ -103,9 +103,9 @@ impl PatchArgs {
 impl ReproduceArgs {
     /// `reproduce --kernels A,B` where A or B is not one of Debian's kernels
     /// (a tree, your own image): the seeds' claims are about upstream
-    /// releases and cannot be judged there, so
-    /// the two are compared as `patch --base A --head B` does, on every
-    /// seed asked for. None when reproduce runs as itself.
+    /// releases and cannot be judged there, so the two are compared as
+    /// `patch --base A --head B` does, on every seed asked for. None when
+    /// reproduce runs as itself.
     pub fn as_patch(&self) -> anyhow::Result<Option<PatchArgs>> {
         if self.kernels.is_empty() || self.kernels == ["auto"] {
             return Ok(None);

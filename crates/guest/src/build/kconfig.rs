@@ -8,10 +8,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::workload::{FolioSpec, WorkloadKind};
-
 use crate::error::bail_usage;
-use crate::workload::Arch;
+use crate::workload::{Arch, FolioSpec, WorkloadKind};
 
 use super::Config;
 
@@ -46,6 +44,10 @@ pub enum Section {
     Boot,
     Cells,
     Lean,
+}
+
+impl Section {
+    pub const ALL: &'static [Section] = &[Section::Boot, Section::Cells, Section::Lean];
 }
 
 /// One option of the fragment: its value (`None`: `is not set`), section,
@@ -115,7 +117,8 @@ fn setting(option: String, value: Option<String>, section: Section, why: &[&str]
 }
 
 /// `.config` lines for the fragment's settings of `sections` that set a
-/// value: a config that boots and no more (`[Section::Boot]`), for tests.
+/// value: a config that boots and no more (`[Section::Boot]`), or the whole
+/// fragment's (`Section::ALL`), for tests and their stand-in trees.
 pub fn config_lines(arch: Arch, sections: &[Section]) -> String {
     settings(arch)
         .iter()
@@ -381,10 +384,7 @@ mod tests {
     #[test]
     fn a_config_without_boot_options_is_refused_naming_them() {
         let arch = Arch::X86_64;
-        let all: String = settings(arch)
-            .iter()
-            .filter_map(|s| Some(format!("{}={}\n", s.option, s.value.as_ref()?)))
-            .collect();
+        let all = config_lines(arch, Section::ALL);
         assert!(missing(&all, arch, Section::Boot).is_empty());
         let none = BTreeSet::new();
         assert!(check(&all, arch, &Config::Ptelab, &none).is_ok());

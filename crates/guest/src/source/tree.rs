@@ -492,10 +492,7 @@ mod built {
         let mut head = vec![0u8; 0x206];
         head[0x202..].copy_from_slice(b"HdrS");
         std::fs::write(d.path().join("head.bin"), head).unwrap();
-        let defconfig: String = kconfig::settings(Arch::X86_64)
-            .iter()
-            .filter_map(|s| Some(format!("{}={}\n", s.option, s.value.as_ref()?)))
-            .collect();
+        let defconfig = kconfig::config_lines(Arch::X86_64, kconfig::Section::ALL);
         std::fs::write(d.path().join("defconfig.txt"), defconfig).unwrap();
         std::fs::write(
             d.path().join("Makefile"),
