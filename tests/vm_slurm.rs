@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use crate::common::testcluster::TestSlurm;
 use crate::common::testserver::{TestServer, PASSWORD};
-use crate::common::{assert_success, cached_x86_image, ptelab, ptelab_std, TempDb};
+use crate::common::{assert_success, cached_image, cached_x86_image, ptelab, ptelab_std, TempDb};
 
 /// ptelab pointed at `slurm`, its cache (batches, staged binaries, logs)
 /// under `cache`.
@@ -403,7 +403,10 @@ fn failed_tasks_are_reported_with_their_logs_and_resume_submits_them_again() {
 /// runs are.
 #[test]
 fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
-    let (Some(image), Some(_)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.13")) else {
+    let (Some(image), Some(_)) = (
+        cached_image("6.16.12", "arm64"),
+        cached_image("6.17.13", "arm64"),
+    ) else {
         return;
     };
     let Some(slurm) = TestSlurm::start_or_skip("a_task_without_its_kernel") else {
@@ -411,7 +414,7 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
     };
     let db = TempDb::new();
     // An image of one's own build: the nodes boot its copy in the cache.
-    let own = db.dir().join("bzImage");
+    let own = db.dir().join("Image");
     std::fs::copy(&image, &own).unwrap();
     let own_s = own.display().to_string();
     let vm = [
@@ -423,7 +426,7 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
         "--kernel",
         "debian:6.17.13",
         "--arch",
-        "x86_64",
+        "arm64",
         "--accel",
         "tcg",
         "--json",
@@ -526,7 +529,10 @@ fn a_task_without_its_kernel_says_why_and_resume_submits_only_that_task() {
 /// with that.
 #[test]
 fn resume_of_a_profiled_batch_submits_only_the_failed_task() {
-    let (Some(i16), Some(i17)) = (cached_x86_image("6.16.12"), cached_x86_image("6.17.13")) else {
+    let (Some(i16), Some(i17)) = (
+        cached_image("6.16.12", "arm64"),
+        cached_image("6.17.13", "arm64"),
+    ) else {
         return;
     };
     let Some(slurm) = TestSlurm::start_or_skip("resume_of_a_profiled_batch") else {
@@ -549,6 +555,8 @@ fn resume_of_a_profiled_batch_submits_only_the_failed_task() {
         &one_s,
         "--kernel",
         &two_s,
+        "--arch",
+        "arm64",
         "--accel",
         "tcg",
         "--profile",
@@ -716,7 +724,7 @@ fn end_to_end(test: &str) -> Option<(TestSlurm, TempDb, TempDb)> {
 /// calibration under icount, no kernel decompression in the guest).
 fn arm64_kernels() -> Option<()> {
     for k in KERNELS {
-        crate::common::cached_image(k.trim_start_matches("debian:"), "arm64")?;
+        cached_image(k.trim_start_matches("debian:"), "arm64")?;
     }
     Some(())
 }
