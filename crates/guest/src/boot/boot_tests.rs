@@ -3,11 +3,12 @@
 //! qemu-system-arm), the kernels in the cache (`ptelab kernel fetch
 //! debian:6.17.13 --arch x86_64`, and `--arch arm64`) and a ptelab for the
 //! guest (see `binary`); without them each test prints why it is skipped.
-//! Guests run one at a time.
+//! Guests run side by side: each test's QEMU carries a kernel parameter of
+//! its own (`ptelab.test=`, its log's path), by which the test finds its
+//! own QEMU left behind, and only its own.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::initramfs::JobStep;
@@ -17,7 +18,6 @@ use crate::arch::facts;
 use crate::source::cache::Cache;
 use crate::workload::Arch;
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 static NEVER: AtomicBool = AtomicBool::new(false);
 
 /// The kernel release the tests prefer, per arch.
@@ -84,7 +84,7 @@ fn job(arch: Arch, args: &[&str], timeout: Duration, log: PathBuf) -> Option<Gue
             args.iter().map(|s| s.to_string()).collect(),
         )],
         files: Vec::new(),
-        append: Vec::new(),
+        append: vec![tag(&log)],
         accel,
         memory_mib: 1024,
         disk: None,
@@ -105,8 +105,15 @@ fn skipped(why: &str) {
     }
 }
 
-/// Children of this process whose name starts with `qemu-system`.
-fn qemu_children() -> Vec<u32> {
+/// The kernel parameter that marks the QEMU of the job logging to `log`.
+fn tag(log: &std::path::Path) -> String {
+    format!("ptelab.test={}", log.display())
+}
+
+/// Children of this process whose name starts with `qemu-system` and whose
+/// command line holds `j`'s tag: the QEMU that `j` started, if still there.
+fn qemu_children(j: &GuestJob) -> Vec<u32> {
+    let tag = tag(&j.log);
     let me = std::process::id();
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -121,7 +128,9 @@ fn qemu_children() -> Vec<u32> {
             continue;
         };
         let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(me) && comm.contains("(qemu-system") {
+        let mine = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&tag));
+        if ppid == Some(me) && comm.contains("(qemu-system") && mine {
             found.push(pid);
         }
     }
@@ -164,7 +173,6 @@ const BENCH: &[&str] = &[
 
 /// Doctor, then a bench cell, in one boot (two steps of one job).
 fn doctor_and_bench(arch: Arch) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let Some(mut j) = job(
         arch,
@@ -209,7 +217,7 @@ fn doctor_and_bench(arch: Arch) {
         log.contains("PTELAB-ANSWER-END"),
         "the console, answers included, is in the log"
     );
-    assert!(qemu_children().is_empty());
+    assert!(qemu_children(&j).is_empty());
 
     assert_eq!(
         bench.exit_code,
@@ -257,7 +265,6 @@ fn arm64_guest_runs_doctor_and_a_bench_cell() {
 /// guest's time.
 #[test]
 fn two_commands_share_one_boot_and_each_gets_its_windows() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let bench = |workload: &str, iters: &str| -> Vec<String> {
         [
@@ -327,14 +334,13 @@ fn two_commands_share_one_boot_and_each_gets_its_windows() {
     assert_eq!(outs[0].boot_to_exit, outs[1].boot_to_exit, "one boot");
     let log = std::fs::read_to_string(&j.log).unwrap();
     assert_eq!(log.matches("ptelab: guest runs: ptelab bench").count(), 2);
-    assert!(qemu_children().is_empty());
+    assert!(qemu_children(&j).is_empty());
 }
 
 /// A guest that does not finish in time is killed, reaped, and reported
 /// with its console and log.
 #[test]
 fn hung_guest_is_killed() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("hung.log");
     let Some(j) = job(Arch::X86_64, BENCH, Duration::from_secs(2), log.clone()) else {
@@ -352,9 +358,9 @@ fn hung_guest_is_killed() {
         "{e}"
     );
     assert!(
-        qemu_children().is_empty(),
+        qemu_children(&j).is_empty(),
         "QEMU survived: {:?}",
-        qemu_children()
+        qemu_children(&j)
     );
 }
 
@@ -363,7 +369,6 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// SIGINT (the flag it sets) stops the guest at once.
 #[test]
 fn interrupted_guest_is_stopped() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let Some(mut j) = job(
         Arch::X86_64,
@@ -387,16 +392,15 @@ fn interrupted_guest_is_stopped() {
         "{e}"
     );
     assert!(
-        qemu_children().is_empty(),
+        qemu_children(&j).is_empty(),
         "QEMU survived: {:?}",
-        qemu_children()
+        qemu_children(&j)
     );
 }
 
 /// An init that exits panics the kernel; the error quotes the panic.
 #[test]
 fn guest_kernel_panic_is_reported() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let Some(mut j) = job(
         Arch::X86_64,
@@ -427,7 +431,7 @@ fn guest_kernel_panic_is_reported() {
         e.contains("  | "),
         "the console's last lines are quoted: {e}"
     );
-    assert!(qemu_children().is_empty());
+    assert!(qemu_children(&j).is_empty());
 }
 
 /// Files of this process open in `dir` (a guest's disk image is one while
@@ -460,7 +464,6 @@ fn reclaim_job(args: &[&str], timeout: Duration, dir: &std::path::Path) -> Optio
 /// disk image is gone afterwards.
 #[test]
 fn x86_64_guest_reclaims_large_file_folios_on_its_disk() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let args = [
         "bench",
@@ -514,7 +517,6 @@ static STOP_DISK: AtomicBool = AtomicBool::new(false);
 /// stopped and the image is gone.
 #[test]
 fn interrupted_guest_leaves_no_disk_image() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let args = [
         "bench",
@@ -550,7 +552,7 @@ fn interrupted_guest_leaves_no_disk_image() {
         e.starts_with("interrupted: stopped the guest (QEMU killed)"),
         "{e}"
     );
-    assert!(qemu_children().is_empty());
+    assert!(qemu_children(&j).is_empty());
     assert!(open_in(dir.path()).is_empty(), "{:?}", open_in(dir.path()));
     assert_eq!(
         std::fs::read_dir(dir.path().join("disks")).unwrap().count(),
