@@ -729,6 +729,15 @@ fn arm64_kernels() -> Option<()> {
     Some(())
 }
 
+/// The arm64 images of `SEED_001_KERNELS` are cached too; else None,
+/// having said why (see `arm64_kernels`).
+fn arm64_seed_001_kernels() -> Option<()> {
+    for k in SEED_001_KERNELS {
+        cached_image(k.trim_start_matches("debian:"), "arm64")?;
+    }
+    Some(())
+}
+
 /// The root of the kernel cache (this user's ptelab cache), which holds
 /// `image`.
 fn cache_root_of(image: &str) -> PathBuf {
@@ -943,6 +952,11 @@ fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
     let Some((slurm, local, there_db)) = end_to_end("reproduce_through_slurm") else {
         return;
     };
+    // x86_64: on arm64 the quick seed-001 figure of 6.17.8 moved by 0.15%
+    // between a local and a Slurm boot (6249.5 against 6240.1 instructions
+    // per call, one try), past the 0.1% this test holds the executor to.
+    // The boots' setups differ (paths in the job, so the initramfs), which
+    // is the kind of spread `calibrate --guest` measures as guest bias.
     let kernels = SEED_001_KERNELS.join(",");
     // One task per kernel, as a local run boots each kernel once (a task
     // of several workloads is the vm test's above).
@@ -1115,7 +1129,10 @@ fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
     let Some((slurm, local, there_db)) = end_to_end("bisect_through_slurm") else {
         return;
     };
-    let Some(image) = cached_x86_image("6.17.8") else {
+    let Some(image) = cached_image("6.17.8", "arm64") else {
+        return;
+    };
+    let Some(()) = arm64_seed_001_kernels() else {
         return;
     };
     // The kernel cache's root, shared with the tasks through --cache.
@@ -1127,7 +1144,7 @@ fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
         "--bad",
         "debian:6.17.8",
         "--arch",
-        "x86_64",
+        "arm64",
         "--metric",
         "calls:vm_normal_page",
         "--json",
