@@ -303,9 +303,8 @@ fn images() -> Option<(String, String)> {
 }
 
 /// Commits 1..=8 after a good commit 0: the change at a random one of them.
-/// arm64 guests: the bisect's steps are the point, and an arm64 TCG guest
-/// boots in half the time of an x86_64 one (no LAPIC timer calibration
-/// under icount, no kernel decompression in the guest).
+/// arm64 guests: the bisect's steps are the point (docs/guests.md, "One
+/// boot per kernel").
 #[test]
 fn the_bisect_finds_the_changing_commit_in_log2_steps() {
     let _one = GUESTS.lock().unwrap_or_else(|e| e.into_inner());
@@ -560,9 +559,9 @@ fn a_bad_metric_is_refused_before_anything_boots() {
 }
 
 /// Seed 001's pair bisected on counter `metric`, with `flags` (output and
-/// store) before the bench: arm64 guests, whose TCG boots take half an
-/// x86_64 one's time; the folio lookup changed in the generic mprotect
-/// code, on both arches.
+/// store) before the bench: arm64 guests (docs/guests.md, "One boot per
+/// kernel"); the folio lookup changed in the generic mprotect code, on
+/// both arches.
 fn counter_bisect_cmd(metric: &str, flags: &[&str]) -> assert_cmd::Command {
     let mut c = ptelab();
     c.args([

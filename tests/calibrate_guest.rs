@@ -1,7 +1,7 @@
 //! `ptelab calibrate --guest`: bad input refused before any boot, and one
 //! real calibration (arm64, Debian's 6.16.12 from the kernel cache, two
-//! boots of a small cell; arm64 because a TCG arm64 guest boots in half an
-//! x86_64 one's time) that stores the bias, prints it, and that
+//! boots of a small cell; arm64, the quicker TCG boot: docs/guests.md,
+//! "One boot per kernel") that stores the bias, prints it, and that
 //! `compare` of two guest runs of that kernel then judges against.
 
 use std::time::Duration;

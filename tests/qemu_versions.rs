@@ -189,8 +189,8 @@ fn which(binary: &str) -> PathBuf {
 /// why nothing was counted, and succeeds.
 #[test]
 fn a_qemu_that_cannot_count_is_refused_by_vm_and_measured_plain_by_reproduce() {
-    // arm64 guests: what is checked is the plugin's refusal, and an arm64
-    // TCG guest boots in half an x86_64 one's time.
+    // arm64 guests: what is checked is the plugin's refusal (docs/guests.md,
+    // "One boot per kernel").
     if cached_image("6.16.12", "arm64").is_none() || cached_image("6.17.13", "arm64").is_none() {
         return;
     }

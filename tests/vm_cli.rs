@@ -1,8 +1,8 @@
 //! `ptelab vm`: bad input refused before any boot, and one real guest run
 //! (arm64, Debian's 6.17.13 from the kernel cache) stored with its
 //! provenance, plus SIGINT during a guest leaving no QEMU behind. The
-//! guests whose arch is not the point are arm64: under TCG they boot in
-//! half the time of x86_64 ones.
+//! guests whose arch is not the point are arm64, the quicker TCG boot
+//! (docs/guests.md, "One boot per kernel").
 
 use std::time::{Duration, Instant};
 

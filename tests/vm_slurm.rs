@@ -707,35 +707,17 @@ const KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.13"];
 /// change and the first Debian build after it.
 const SEED_001_KERNELS: [&str; 2] = ["debian:6.16.12", "debian:6.17.8"];
 
-/// What an end-to-end test needs: the kernels cached, a single-node Slurm,
-/// and two SQLite databases (the local run's, the one through Slurm); None,
-/// having said why, when one is missing.
-fn end_to_end(test: &str) -> Option<(TestSlurm, TempDb, TempDb)> {
-    for k in KERNELS.iter().chain(&SEED_001_KERNELS) {
-        cached_x86_image(k.trim_start_matches("debian:"))?;
+/// What an end-to-end test needs: Debian's `kernels` of `arch` cached, a
+/// single-node Slurm, and two SQLite databases (the local run's, the one
+/// through Slurm); None, having said why, when one is missing. Tests whose
+/// point is the executor, not an arch, boot arm64 (docs/guests.md, "One
+/// boot per kernel").
+fn end_to_end(test: &str, arch: &str, kernels: &[&str]) -> Option<(TestSlurm, TempDb, TempDb)> {
+    for k in kernels {
+        cached_image(k.trim_start_matches("debian:"), arch)?;
     }
     let slurm = TestSlurm::start_or_skip(test)?;
     Some((slurm, TempDb::new(), TempDb::new()))
-}
-
-/// The arm64 images of `KERNELS` are cached too; else None, having said
-/// why. Tests whose point is the executor, not an arch, boot arm64 guests:
-/// under TCG they boot in half the time of x86_64 ones (no LAPIC timer
-/// calibration under icount, no kernel decompression in the guest).
-fn arm64_kernels() -> Option<()> {
-    for k in KERNELS {
-        cached_image(k.trim_start_matches("debian:"), "arm64")?;
-    }
-    Some(())
-}
-
-/// The arm64 images of `SEED_001_KERNELS` are cached too; else None,
-/// having said why (see `arm64_kernels`).
-fn arm64_seed_001_kernels() -> Option<()> {
-    for k in SEED_001_KERNELS {
-        cached_image(k.trim_start_matches("debian:"), "arm64")?;
-    }
-    Some(())
 }
 
 /// The root of the kernel cache (this user's ptelab cache), which holds
@@ -751,10 +733,8 @@ fn cache_root_of(image: &str) -> PathBuf {
 
 #[test]
 fn guests_through_slurm_measure_what_local_guests_measure() {
-    let Some((slurm, local, there_db)) = end_to_end("guests_through_slurm") else {
-        return;
-    };
-    let Some(()) = arm64_kernels() else {
+    let Some((slurm, local, there_db)) = end_to_end("guests_through_slurm", "arm64", &KERNELS)
+    else {
         return;
     };
     // Two commands in one boot of each kernel: a task answers for both,
@@ -868,10 +848,9 @@ fn calibrate_guest_through_slurm_gives_the_bias_of_a_local_run() {
         &["--guest", "--kernel", "debian:6.16.12", "--partition", "p"],
         "--partition goes with --executor slurm",
     );
-    let Some((slurm, local_db, slurm_db)) = end_to_end("calibrate_guest_through_slurm") else {
-        return;
-    };
-    let Some(()) = arm64_kernels() else {
+    let Some((slurm, local_db, slurm_db)) =
+        end_to_end("calibrate_guest_through_slurm", "arm64", &KERNELS)
+    else {
         return;
     };
     let calibrate = |db: &str, executor: &str| {
@@ -949,7 +928,9 @@ fn numbers(v: &Value, out: &mut Vec<f64>) {
 
 #[test]
 fn reproduce_through_slurm_gives_the_verdicts_and_figures_of_a_local_run() {
-    let Some((slurm, local, there_db)) = end_to_end("reproduce_through_slurm") else {
+    let Some((slurm, local, there_db)) =
+        end_to_end("reproduce_through_slurm", "x86_64", &SEED_001_KERNELS)
+    else {
         return;
     };
     // x86_64: on arm64 the quick seed-001 figure of 6.17.8 moved by 0.15%
@@ -1126,13 +1107,12 @@ impl Drop for BisectState {
 /// figure from its state file and submits nothing.
 #[test]
 fn a_bisect_through_slurm_finds_what_a_local_bisect_finds() {
-    let Some((slurm, local, there_db)) = end_to_end("bisect_through_slurm") else {
+    let Some((slurm, local, there_db)) =
+        end_to_end("bisect_through_slurm", "arm64", &SEED_001_KERNELS)
+    else {
         return;
     };
     let Some(image) = cached_image("6.17.8", "arm64") else {
-        return;
-    };
-    let Some(()) = arm64_seed_001_kernels() else {
         return;
     };
     // The kernel cache's root, shared with the tasks through --cache.
@@ -1266,11 +1246,11 @@ fn job_of(stderr: &str, task: &str) -> Option<(String, String)> {
 #[test]
 fn a_tree_bisect_through_slurm_builds_on_the_nodes_and_finds_the_known_answer() {
     use crate::bisect_cli::Tree;
-    let Some((slurm, local, db)) = end_to_end("tree_bisect_through_slurm") else {
+    let Some((slurm, local, db)) = end_to_end("tree_bisect_through_slurm", "arm64", &[]) else {
         return;
     };
-    // arm64 guests (half an x86_64 TCG boot): seed 001's folio lookup
-    // changed there too, in the generic mprotect code.
+    // arm64 guests: seed 001's folio lookup changed there too, in the
+    // generic mprotect code.
     let (Some(good), Some(bad)) = (
         cached_image("6.16.12", "arm64"),
         cached_image("6.17.13", "arm64"),
