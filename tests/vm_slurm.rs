@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use crate::common::testcluster::TestSlurm;
 use crate::common::testserver::{TestServer, PASSWORD};
-use crate::common::{assert_success, cached_image, cached_x86_image, ptelab, ptelab_std, TempDb};
+use crate::common::{assert_success, cached_image, ptelab, ptelab_std, TempDb};
 
 /// ptelab pointed at `slurm`, its cache (batches, staged binaries, logs)
 /// under `cache`.
