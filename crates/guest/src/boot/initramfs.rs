@@ -49,9 +49,9 @@ pub struct JobFile {
     pub env: BTreeMap<String, String>,
     /// Send the kernel's text symbols (from `/proc/kallsyms`) after the
     /// commands, for the host to name what the QEMU plugin counted. Always
-    /// written, as 0 or 1, so that a job asking for them has the bytes'
-    /// length of one that does not: a job that only named `symbols` moved an
-    /// arm64 guest's figure by 9% (docs/guests.md, "Guest binary").
+    /// written, as 0 or 1, so that a job asking for them is as long as one
+    /// that does not: a job that only named `symbols` moved an arm64 guest's
+    /// figure by 9% (docs/guests.md, "Symbols").
     #[serde(default, with = "zero_or_one")]
     pub symbols: bool,
 }
